@@ -1,0 +1,58 @@
+"""Every message millrace speaks, one module per API (request and response together).
+
+``ALL`` maps api key -> (request declaration, response declaration).  The value classes
+and codecs are built from these in ``millrace.protocol.api``.
+"""
+
+from __future__ import annotations
+
+from millrace.protocol.messages import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    alter_configs,
+    api_versions,
+    create_partitions,
+    create_topics,
+    delete_groups,
+    delete_records,
+    delete_topics,
+    describe_cluster,
+    describe_configs,
+    describe_groups,
+    describe_producers,
+    end_txn,
+    fetch,
+    find_coordinator,
+    heartbeat,
+    incremental_alter_configs,
+    init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
+    list_offsets,
+    metadata,
+    offset_commit,
+    offset_fetch,
+    offset_for_leader_epoch,
+    produce,
+    sasl_authenticate,
+    sasl_handshake,
+    sync_group,
+    txn_offset_commit,
+    write_txn_markers,
+)
+from millrace.protocol.schema import Message
+
+_MODULES = (
+    produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator,
+    join_group, heartbeat, leave_group, sync_group, describe_groups, list_groups,
+    sasl_handshake, api_versions, create_topics, delete_topics, delete_records,
+    init_producer_id, offset_for_leader_epoch, add_partitions_to_txn, add_offsets_to_txn,
+    end_txn, write_txn_markers, txn_offset_commit, describe_configs, alter_configs,
+    sasl_authenticate, create_partitions, delete_groups, incremental_alter_configs,
+    describe_cluster, describe_producers,
+)
+
+ALL: dict[int, tuple[Message, Message]] = {
+    m.REQUEST.api_key: (m.REQUEST, m.RESPONSE) for m in _MODULES
+}

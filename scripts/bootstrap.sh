@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Creates .venv (if missing) and installs millrace with the given extras.
+# Usage: scripts/bootstrap.sh [extras]   e.g. scripts/bootstrap.sh test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+    echo "millrace needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
+    exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+stamp=".venv/.millrace-installed-${extras:-base}"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+    if [ -n "$extras" ]; then
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+    else
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+    fi
+    touch "$stamp"
+fi
