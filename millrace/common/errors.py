@@ -184,6 +184,7 @@ def _build() -> None:
 
 _build()
 _BY_CODE[-1] = KafkaError
+_BY_NAME["UNKNOWN_SERVER_ERROR"] = KafkaError
 UnknownServerError = KafkaError  # code -1 is the base class itself
 
 
