@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test
+bash scripts/system-deps.sh kcat
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff";          ruff check millrace tests tools bench
 echo "== mypy";          mypy

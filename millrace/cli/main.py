@@ -20,16 +20,47 @@ def _selftest(_: argparse.Namespace) -> int:
                 codec.decode(data, version)
                 pairs += 1
     print(f"protocol: {len(API)} APIs, {pairs} message/version pairs round-trip")
-    for codec in CompressionType:
-        builder = RecordBatchBuilder(compression=codec)
+    for compression in CompressionType:
+        builder = RecordBatchBuilder(compression=compression)
         for i in range(100):
             builder.append(1_700_000_000_000 + i, f"key-{i}".encode(), b"value " * 20,
                            [("h", b"v")])
         batch = RecordBatch(builder.build())
         batch.validate()
         count = sum(1 for _ in batch.records())
-        print(f"record batch {codec.name.lower():6} {len(batch.buffer):6} bytes, "
+        print(f"record batch {compression.name.lower():6} {batch.header.size:6} bytes, "
               f"{count} records ok")
+    return 0
+
+
+def _broker(args: argparse.Namespace) -> int:
+    """Run a broker until SIGTERM/SIGINT; bad configs exit 2 with the key named."""
+    import logging
+
+    from millrace.broker.config import KafkaConfig
+    from millrace.broker.server import run
+    from millrace.common.errors import ConfigError
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    overrides: dict[str, str] = {}
+    for item in args.override or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"millrace broker: --override expects key=value, got {item!r}",
+                  file=sys.stderr)
+            return 2
+        overrides[key.strip()] = value
+    try:
+        text = ""
+        if args.config:
+            with open(args.config, encoding="utf-8") as f:
+                text = f.read()
+        config = KafkaConfig.from_text(text, overrides)
+    except (ConfigError, OSError) as e:
+        print(f"millrace broker: {e}", file=sys.stderr)
+        return 2
+    run(config)
     return 0
 
 
@@ -39,6 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("selftest", help="round-trip the codec and record formats").set_defaults(
         func=_selftest)
+    broker = sub.add_parser("broker", help="run a broker (Kafka server.properties names)")
+    broker.add_argument("--config", "-c", help="a server.properties file")
+    broker.add_argument("--override", action="append", metavar="KEY=VALUE",
+                        help="set one config key (repeatable)")
+    broker.add_argument("--log-level", default="info")
+    broker.set_defaults(func=_broker)
     sub.add_parser("version", help="print the version").set_defaults(
         func=lambda _: print(__import__("millrace").__version__) or 0)
     args = parser.parse_args(argv)

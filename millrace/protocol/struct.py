@@ -23,7 +23,15 @@ _SCALAR_DEFAULTS: dict[str, Any] = {
 }
 
 
-class Struct:
+class _StructType(type):
+    """Metaclass: nested struct classes are created at import time, so to the type
+    checker they are dynamic attributes (``ProduceRequest.TopicProduceData``)."""
+
+    def __getattr__(cls, name: str) -> Any:
+        raise AttributeError(f"{cls.__name__} has no nested struct {name!r}")
+
+
+class Struct(metaclass=_StructType):
     """Base of every generated message/struct class."""
 
     __slots__ = ()

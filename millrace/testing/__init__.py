@@ -1,0 +1,1 @@
+"""Test fixtures (may import anything; nothing in millrace imports this package)."""

@@ -1,0 +1,188 @@
+"""Broker configuration: Kafka's ``server.properties`` names and defaults (``KafkaConfig``).
+
+Unknown keys and bad values stop the broker at start-up with an error naming the key.
+Keys that Kafka accepts but that mean nothing to a single embedded broker (thread
+counts, socket buffer sizes, KRaft/ZooKeeper settings used by later milestones) are
+accepted and recorded so that an existing Kafka properties file works unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from millrace.common.config import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    at_least,
+    between,
+    one_of,
+    parse_properties,
+)
+from millrace.common.errors import ConfigError
+
+DAY_MS = 24 * 3600 * 1000
+
+BROKER_CONFIG = (
+    ConfigDef()
+    .define("node.id", "int", -1, doc="this broker's id")
+    .define("broker.id", "int", -1, doc="synonym of node.id")
+    .define("listeners", "list", ["PLAINTEXT://:9092"])
+    .define("advertised.listeners", "list", None, nullable=True)
+    .define("listener.security.protocol.map", "string",
+            "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
+    .define("inter.broker.listener.name", "string", None, nullable=True)
+    .define("log.dirs", "list", None, nullable=True)
+    .define("log.dir", "string", "/tmp/kafka-logs")
+    .define("num.partitions", "int", 1, at_least(1))
+    .define("default.replication.factor", "int", 1, at_least(1))
+    .define("auto.create.topics.enable", "boolean", True)
+    .define("delete.topic.enable", "boolean", True)
+    .define("log.segment.bytes", "int", 1024 * 1024 * 1024, at_least(14))
+    .define("log.roll.ms", "long", None, nullable=True)
+    .define("log.roll.hours", "int", 168, at_least(1))
+    .define("log.retention.ms", "long", None, nullable=True)
+    .define("log.retention.minutes", "int", None, nullable=True)
+    .define("log.retention.hours", "int", 168)
+    .define("log.retention.bytes", "long", -1)
+    .define("log.retention.check.interval.ms", "long", 300_000, at_least(1))
+    .define("log.cleanup.policy", "list", ["delete"], one_of("delete", "compact"))
+    .define("log.cleaner.enable", "boolean", True)
+    .define("log.cleaner.backoff.ms", "long", 15_000, at_least(0))
+    .define("log.index.interval.bytes", "int", 4096, at_least(0))
+    .define("log.index.size.max.bytes", "int", 10 * 1024 * 1024, at_least(4))
+    .define("log.flush.interval.messages", "long", LONG_MAX, at_least(1))
+    .define("log.flush.interval.ms", "long", None, nullable=True)
+    .define("log.flush.scheduler.interval.ms", "long", LONG_MAX)
+    .define("log.message.timestamp.type", "string", "CreateTime",
+            one_of("CreateTime", "LogAppendTime"))
+    .define("log.message.timestamp.before.max.ms", "long", LONG_MAX, at_least(0))
+    .define("log.message.timestamp.after.max.ms", "long", 3_600_000, at_least(0))
+    .define("compression.type", "string", "producer",
+            one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"))
+    .define("message.max.bytes", "int", 1048588, at_least(0))
+    .define("socket.request.max.bytes", "int", 100 * 1024 * 1024, at_least(1))
+    .define("socket.send.buffer.bytes", "int", 102400)
+    .define("socket.receive.buffer.bytes", "int", 102400)
+    .define("connections.max.idle.ms", "long", 600_000)
+    .define("num.network.threads", "int", 3, at_least(1))
+    .define("num.io.threads", "int", 8, at_least(1))
+    .define("num.recovery.threads.per.data.dir", "int", 2, at_least(1))
+    .define("offsets.topic.num.partitions", "int", 50, at_least(1))
+    .define("offsets.topic.replication.factor", "int", 3, at_least(1))
+    .define("offsets.topic.segment.bytes", "int", 100 * 1024 * 1024, at_least(1))
+    .define("offsets.retention.minutes", "int", 7 * 24 * 60, at_least(1))
+    .define("offsets.commit.timeout.ms", "int", 5000, at_least(1))
+    .define("group.initial.rebalance.delay.ms", "int", 3000, at_least(0))
+    .define("group.min.session.timeout.ms", "int", 6000)
+    .define("group.max.session.timeout.ms", "int", 1_800_000)
+    .define("group.max.size", "int", INT_MAX, at_least(1))
+    .define("transaction.state.log.num.partitions", "int", 50, at_least(1))
+    .define("transaction.state.log.replication.factor", "int", 3, at_least(1))
+    .define("transaction.state.log.min.isr", "int", 2, at_least(1))
+    .define("transaction.max.timeout.ms", "int", 900_000, at_least(1))
+    .define("min.insync.replicas", "int", 1, at_least(1))
+    .define("unclean.leader.election.enable", "boolean", False)
+    .define("replica.lag.time.max.ms", "long", 30_000)
+    .define("zookeeper.connect", "string", None, nullable=True)
+    .define("zookeeper.connection.timeout.ms", "int", None, nullable=True)
+    .define("zookeeper.session.timeout.ms", "int", 18_000)
+    .define("process.roles", "list", [])
+    .define("controller.quorum.voters", "list", [])
+    .define("controller.listener.names", "string", None, nullable=True)
+    .define("cluster.id", "string", None, nullable=True)
+    .define("fetch.max.bytes", "int", 55 * 1024 * 1024, at_least(1024))
+    .define("group.coordinator.rebalance.protocols", "list", ["classic"])
+    .define("queued.max.requests", "int", 500, at_least(1))
+    .define("producer.id.expiration.ms", "int", DAY_MS, at_least(1))
+    .define("unstable.api.versions.enable", "boolean", False)
+    .define("log.message.format.version", "string", "3.0-IV1")
+    .define("message.timestamp.difference.max.ms", "long", LONG_MAX)
+    .define("log.cleaner.threads", "int", 1, between(0, 64))
+)
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener(spec: str, key: str) -> Listener:
+    """``PLAINTEXT://host:port`` -> Listener (empty host = all interfaces)."""
+    if "://" not in spec:
+        raise ConfigError(f"Invalid value {spec} for configuration {key}: "
+                          "expected NAME://host:port")
+    name, rest = spec.split("://", 1)
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"Invalid value {spec} for configuration {key}: bad port")
+    return Listener(name.upper(), host.strip("[]"), int(port))
+
+
+class KafkaConfig:
+    """Typed view of the broker's settings (``config["log.dirs"]`` or the properties)."""
+
+    def __init__(self, props: dict[str, Any]) -> None:
+        self.originals = dict(props)
+        self.values = BROKER_CONFIG.parse(props)
+        v = self.values
+        node = v["node.id"] if v["node.id"] >= 0 else v["broker.id"]
+        self.node_id: int = node if node >= 0 else 0
+        self.listeners = [parse_listener(s, "listeners") for s in v["listeners"]]
+        if not self.listeners:
+            raise ConfigError("Invalid value for configuration listeners: none given")
+        adv = v["advertised.listeners"]
+        self.advertised_listeners = (
+            [parse_listener(s, "advertised.listeners") for s in adv] if adv else self.listeners)
+        self.log_dirs: list[str] = v["log.dirs"] or [v["log.dir"]]
+        if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
+            raise ConfigError("group.min.session.timeout.ms must not exceed "
+                              "group.max.session.timeout.ms")
+
+    @classmethod
+    def from_text(cls, text: str, overrides: dict[str, str] | None = None) -> KafkaConfig:
+        props: dict[str, Any] = dict(parse_properties(text))
+        props.update(overrides or {})
+        return cls(props)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def log_retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return int(v["log.retention.ms"])
+        if v["log.retention.minutes"] is not None:
+            return int(v["log.retention.minutes"]) * 60_000
+        return int(v["log.retention.hours"]) * 3_600_000
+
+    @property
+    def log_roll_ms(self) -> int:
+        v = self.values
+        if v["log.roll.ms"] is not None:
+            return int(v["log.roll.ms"])
+        return int(v["log.roll.hours"]) * 3_600_000
+
+    def default_topic_config(self) -> dict[str, str]:
+        """Broker-level defaults expressed as topic-level config names (LogConfig)."""
+        v = self.values
+        flush_ms = v["log.flush.interval.ms"]
+        return {
+            "segment.bytes": str(v["log.segment.bytes"]),
+            "segment.ms": str(self.log_roll_ms),
+            "retention.ms": str(self.log_retention_ms),
+            "retention.bytes": str(v["log.retention.bytes"]),
+            "cleanup.policy": ",".join(v["log.cleanup.policy"]),
+            "index.interval.bytes": str(v["log.index.interval.bytes"]),
+            "flush.messages": str(v["log.flush.interval.messages"]),
+            "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
+            "max.message.bytes": str(v["message.max.bytes"]),
+            "message.timestamp.type": v["log.message.timestamp.type"],
+            "message.timestamp.before.max.ms": str(v["log.message.timestamp.before.max.ms"]),
+            "message.timestamp.after.max.ms": str(v["log.message.timestamp.after.max.ms"]),
+            "compression.type": v["compression.type"],
+        }

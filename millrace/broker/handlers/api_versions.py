@@ -1,0 +1,31 @@
+"""ApiVersions (key 18): which versions of which APIs this broker serves.
+
+Clients send it first on every connection and then use, per API, the highest version
+both sides know.  librdkafka before 2.11.1 only turns on compression if Produce v0 is
+inside the advertised range, so Produce is advertised from 0 (as Kafka 4 does) while
+v0-2 requests themselves are refused.  v3+ requests carry the client software name and
+version, which must match Kafka's pattern or the answer is INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from millrace.broker.context import RequestContext
+from millrace.broker.handlers import handles
+from millrace.protocol import ApiKey
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+INVALID_REQUEST = 42
+
+
+@handles(ApiKey.API_VERSIONS)
+async def handle_api_versions(ctx: RequestContext, body: Any) -> Any:
+    cls = ctx.api.response.cls
+    if ctx.version >= 3 and not (_SOFTWARE.match(body.client_software_name or "")
+                                 and _SOFTWARE.match(body.client_software_version or "")):
+        return cls(error_code=INVALID_REQUEST, api_keys=[])
+    keys = [cls.ApiVersion(api_key=key, min_version=lo, max_version=hi)
+            for key, (lo, hi) in sorted(ctx.server.advertised_versions.items())]
+    return cls(error_code=0, api_keys=keys, throttle_time_ms=0)

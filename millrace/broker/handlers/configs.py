@@ -1,0 +1,159 @@
+"""DescribeConfigs (32), AlterConfigs (33), IncrementalAlterConfigs (44), DeleteRecords (21).
+
+Resource types: 2 = topic, 4 = broker (read-only here: dynamic broker configs are a
+later milestone).  Topic overrides are validated with the log's own config table, then
+persisted in the metadata store and applied to the live logs, so they survive restarts.
+AlterConfigs replaces the whole override set; IncrementalAlterConfigs applies SET (0),
+DELETE (1), APPEND (2) and SUBTRACT (3) to list-valued keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from millrace.broker.context import RequestContext
+from millrace.broker.handlers import handles
+from millrace.common.errors import ConfigError
+from millrace.protocol import ApiKey
+
+TOPIC, BROKER = 2, 4
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+
+
+@handles(ApiKey.DESCRIBE_CONFIGS)
+async def handle_describe_configs(ctx: RequestContext, body: Any) -> Any:
+    server = ctx.server
+    cls = ctx.api.response.cls
+    result_cls = cls.DescribeConfigsResult
+    entry_cls = result_cls.DescribeConfigsResourceResult
+    results = []
+    for r in body.resources:
+        res = result_cls(error_code=0, error_message=None, resource_type=r.resource_type,
+                         resource_name=r.resource_name, configs=[])
+        if r.resource_type == TOPIC:
+            info = server.metadata.topics.get(r.resource_name)
+            if info is None:
+                res.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                res.error_message = f"Topic {r.resource_name} does not exist"
+            else:
+                entries = server.replica_manager.describe_topic_config(info.configs)
+                res.configs = [entry_cls(name=k, value=v, read_only=False, config_source=src,
+                                         is_default=src == SOURCE_DEFAULT, is_sensitive=False,
+                                         synonyms=[])
+                               for k, v, src in entries
+                               if r.configuration_keys is None or k in r.configuration_keys]
+        elif r.resource_type == BROKER:
+            values = server.config.values
+            res.configs = [entry_cls(name=k, value=None if v is None else _fmt(v),
+                                     read_only=True,
+                                     config_source=SOURCE_STATIC_BROKER
+                                     if k in server.config.originals else SOURCE_DEFAULT,
+                                     is_default=k not in server.config.originals,
+                                     is_sensitive=False, synonyms=[])
+                           for k, v in sorted(values.items())
+                           if r.configuration_keys is None or k in r.configuration_keys]
+        else:
+            res.error_code = INVALID_REQUEST
+            res.error_message = f"Unsupported resource type {r.resource_type}"
+        results.append(res)
+    return cls(throttle_time_ms=0, results=results)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(v)
+    return str(v)
+
+
+def _apply(ctx: RequestContext, r: Any, new: dict[str, str], validate_only: bool) -> Any:
+    server = ctx.server
+    try:
+        server.replica_manager.validate_topic_config(new)
+    except ConfigError as e:
+        return INVALID_CONFIG, str(e)
+    if not validate_only:
+        server.metadata.set_configs(r.resource_name, new)
+        server.replica_manager.update_topic_config(server.metadata.topics[r.resource_name])
+    return 0, None
+
+
+def _check_resource(ctx: RequestContext, r: Any) -> tuple[int, str | None]:
+    if r.resource_type == BROKER:
+        return INVALID_REQUEST, "Dynamic broker configs are not supported by this broker"
+    if r.resource_type != TOPIC:
+        return INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+    if r.resource_name not in ctx.server.metadata.topics:
+        return UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist"
+    return 0, None
+
+
+@handles(ApiKey.ALTER_CONFIGS)
+async def handle_alter_configs(ctx: RequestContext, body: Any) -> Any:
+    cls = ctx.api.response.cls
+    out = []
+    for r in body.resources:
+        code, msg = _check_resource(ctx, r)
+        if not code:
+            new = {c.name: c.value for c in r.configs if c.value is not None}
+            code, msg = _apply(ctx, r, new, body.validate_only)
+        out.append(cls.AlterConfigsResourceResponse(
+            error_code=code, error_message=msg, resource_type=r.resource_type,
+            resource_name=r.resource_name))
+    return cls(throttle_time_ms=0, responses=out)
+
+
+@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
+async def handle_incremental_alter_configs(ctx: RequestContext, body: Any) -> Any:
+    cls = ctx.api.response.cls
+    out = []
+    for r in body.resources:
+        code, msg = _check_resource(ctx, r)
+        if not code:
+            new = dict(ctx.server.metadata.topics[r.resource_name].configs)
+            for c in r.configs:
+                current = new.get(c.name, "")
+                items = [x for x in current.split(",") if x]
+                if c.config_operation == 0:
+                    if c.value is None:
+                        code, msg = INVALID_REQUEST, f"Null value for {c.name}"
+                        break
+                    new[c.name] = c.value
+                elif c.config_operation == 1:
+                    new.pop(c.name, None)
+                elif c.config_operation in (2, 3) and c.value is not None:
+                    change = [x for x in c.value.split(",") if x]
+                    if c.config_operation == 2:
+                        items += [x for x in change if x not in items]
+                    else:
+                        items = [x for x in items if x not in change]
+                    new[c.name] = ",".join(items)
+                else:
+                    code, msg = INVALID_REQUEST, f"Bad operation {c.config_operation}"
+                    break
+            if not code:
+                code, msg = _apply(ctx, r, new, body.validate_only)
+        out.append(cls.AlterConfigsResourceResponse(
+            error_code=code, error_message=msg, resource_type=r.resource_type,
+            resource_name=r.resource_name))
+    return cls(throttle_time_ms=0, responses=out)
+
+
+@handles(ApiKey.DELETE_RECORDS)
+async def handle_delete_records(ctx: RequestContext, body: Any) -> Any:
+    rm = ctx.server.replica_manager
+    cls = ctx.api.response.cls
+    topic_cls = cls.DeleteRecordsTopicResult
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            code, low = rm.delete_records(t.name, p.partition_index, p.offset)
+            parts.append(topic_cls.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=low, error_code=code))
+        topics.append(topic_cls(name=t.name, partitions=parts))
+    return cls(throttle_time_ms=0, topics=topics)

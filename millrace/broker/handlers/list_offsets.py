@@ -1,0 +1,29 @@
+"""ListOffsets (key 2): earliest, latest, max-timestamp or by-timestamp offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from millrace.broker.context import RequestContext
+from millrace.broker.handlers import handles
+from millrace.protocol import ApiKey
+
+
+@handles(ApiKey.LIST_OFFSETS)
+async def handle_list_offsets(ctx: RequestContext, body: Any) -> Any:
+    rm = ctx.server.replica_manager
+    cls = ctx.api.response.cls
+    topic_cls = cls.ListOffsetsTopicResponse
+    part_cls = topic_cls.ListOffsetsPartitionResponse
+    isolation = body.isolation_level if ctx.version >= 2 else 0
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            error, ts, offset, epoch = rm.offset_for_timestamp(t.name, p.partition_index,
+                                                               p.timestamp, isolation)
+            parts.append(part_cls(partition_index=p.partition_index, error_code=error,
+                                  old_style_offsets=[offset] if offset >= 0 else [],
+                                  timestamp=ts, offset=offset, leader_epoch=epoch))
+        topics.append(topic_cls(name=t.name, partitions=parts))
+    return cls(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,124 @@
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37).
+
+Errors are per topic, with Kafka's codes: TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION,
+INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG,
+UNKNOWN_TOPIC_OR_PARTITION.  ``validate_only`` checks everything and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from millrace.broker.context import RequestContext
+from millrace.broker.handlers import handles
+from millrace.common.errors import ConfigError, KafkaError
+from millrace.protocol import ApiKey
+
+INVALID_CONFIG = 40
+INVALID_PARTITIONS = 37
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+TOPIC_DELETION_DISABLED = 73
+UNKNOWN_TOPIC_ID = 100
+
+
+@handles(ApiKey.CREATE_TOPICS)
+async def handle_create_topics(ctx: RequestContext, body: Any) -> Any:
+    server = ctx.server
+    cls = ctx.api.response.cls
+    result_cls = cls.CreatableTopicResult
+    results = []
+    seen: set[str] = set()
+    for t in body.topics:
+        res = result_cls(name=t.name, error_code=0, error_message=None)
+        try:
+            if t.name in seen:
+                raise _error(INVALID_REQUEST, f"Duplicate topic name {t.name} in the request")
+            seen.add(t.name)
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise _error(INVALID_REQUEST, "Both numPartitions or replicationFactor and "
+                                 "replicasAssignments were set.")
+                partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+            else:
+                partitions, rf = t.num_partitions, t.replication_factor
+            configs = {c.name: c.value for c in t.configs if c.value is not None}
+            info = server.create_topic(t.name, partitions, configs, rf,
+                                       validate_only=body.validate_only)
+            res.topic_id = info.topic_id
+            res.num_partitions = info.partitions
+            res.replication_factor = 1
+            res.configs = [result_cls.CreatableTopicConfigs(
+                name=k, value=v, read_only=False, config_source=src, is_sensitive=False)
+                for k, v, src in server.replica_manager.describe_topic_config(info.configs)]
+        except ConfigError as e:
+            res.error_code, res.error_message = INVALID_CONFIG, str(e)
+        except KafkaError as e:
+            res.error_code, res.error_message = e.code, e.message
+        results.append(res)
+    return cls(throttle_time_ms=0, topics=results)
+
+
+def _error(code: int, message: str) -> KafkaError:
+    from millrace.common.errors import for_code
+    return for_code(code)(message)
+
+
+@handles(ApiKey.DELETE_TOPICS)
+async def handle_delete_topics(ctx: RequestContext, body: Any) -> Any:
+    server = ctx.server
+    cls = ctx.api.response.cls
+    res_cls = cls.DeletableTopicResult
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(n, None) for n in body.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        res = res_cls(name=name, error_code=0, error_message=None)
+        if name is None and topic_id is not None:
+            info = server.metadata.topic_by_id(topic_id)
+            if info is None:
+                res.error_code = UNKNOWN_TOPIC_ID
+                results.append(res)
+                continue
+            name = res.name = info.name
+        assert name is not None
+        if not server.config["delete.topic.enable"]:
+            res.error_code = TOPIC_DELETION_DISABLED
+        else:
+            info = server.metadata.topics.get(name)
+            if info is not None:
+                res.topic_id = info.topic_id
+            try:
+                server.delete_topic(name)
+            except KafkaError as e:
+                res.error_code, res.error_message = e.code, e.message
+        results.append(res)
+    return cls(throttle_time_ms=0, responses=results)
+
+
+@handles(ApiKey.CREATE_PARTITIONS)
+async def handle_create_partitions(ctx: RequestContext, body: Any) -> Any:
+    server = ctx.server
+    cls = ctx.api.response.cls
+    results = []
+    for t in body.topics:
+        res = cls.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
+        info = server.metadata.topics.get(t.name)
+        if info is None:
+            res.error_code = UNKNOWN_TOPIC_OR_PARTITION
+            res.error_message = f"The topic '{t.name}' does not exist."
+        elif t.count <= info.partitions:
+            res.error_code = INVALID_PARTITIONS
+            res.error_message = (f"Topic currently has {info.partitions} partitions, which is "
+                                 f"higher than or equal to the requested {t.count}.")
+        elif t.assignments is not None and len(t.assignments) != t.count - info.partitions:
+            res.error_code = INVALID_PARTITIONS
+            res.error_message = "Increasing the number of partitions by " \
+                f"{t.count - info.partitions} but {len(t.assignments)} assignments provided."
+        elif not body.validate_only:
+            server.replica_manager.create_partitions(info, info.partitions, t.count)
+            server.metadata.set_partitions(t.name, t.count)
+        results.append(res)
+    return cls(throttle_time_ms=0, results=results)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs Debian packages the tests or the pipeline need, when missing.
+# Usage: scripts/system-deps.sh kcat [zookeeper] [postgresql] [java]
+set -euo pipefail
+missing=()
+for dep in "$@"; do
+    case "$dep" in
+        kcat)       command -v kcat >/dev/null 2>&1 || missing+=(kcat) ;;
+        java)       command -v java >/dev/null 2>&1 || missing+=(default-jre-headless) ;;
+        zookeeper)  [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper) ;;
+        postgresql) command -v pg_ctlcluster >/dev/null 2>&1 || missing+=(postgresql) ;;
+        *) echo "system-deps: unknown dependency $dep" >&2; exit 2 ;;
+    esac
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+        echo "system-deps: need root to install: ${missing[*]}" >&2; exit 1
+    fi
+fi
+echo "== installing Debian packages: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
