@@ -1,0 +1,53 @@
+"""The partition log on disk, in Kafka's layout: segments, offset/time indexes, crash
+recovery, retention, compaction, checkpoints.  No network code.
+
+Modules: ``config`` (LogConfig), ``index`` (OffsetIndex, TimeIndex), ``segment``
+(LogSegment), ``log_loader`` (opening and recovering a partition dir), ``log`` (Log, one
+partition), ``log_manager`` (LogManager, all log dirs), ``checkpoint`` (checkpoint files),
+``cleaner`` (LogCleaner), ``info`` (FetchDataInfo, LogAppendInfo, ...).
+"""
+
+from millrace.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
+from millrace.storage.cleaner import CleanResult, LogCleaner
+from millrace.storage.config import LogConfig
+from millrace.storage.index import CorruptIndexError, OffsetIndex, TimeIndex
+from millrace.storage.info import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendOrigin,
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from millrace.storage.log import Log
+from millrace.storage.log_loader import log_dir_name, parse_topic_partition_name
+from millrace.storage.log_manager import LogManager
+from millrace.storage.segment import LogSegment
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "AppendOrigin",
+    "CleanResult",
+    "CorruptCheckpointError",
+    "CorruptIndexError",
+    "FetchDataInfo",
+    "FetchIsolation",
+    "Log",
+    "LogAppendInfo",
+    "LogCleaner",
+    "LogConfig",
+    "LogManager",
+    "LogOffsetMetadata",
+    "LogSegment",
+    "OffsetCheckpointFile",
+    "OffsetIndex",
+    "TimeIndex",
+    "TimestampAndOffset",
+    "log_dir_name",
+    "parse_topic_partition_name",
+]

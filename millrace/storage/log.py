@@ -1,0 +1,637 @@
+"""One partition's log (Java: ``UnifiedLog`` + ``LocalLog``): a directory of segments.
+
+Layout: ``<log.dir>/<topic>-<partition>/`` holding segments named by base offset (see
+``segment.py``), sorted by base offset; the last one is the *active* segment, the only one
+appended to.  Offsets::
+
+    log_start_offset <= high_watermark <= log_end_offset      recovery_point <= log_end_offset
+
+* ``log_end_offset`` (LEO): the offset the next appended record gets.
+* ``high_watermark``: consumers read below it.  It is advanced by the caller (the replica
+  layer: on one node, after each append), never by the log itself.
+* ``recovery_point``: everything below it is fsync'd; recovery after a crash starts at the
+  segment holding it.  It only moves after an ``fdatasync``.
+* ``log_start_offset``: DeleteRecords and retention move it up; reads below it fail.
+
+Appends (leader): the buffer's batches are checked one by one (size, CRC, magic 2, counts,
+timestamps; no record is decoded except on compacted topics, where keys are required), then
+offsets are assigned by rewriting each batch header in place (base offset and partition
+leader epoch are outside the CRC; LogAppendTime topics also get the timestamp and a new
+CRC), the active segment is rolled if needed and the whole buffer is written with one
+``pwrite``.  Records are never re-encoded.
+
+Threading model: a ``Log`` is shared by the broker's asyncio thread (append, read, list
+offsets) and background threads (retention, flush, the cleaner).  Every access to the
+segment list and the offsets is guarded by ``_lock`` (an ``RLock``); each call holds it for
+in-memory work and short ``pread``/``pwrite`` calls only.  CRC checks of an append run before
+taking it; ``fdatasync`` in ``flush`` runs outside it.  A ``FetchDataInfo`` is read after the
+lock is released: segment files are only appended to, and deleted segments keep their
+descriptors open for ``file.delete.delay.ms``, so a pending read stays valid.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from bisect import bisect_right
+from collections.abc import Callable
+
+from millrace.common.errors import (
+    InvalidRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+)
+from millrace.common.time import SYSTEM_TIME, Time
+from millrace.record.batch import (
+    iter_batches,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from millrace.storage.checkpoint import fsync_dir
+from millrace.storage.config import LogConfig
+from millrace.storage.info import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    AppendOrigin,
+    FetchDataInfo,
+    FetchIsolation,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    TimestampAndOffset,
+)
+from millrace.storage.log_loader import load_log, parse_topic_partition_name
+from millrace.storage.segment import DELETED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment
+from millrace.storage.validator import analyze_follower_batches, validate_leader_batches
+
+log = logging.getLogger("millrace.storage")
+
+
+class Log:
+    """A partition log.  Thread-safe (see the module docstring)."""
+
+    def __init__(self, dir: str, config: LogConfig, *, recovery_point: int = 0,
+                 log_start_offset: int = 0, high_watermark: int = 0,
+                 had_clean_shutdown: bool = False, time: Time = SYSTEM_TIME) -> None:
+        self.dir = os.path.abspath(dir)
+        self.topic, self.partition = parse_topic_partition_name(os.path.basename(self.dir))
+        os.makedirs(self.dir, exist_ok=True)
+        self._lock = threading.RLock()
+        self._time = time
+        self._config = config  # guarded by _lock
+        now = time.milliseconds()
+        loaded = load_log(self.dir, config, recovery_point=recovery_point,
+                          log_start_offset=log_start_offset,
+                          had_clean_shutdown=had_clean_shutdown, now_ms=now)
+        # all guarded by _lock:
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases: list[int] = [s.base_offset for s in loaded.segments]
+        self._next_offset = loaded.next_offset
+        self._log_start_offset = loaded.log_start_offset
+        # Recovered (or trusted) data is made durable before the recovery point covers it.
+        self._recovery_point = min(max(recovery_point, loaded.log_start_offset),
+                                   loaded.next_offset)
+        self._high_watermark = min(max(high_watermark, self._log_start_offset),
+                                   self._next_offset)
+        self._hw_metadata: LogOffsetMetadata | None = None
+        self._last_flush_ms = now
+        self._dir_dirty = False
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._closed = False
+        self.truncated_on_load = loaded.truncated_bytes
+        if not had_clean_shutdown:
+            self.flush()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        with self._lock:
+            return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        with self._lock:
+            active = self._segments[-1]
+            return LogOffsetMetadata(self._next_offset, active.base_offset, active.size)
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the high watermark, clamped to [log start, log end]; returns the new value."""
+        with self._lock:
+            hw = min(max(hw, self._log_start_offset), self._next_offset)
+            if hw != self._high_watermark:
+                self._high_watermark = hw
+                self._hw_metadata = None
+            return hw
+
+    def maybe_increment_high_watermark(self, hw: int) -> bool:
+        """Move the high watermark up only (replica layer); True if it moved."""
+        with self._lock:
+            before = self._high_watermark
+            return hw > before and self.update_high_watermark(hw) > before
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
+                f"hw={self._high_watermark}, end={self._next_offset})")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"log {self.dir} is closed")
+
+    # ------------------------------------------------------------------ appends
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         now_ms: int | None = None,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Validate ``records`` (one or more v2 batches), assign offsets, append.
+
+        Raises CorruptRecordError (bad CRC, truncated batch), RecordTooLargeError (batch
+        over max.message.bytes), InvalidRecordError (not magic 2, bad counts, control batch
+        or missing key from a client) or InvalidTimestampError.  A ``bytearray`` argument is
+        rewritten in place; ``bytes`` are copied once.
+        """
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        cfg = self._config
+        headers = validate_leader_batches(buf, cfg, now, origin)
+        log_append = cfg.log_append_time and origin != AppendOrigin.COORDINATOR
+        if log_append:
+            for pos, _ in headers:
+                set_log_append_time(buf, pos, now)
+        with self._lock:
+            self._check_open()
+            first = offset = self._next_offset
+            entries: list[AppendedBatch] = []
+            max_ts, off_of_max, count = -1, first, 0
+            for pos, h in headers:
+                set_base_offset(buf, pos, offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+                last = offset + h.last_offset_delta
+                ts = now if log_append else h.max_timestamp
+                entries.append(AppendedBatch(pos, h.size, last, ts))
+                if ts > max_ts:
+                    max_ts, off_of_max = ts, last
+                count += h.records_count
+                offset = last + 1
+            if entries:
+                seg = self._maybe_roll(len(buf), max_ts, offset - 1, first, now)
+                seg.append(buf, entries)
+                self._next_offset = offset
+            info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,
+                                 now if log_append else -1, self._log_start_offset, count,
+                                 len(entries), len(buf), leader_epoch)
+            need_flush = self._next_offset - self._recovery_point >= cfg.flush_messages
+        if need_flush:
+            self.flush()
+        return info
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview,
+                           now_ms: int | None = None) -> LogAppendInfo:
+        """Append batches whose offsets are already assigned (replication).  A trailing
+        partial batch is ignored; the first offset must be >= the log end offset."""
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        fb = analyze_follower_batches(records)
+        with self._lock:
+            self._check_open()
+            if not fb.entries:
+                return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
+            if fb.first_offset < self._next_offset:
+                raise InvalidRecordError(f"follower append at offset {fb.first_offset} is "
+                                         f"below the log end offset {self._next_offset}")
+            data = memoryview(records)[:fb.valid_bytes] if fb.valid_bytes < len(records) \
+                else records
+            seg = self._maybe_roll(fb.valid_bytes, fb.max_timestamp, fb.last_offset,
+                                   fb.first_offset, now)
+            seg.append(data, fb.entries)
+            self._next_offset = fb.last_offset + 1
+            return LogAppendInfo(fb.first_offset, fb.last_offset, fb.max_timestamp,
+                                 fb.offset_of_max_timestamp, -1, self._log_start_offset,
+                                 fb.num_records, len(fb.entries), fb.valid_bytes,
+                                 fb.last_leader_epoch)
+
+    # ------------------------------------------------------------------ rolling
+    def _maybe_roll(self, size: int, max_ts: int, max_offset: int, first_offset: int,
+                    now: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.should_roll(self._config, size, max_ts, max_offset, now):
+            return self._roll(first_offset, now)
+        if active.size == 0 and active.base_offset < first_offset and (
+                max_offset - active.base_offset > (1 << 31) - 1):
+            return self._roll(first_offset, now)
+        return active
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end (no-op if the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            now = self._time.milliseconds() if now_ms is None else now_ms
+            return self._roll(self._next_offset, now)
+
+    def _roll(self, new_base: int, now: int) -> LogSegment:
+        new_base = max(new_base, self._next_offset)
+        active = self._segments[-1]
+        if active.size == 0:
+            if active.base_offset == new_base:
+                return active
+            # an empty active segment below the new base: replace it
+            self._segments.pop()
+            self._bases.pop()
+            active.delete()
+        else:
+            active.on_become_inactive()
+            active.write_index_buffers()
+        seg = LogSegment(self.dir, new_base, self._config, now_ms=now, create=True)
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        log.info("%s-%d: rolled new segment at offset %d", self.topic, self.partition, new_base)
+        return seg
+
+    # ------------------------------------------------------------------ reads
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect_right(self._bases, offset) - 1, 0)
+
+    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        if offset >= self._next_offset:
+            active = self._segments[-1]
+            return LogOffsetMetadata(self._next_offset, active.base_offset, active.size)
+        for seg in self._segments[self._segment_index(offset):]:
+            found = seg.translate_offset(offset)
+            if found is not None:
+                return LogOffsetMetadata(offset, seg.base_offset, found[0])
+        active = self._segments[-1]
+        return LogOffsetMetadata(offset, active.base_offset, active.size)
+
+    def read(self, fetch_offset: int, max_bytes: int,
+             isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+             min_one_message: bool = True, *, max_offset: int | None = None) -> FetchDataInfo:
+        """Batches from the one holding ``fetch_offset``, at most ``max_bytes`` (but the
+        first batch whole with ``min_one_message``), never past the bound: the log end for
+        LOG_END, the high watermark otherwise, or ``max_offset`` when given.
+
+        Raises OffsetOutOfRangeError unless log start <= fetch_offset <= log end.
+        """
+        with self._lock:
+            self._check_open()
+            end = self._next_offset
+            if fetch_offset == end:
+                active = self._segments[-1]
+                return FetchDataInfo.empty(end, active.base_offset, active.size)
+            if fetch_offset < self._log_start_offset or fetch_offset > end:
+                raise OffsetOutOfRangeError(
+                    f"offset {fetch_offset} is out of range for {self.topic}-{self.partition}: "
+                    f"[{self._log_start_offset}, {end}]")
+            if max_offset is None:
+                max_offset = end if isolation == FetchIsolation.LOG_END else self._high_watermark
+            if max_offset >= end:
+                bound = self._offset_metadata(end)
+            elif max_offset == self._high_watermark:
+                if self._hw_metadata is None or \
+                        self._hw_metadata.message_offset != self._high_watermark:
+                    self._hw_metadata = self._offset_metadata(self._high_watermark)
+                bound = self._hw_metadata
+            else:
+                bound = self._offset_metadata(max_offset)
+            if fetch_offset >= bound.message_offset:
+                return FetchDataInfo.empty(fetch_offset)
+            for seg in self._segments[self._segment_index(fetch_offset):]:
+                if seg.base_offset > bound.segment_base_offset:
+                    break
+                max_pos = (bound.relative_position_in_segment
+                           if seg.base_offset == bound.segment_base_offset else seg.size)
+                info = seg.read(fetch_offset, max_bytes, max_pos, min_one_message)
+                if info is not None:
+                    return info
+            return FetchDataInfo.empty(fetch_offset)
+
+    def read_all_bytes(self, fetch_offset: int | None = None) -> bytes:
+        """Every byte from ``fetch_offset`` (default: log start) to the log end; for tools
+        and tests, not for the fetch path."""
+        out = []
+        with self._lock:
+            offset = self._log_start_offset if fetch_offset is None else fetch_offset
+            while offset < self._next_offset:
+                info = self.read(offset, 1 << 30, FetchIsolation.LOG_END)
+                if not info.length:
+                    break
+                data = info.read()
+                out.append(data)
+                last = None
+                for _, h in iter_batches(data):
+                    last = h
+                if last is None:
+                    break
+                offset = last.next_offset
+        return b"".join(out)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: -2 earliest, -4 earliest local, -1 latest (log end), -3 the record
+        with the largest timestamp; otherwise the first record with timestamp >= it."""
+        with self._lock:
+            self._check_open()
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                return TimestampAndOffset(-1, self._log_start_offset,
+                                          self._epoch_at(self._log_start_offset))
+            if timestamp == LATEST_TIMESTAMP:
+                return TimestampAndOffset(-1, self._next_offset,
+                                          self._epoch_at(self._next_offset - 1))
+            if timestamp == MAX_TIMESTAMP:
+                best: LogSegment | None = None
+                for seg in self._segments:
+                    if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
+                        best = seg
+                if best is None or best.max_timestamp < 0:
+                    return None
+                return best.find_offset_by_timestamp(best.max_timestamp,
+                                                     max(self._log_start_offset,
+                                                         best.base_offset))
+            if timestamp < 0:
+                return None
+            for seg in self._segments:
+                if seg.size and seg.largest_timestamp >= timestamp:
+                    found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
+    def _epoch_at(self, offset: int) -> int:
+        if offset < self._log_start_offset or offset >= self._next_offset:
+            if offset >= self._next_offset and self._next_offset > self._log_start_offset:
+                return self._epoch_at(self._next_offset - 1)
+            return -1
+        for seg in self._segments[self._segment_index(offset):]:
+            found = seg.translate_offset(offset)
+            if found is not None:
+                return found[1].partition_leader_epoch
+        return -1
+
+    # ------------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every record at or after ``offset`` (replication: a follower cutting a
+        divergent tail).  Returns False if there was nothing to remove."""
+        with self._lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return False
+            if offset < self._log_start_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            log.info("%s-%d: truncating log from %d to %d", self.topic, self.partition,
+                     self._next_offset, offset)
+            doomed = []
+            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                doomed.append(self._segments.pop())
+                self._bases.pop()
+            self._schedule_delete(doomed, None, "truncation")
+            active = self._segments[-1]
+            active.truncate_to(offset)
+            self._next_offset = max(active.read_next_offset(), active.base_offset)
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start an empty log at ``new_offset``."""
+        with self._lock:
+            self._check_open()
+            log.info("%s-%d: truncating fully and starting at %d", self.topic, self.partition,
+                     new_offset)
+            self._schedule_delete(self._segments, None, "full truncation")
+            seg = LogSegment(self.dir, new_offset, self._config,
+                             now_ms=self._time.milliseconds(), create=True)
+            self._segments = [seg]
+            self._bases = [new_offset]
+            self._next_offset = self._log_start_offset = new_offset
+            self._recovery_point = new_offset
+            self._dir_dirty = True
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._high_watermark = min(max(self._high_watermark, self._log_start_offset),
+                                   self._next_offset)
+        self._recovery_point = min(self._recovery_point, self._next_offset)
+        self._hw_metadata = None
+
+    # ------------------------------------------------------------------ deletion
+    def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
+        """DeleteRecords: move the log start offset to ``offset`` (-1 = high watermark) and
+        delete segments entirely below it.  Returns the new log start offset (low watermark)."""
+        with self._lock:
+            self._check_open()
+            if offset == -1:
+                offset = self._high_watermark
+            if offset < 0 or offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset of {self.topic}-{self.partition} to "
+                    f"{offset}: the high watermark is {self._high_watermark}")
+            if offset > self._log_start_offset:
+                log.info("%s-%d: log start offset %d -> %d (delete records)", self.topic,
+                         self.partition, self._log_start_offset, offset)
+                self._log_start_offset = offset
+                self._hw_metadata = None
+                self._delete_segments(lambda seg, nxt: nxt.base_offset <= self._log_start_offset,
+                                      "log start offset", now_ms)
+            return self._log_start_offset
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: delete closed segments past retention.ms (by their largest timestamp)
+        or beyond retention.bytes, and those below the log start offset.  The active
+        segment is never deleted, nor anything at or above the high watermark.  Returns the
+        number of segments deleted."""
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return 0
+            cfg = self._config
+            deleted = 0
+            if cfg.delete:
+                if cfg.retention_ms >= 0:
+                    deleted += self._delete_segments(
+                        lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms,
+                        f"retention.ms {cfg.retention_ms}", now)
+                if cfg.retention_bytes >= 0:
+                    excess = sum(s.size for s in self._segments) - cfg.retention_bytes
+
+                    def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                        nonlocal excess
+                        if excess - seg.size >= 0:
+                            excess -= seg.size
+                            return True
+                        return False
+
+                    if excess > 0:
+                        deleted += self._delete_segments(
+                            over_size, f"retention.bytes {cfg.retention_bytes}", now)
+            deleted += self._delete_segments(
+                lambda seg, nxt: nxt.base_offset <= self._log_start_offset,
+                "log start offset", now)
+            self.delete_pending_segments(now)
+            return deleted
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment], bool],
+                         reason: str, now_ms: int | None) -> int:
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        victims = 0
+        for i in range(len(self._segments) - 1):
+            seg, nxt = self._segments[i], self._segments[i + 1]
+            if nxt.base_offset > self._high_watermark or not predicate(seg, nxt):
+                break
+            victims += 1
+        if not victims:
+            return 0
+        doomed = self._segments[:victims]
+        del self._segments[:victims]
+        del self._bases[:victims]
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._hw_metadata = None
+        self._schedule_delete(doomed, now, reason)
+        return victims
+
+    def _schedule_delete(self, doomed: list[LogSegment], now_ms: int | None, reason: str) -> None:
+        """Rename segments already removed from the list to ``*.deleted`` and remove their
+        files after file.delete.delay.ms (their descriptors stay open until then, so reads
+        handed out before keep working).  Under ``_lock``."""
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        delay = self._config.file_delete_delay_ms
+        for seg in doomed:
+            log.info("%s-%d: deleting segment %d (%d bytes): %s", self.topic, self.partition,
+                     seg.base_offset, seg.size, reason)
+            seg.change_file_suffixes("", DELETED_SUFFIX)
+            self._pending_deletes.append((now + delay, seg))
+        if doomed:
+            self.delete_pending_segments(now)
+
+    def delete_pending_segments(self, now_ms: int | None = None, force: bool = False) -> int:
+        """Remove the files of deleted segments whose file.delete.delay.ms has passed."""
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        with self._lock:
+            due = [seg for at, seg in self._pending_deletes if force or at <= now]
+            self._pending_deletes = [(at, seg) for at, seg in self._pending_deletes
+                                     if not (force or at <= now)]
+        for seg in due:
+            seg.delete()
+        return len(due)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment], now_ms: int) -> bool:
+        """Cleaner: swap ``old`` (consecutive segments, not the active one) for ``new``,
+        whose files carry the ``.swap`` suffix.  False if the log changed meanwhile."""
+        with self._lock:
+            if self._closed or not old:
+                return False
+            try:
+                i = next(k for k, s in enumerate(self._segments) if s is old[0])
+            except StopIteration:
+                return False
+            if self._segments[i:i + len(old)] != old or i + len(old) >= len(self._segments):
+                return False
+            self._schedule_delete(old, now_ms, "replaced by a cleaned segment")
+            new.change_file_suffixes(SWAP_SUFFIX, "")
+            self._segments[i:i + len(old)] = [new]
+            self._bases[i:i + len(old)] = [new.base_offset]
+            self._hw_metadata = None
+            self._dir_dirty = True
+            return True
+
+    def segment_stats(self) -> list[tuple[LogSegment, int, int]]:
+        """(segment, size, largest timestamp) of every segment, read under the lock (for
+        the cleaner, which runs outside it)."""
+        with self._lock:
+            return [(s, s.size, s.largest_timestamp) for s in self._segments]
+
+    # ------------------------------------------------------------------ flush / close
+    def flush(self, upto: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery point, ``upto``) (default: the
+        log end), then move the recovery point to ``upto``."""
+        with self._lock:
+            if self._closed:
+                return
+            upto = self._next_offset if upto is None else min(upto, self._next_offset)
+            if upto <= self._recovery_point:
+                return
+            first = self._segment_index(self._recovery_point)
+            last = self._segment_index(max(upto - 1, 0))
+            todo = self._segments[first:last + 1]
+            for seg in todo:
+                seg.write_index_buffers()
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+        for seg in todo:
+            seg.sync()
+        if dir_dirty:
+            fsync_dir(self.dir)
+        with self._lock:
+            if upto > self._recovery_point:
+                self._recovery_point = upto
+            self._last_flush_ms = self._time.milliseconds()
+
+    def close(self, sync: bool = False) -> None:
+        """Close every segment; with ``sync`` the active segment's final index entries are
+        fsync'd first (LogManager.shutdown flushes the data before)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            active = self._segments[-1]
+            try:
+                if sync:
+                    active.on_become_inactive()
+                    active.flush()
+            finally:
+                for seg in self._segments:
+                    seg.close()
+                for _, seg in self._pending_deletes:
+                    seg.close_handlers()
+                self._pending_deletes.clear()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def rename_dir(self, new_dir: str) -> None:
+        """Close and move the directory (topic deletion)."""
+        with self._lock:
+            self.close()
+            os.replace(self.dir, new_dir)
+            self.dir = new_dir
+
+    def delete(self) -> None:
+        """Close and remove the whole directory."""
+        with self._lock:
+            self.close()
+            shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,176 @@
+"""Opening a partition directory (Java: ``LogLoader``): clean up, recover, find the log end.
+
+Steps, in order:
+
+1. Remove leftovers of interrupted operations: ``*.deleted`` (segments retention or the
+   cleaner had already dropped), ``*.cleaned`` (a cleaner output never swapped in) and
+   index files without a ``.log``.
+2. Finish interrupted cleaner swaps: a ``<base>.log.swap`` is a complete, fsync'd cleaned
+   segment; the old segments it replaces (bases in its offset range) are deleted and it is
+   renamed to ``<base>.log`` (its indexes are rebuilt).
+3. Open every ``<base>.log``; a segment with a missing ``.index`` or ``.timeindex`` is
+   rebuilt from its log.  Other index damage is found by ``LogSegment``'s sanity check on
+   first use (forced here for the active segment) and repaired the same way.
+4. After an unclean shutdown (no clean-shutdown marker), every segment from the one holding
+   the recovery point onward is recovered batch by batch.  If one had to be truncated, the
+   segments after it are deleted: nothing after a corrupt byte is trusted, and offsets must
+   stay contiguous.
+5. The log end offset is read from the last segment; the log start offset is the larger of
+   the checkpointed one and the first segment's base.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+
+from millrace.storage.config import LogConfig
+from millrace.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    file_name,
+)
+
+log = logging.getLogger("millrace.storage")
+
+_TP_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def parse_topic_partition_name(name: str) -> tuple[str, int]:
+    """``"orders-3"`` -> ``("orders", 3)``; ValueError if the name is not ``<topic>-<n>``."""
+    m = _TP_DIR.match(name)
+    if m is None or "." in m.group("partition"):
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return m.group("topic"), int(m.group("partition"))
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+@dataclass
+class LoadedLog:
+    segments: list[LogSegment]
+    next_offset: int
+    log_start_offset: int
+    truncated_bytes: int
+
+
+def _base_of(name: str, suffix: str) -> int | None:
+    if not name.endswith(suffix):
+        return None
+    stem = name[: -len(suffix)]
+    if len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def _unlink(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
+def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offset: int,
+             had_clean_shutdown: bool, now_ms: int) -> LoadedLog:
+    names = sorted(os.listdir(dir))
+    # 1. leftovers
+    for name in names:
+        if name.endswith(DELETED_SUFFIX) or name.endswith(CLEANED_SUFFIX):
+            log.info("%s: removing leftover file %s", dir, name)
+            _unlink(os.path.join(dir, name))
+    names = sorted(os.listdir(dir))
+    # 2. interrupted swaps
+    swaps = sorted(b for n in names if (b := _base_of(n, LOG_SUFFIX + SWAP_SUFFIX)) is not None)
+    for base in swaps:
+        _complete_swap(dir, base, config, now_ms)
+    names = sorted(os.listdir(dir))
+    for name in names:
+        if name.endswith(SWAP_SUFFIX):  # index .swap files: their segment is rebuilt
+            _unlink(os.path.join(dir, name))
+    # 3. open segments; orphan indexes go
+    bases = sorted(b for n in names if (b := _base_of(n, LOG_SUFFIX)) is not None)
+    present = set(bases)
+    for name in names:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            b = _base_of(name, suffix)
+            if b is not None and b not in present:
+                log.info("%s: removing orphan index %s", dir, name)
+                _unlink(os.path.join(dir, name))
+    segments: list[LogSegment] = []
+    truncated = 0
+    try:
+        for base in bases:
+            missing = [s for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                       if not os.path.exists(os.path.join(dir, file_name(base, s)))]
+            seg = LogSegment(dir, base, config, now_ms=now_ms, create=False)
+            segments.append(seg)
+            if missing:
+                log.warning("%s: %s missing for segment %d; rebuilding", dir, " and ".join(missing),
+                            base)
+                truncated += seg.recover()
+        # 4. unclean shutdown: recover everything from the recovery point's segment
+        if not had_clean_shutdown and segments:
+            start = 0
+            for i, seg in enumerate(segments):
+                if seg.base_offset <= recovery_point:
+                    start = i
+            if recovery_point < segments[start].base_offset:
+                start = 0
+            log.info("%s: recovering %d segment(s) from offset %d after an unclean shutdown",
+                     dir, len(segments) - start, segments[start].base_offset)
+            for i in range(start, len(segments)):
+                cut = segments[i].recover()
+                truncated += cut
+                if cut and i + 1 < len(segments):
+                    dropped = segments[i + 1:]
+                    del segments[i + 1:]
+                    for seg in dropped:
+                        log.warning("%s: deleting segment %d after a corrupt one", dir,
+                                    seg.base_offset)
+                        truncated += seg.size
+                        seg.delete()
+                    break
+        # 5. end offsets
+        if segments:
+            next_offset = max(segments[-1].read_next_offset(), segments[-1].base_offset)
+            start_offset = max(log_start_offset, segments[0].base_offset)
+            if start_offset > next_offset:
+                log.warning("%s: log start offset %d is past the log end %d; starting empty "
+                            "at %d", dir, start_offset, next_offset, start_offset)
+                for seg in segments:
+                    seg.delete()
+                segments = []
+        if not segments:
+            start_offset = max(log_start_offset, 0)
+            segments = [LogSegment(dir, start_offset, config, now_ms=now_ms, create=True)]
+            next_offset = start_offset
+    except BaseException:
+        for seg in segments:
+            seg.close_handlers()
+        raise
+    return LoadedLog(segments, next_offset, start_offset, truncated)
+
+
+def _complete_swap(dir: str, base: int, config: LogConfig, now_ms: int) -> None:
+    swap = LogSegment(dir, base, config, now_ms=now_ms, suffix=SWAP_SUFFIX, create=False)
+    try:
+        swap.recover()
+        end = swap.read_next_offset()
+        for name in os.listdir(dir):
+            b = _base_of(name, LOG_SUFFIX)
+            if b is not None and (b == base or base <= b < end):
+                log.info("%s: deleting segment %d replaced by an interrupted cleaning", dir, b)
+                for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    _unlink(os.path.join(dir, file_name(b, s)))
+        swap.change_file_suffixes(SWAP_SUFFIX, "")
+        log.info("%s: completed interrupted swap of segment %d", dir, base)
+    finally:
+        swap.close()
