@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The main job. Until the broker and pipeline land this shows the codec:
-# it encodes and decodes a request and a record batch with every codec.
+# The main job. Until the Spark pipeline lands it checks the codec and record formats
+# (`millrace selftest`) and then runs the broker on 127.0.0.1:9092 with
+# config/server.properties (data under ./data) until Ctrl-C / SIGTERM.
+# Extra arguments are passed to `millrace broker` (e.g. --override listeners=...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-exec .venv/bin/millrace "${@:-selftest}"
+.venv/bin/millrace selftest
+exec .venv/bin/millrace broker --config config/server.properties "$@"

@@ -15,6 +15,7 @@ request the broker cannot serve becomes a specific event or error, never a crash
 * ApiVersions at a version above the broker's: an ``ApiVersionsFallback`` event; answer
   it with ``api_versions_fallback_response`` (v0 body, v0 header, UNSUPPORTED_VERSION);
 * a body that does not decode: ``ProtocolDecodeError`` carrying the correlation id.
+  Bytes *after* a complete body are ignored, as Kafka's broker ignores them.
 """
 
 from __future__ import annotations
@@ -200,7 +201,9 @@ class ServerConnection:
                 header)
         header, pos = read_request_header(frame)
         try:
-            body = api.request.decode(frame, header.api_version, pos)
+            # Like Kafka's broker, ignore bytes after a well-formed body: librdkafka 2.x
+            # sends three extra bytes after a Metadata v13 request for all topics.
+            body = api.request.decode(frame, header.api_version, pos, allow_trailing=True)
         except ProtocolDecodeError as e:
             raise RequestDecodeError(str(e), header) from None
         return Request(header, api, body)
