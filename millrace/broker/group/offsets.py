@@ -1,0 +1,185 @@
+"""OffsetCommit, OffsetFetch and offset expiration over a coordinator's groups.
+
+Java counterpart: the offset half of Kafka's classic ``GroupCoordinator`` /
+``GroupMetadataManager`` (``OffsetMetadataManager`` in the rewritten coordinator).
+
+Who may commit:
+
+* a member of the current generation of a Stable or PreparingRebalance group (its commit
+  also counts as a sign of life);
+* anyone with generation -1, no member id and no instance id while the group is Empty --
+  "simple" consumers that assign partitions themselves and use Kafka only to store
+  offsets; such a commit to a group that does not exist creates it (when its first
+  offset record is replayed).
+
+Otherwise: FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID (not a current member),
+ILLEGAL_GENERATION (stale generation, or any generation for an unknown group),
+REBALANCE_IN_PROGRESS (CompletingRebalance: the member must finish the rebalance first).
+
+Expiration (``offsets.retention.minutes``): an offset committed with an explicit retention
+(OffsetCommit v2-4) expires at its own expire timestamp; otherwise offsets of an Empty
+group expire once the group has been Empty (consumer groups) or the offset has been
+unchanged (simple groups) for the retention time.  An Empty group left without offsets
+is deleted (group tombstone).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from millrace.broker.group.errors import Errors
+from millrace.broker.group.group_metadata import GroupMetadata, GroupState
+from millrace.broker.group.group_metadata_manager import CoordinatorResult, OffsetsRecord
+from millrace.broker.group.records import OffsetAndMetadata
+from millrace.protocol import OffsetCommitResponse, OffsetFetchResponse
+
+if TYPE_CHECKING:
+    from millrace.broker.group.coordinator import GroupCoordinator
+
+
+def _commit_error(coord: GroupCoordinator, group: GroupMetadata | None, generation: int,
+                  member_id: str, instance_id: str | None) -> int:
+    if group is None:
+        return Errors.NONE if generation < 0 else Errors.ILLEGAL_GENERATION
+    if group.is_(GroupState.DEAD):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if generation >= 0 or member_id or instance_id is not None:
+        err = coord.validate_member(group, member_id, instance_id)
+        if err:
+            return err
+        if generation != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+    elif not group.is_(GroupState.EMPTY):
+        return Errors.UNKNOWN_MEMBER_ID    # only members commit to a group with members
+    if group.is_(GroupState.COMPLETING_REBALANCE):
+        return Errors.REBALANCE_IN_PROGRESS
+    return Errors.NONE
+
+
+def commit_offsets(coord: GroupCoordinator, body: Any, version: int, now_ms: int,
+                   unknown: frozenset[tuple[str, int]]) -> CoordinatorResult:
+    group_id: str = body.group_id
+    generation: int = body.generation_id_or_member_epoch
+    member_id: str = body.member_id or ""
+    instance_id = body.group_instance_id if version >= 7 else None
+    group = coord.groups.get(group_id)
+    err = coord.coordinator_error(group_id) if group_id is not None else Errors.INVALID_GROUP_ID
+    err = err or _commit_error(coord, group, generation, member_id, instance_id)
+    if not err and group is not None and member_id in group.members:
+        coord.touch(group.members[member_id], now_ms)
+    retention = body.retention_time_ms if 2 <= version <= 4 else -1
+    expire = now_ms + retention if retention >= 0 else None
+    records: list[OffsetsRecord] = []
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            if err:
+                e = err
+            elif version >= 10:
+                e = Errors.UNKNOWN_TOPIC_ID        # topic ids are not resolved here
+            elif (t.name, p.partition_index) in unknown:
+                e = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif len((p.committed_metadata or "").encode()) > coord.config.offset_metadata_max_bytes:
+                e = Errors.OFFSET_METADATA_TOO_LARGE
+            else:
+                e = Errors.NONE
+                value = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch,
+                                          p.committed_metadata or "", now_ms, expire)
+                records.append(coord.offset_record(group_id, t.name, p.partition_index, value))
+            parts.append(OffsetCommitResponse.OffsetCommitResponseTopic
+                         .OffsetCommitResponsePartition(partition_index=p.partition_index,
+                                                        error_code=e))
+        topics.append(OffsetCommitResponse.OffsetCommitResponseTopic(
+            name=t.name, topic_id=t.topic_id, partitions=parts))
+    response = OffsetCommitResponse(topics=topics)
+
+    def failed(error: int) -> Any:
+        for topic in response.topics:
+            for part in topic.partitions:
+                if part.error_code == Errors.NONE:
+                    part.error_code = error
+        return response
+
+    return CoordinatorResult(records, response, on_failure=failed)
+
+
+def _committed(group: GroupMetadata | None, topic: str,
+               partition: int) -> tuple[int, int, str]:
+    off = group.offsets.get((topic, partition)) if group is not None else None
+    if off is None:
+        return -1, -1, ""
+    return off.offset, off.leader_epoch, off.metadata
+
+
+def _group_offsets(group: GroupMetadata | None,
+                   topics: list[Any] | None) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
+    """[(topic, [(partition, offset, leader epoch, metadata)])]; topics None = all."""
+    if topics is None:
+        by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
+        for (topic, partition), off in sorted((group.offsets if group else {}).items()):
+            by_topic[topic].append((partition, off.offset, off.leader_epoch, off.metadata))
+        return list(by_topic.items())
+    return [(t.name, [(p, *_committed(group, t.name, p)) for p in t.partition_indexes])
+            for t in topics]
+
+
+def fetch_offsets(coord: GroupCoordinator, body: Any, version: int) -> Any:
+    if version >= 8:
+        groups = []
+        g_cls = OffsetFetchResponse.OffsetFetchResponseGroup
+        t_cls = g_cls.OffsetFetchResponseTopics
+        p_cls = t_cls.OffsetFetchResponsePartitions
+        for req in body.groups:
+            err = coord.coordinator_error(req.group_id)
+            rows = [] if err else _group_offsets(coord.groups.get(req.group_id), req.topics)
+            groups.append(g_cls(group_id=req.group_id, error_code=err, topics=[
+                t_cls(name=name, partitions=[p_cls(
+                    partition_index=p, committed_offset=o, committed_leader_epoch=ep,
+                    metadata=md, error_code=Errors.NONE) for p, o, ep, md in parts])
+                for name, parts in rows]))
+        return OffsetFetchResponse(groups=groups)
+    t_cls = OffsetFetchResponse.OffsetFetchResponseTopic
+    p_cls = t_cls.OffsetFetchResponsePartition
+    err = coord.coordinator_error(body.group_id)
+    topics = body.topics if version >= 2 else (body.topics or [])
+    if err and version >= 2:
+        return OffsetFetchResponse(error_code=err, topics=[])
+    if err:  # v0-1 have no top-level error: every asked partition carries it
+        return OffsetFetchResponse(topics=[t_cls(name=t.name, partitions=[p_cls(
+            partition_index=p, committed_offset=-1, metadata="", error_code=err)
+            for p in t.partition_indexes]) for t in topics])
+    rows = _group_offsets(coord.groups.get(body.group_id), topics)
+    return OffsetFetchResponse(error_code=Errors.NONE, topics=[
+        t_cls(name=name, partitions=[p_cls(
+            partition_index=p, committed_offset=o, committed_leader_epoch=ep, metadata=md,
+            error_code=Errors.NONE) for p, o, ep, md in parts])
+        for name, parts in rows])
+
+
+def expire_offsets(coord: GroupCoordinator, now_ms: int) -> list[OffsetsRecord]:
+    retention = coord.config.offsets_retention_ms
+    records: list[OffsetsRecord] = []
+    for group in list(coord.groups.values()):
+        if group.partition not in coord.hosted or group.is_(GroupState.DEAD):
+            continue
+        empty = group.is_(GroupState.EMPTY)
+        expired = []
+        for (topic, partition), off in group.offsets.items():
+            if off.expire_timestamp is not None:
+                gone = now_ms >= off.expire_timestamp
+            elif empty:
+                base = off.commit_timestamp
+                if group.protocol_type and group.state_timestamp_ms is not None:
+                    base = group.state_timestamp_ms
+                gone = now_ms - base >= retention
+            else:
+                gone = False
+            if gone:
+                expired.append(coord.offset_record(group.group_id, topic, partition, None))
+        records += expired
+        if (empty and len(expired) == len(group.offsets) and not group.members
+                and not group.pending_members):
+            records += coord.group_tombstones(group)[-1:]
+    return records

@@ -1,0 +1,201 @@
+"""``GroupCoordinatorService``: the asyncio adapter around the pure ``GroupCoordinator``.
+
+Java counterpart: ``GroupCoordinatorService`` + the coordinator runtime (which runs shard
+operations, writes their records and completes the futures of delayed responses).
+
+For each request the service takes one coordinator step at ``time.milliseconds()``,
+appends the step's records to ``__consumer_offsets`` (one batch per partition, through the
+injected ``OffsetsLog``) *before* any answer is released, replays them into the
+coordinator, and then resolves the futures of every parked request the step (or the
+replay) completed.  A timer task calls ``run_once`` every ``tick_interval_ms`` to fire
+session, rebalance and sync deadlines and to expire offsets.
+
+Threading: everything runs on the broker's event-loop thread; appends are synchronous
+file writes, so a step and its persistence are atomic with respect to other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from millrace.broker.config import KafkaConfig
+from millrace.broker.group.coordinator import GroupCoordinator
+from millrace.broker.group.errors import Errors
+from millrace.broker.group.group_metadata_manager import (
+    CoordinatorResult,
+    GroupConfig,
+    OffsetsRecord,
+)
+from millrace.common.errors import KafkaError
+from millrace.common.time import Time
+
+log = logging.getLogger("millrace.broker.group")
+
+
+class OffsetsLog(Protocol):
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None: ...  # durably appends one batch to __consumer_offsets-<partition>
+    def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]: ...   # key/value of every record in that partition, in offset order
+    def num_partitions(self) -> int: ...
+
+
+# Storage errors as the group APIs report them (Kafka's mapping for failed group writes).
+_STORAGE_ERRORS = {
+    3: Errors.COORDINATOR_NOT_AVAILABLE,      # UNKNOWN_TOPIC_OR_PARTITION
+    6: Errors.NOT_COORDINATOR,                # NOT_LEADER_OR_FOLLOWER
+    19: Errors.COORDINATOR_NOT_AVAILABLE,     # NOT_ENOUGH_REPLICAS
+    20: Errors.COORDINATOR_NOT_AVAILABLE,     # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    7: Errors.COORDINATOR_NOT_AVAILABLE,      # REQUEST_TIMED_OUT
+}
+
+
+def storage_error(exc: BaseException) -> int:
+    if isinstance(exc, KafkaError):
+        return _STORAGE_ERRORS.get(exc.code, Errors.COORDINATOR_NOT_AVAILABLE)
+    return Errors.COORDINATOR_NOT_AVAILABLE
+
+
+class GroupCoordinatorService:
+    """Owned by the event-loop thread; handlers call the ``async`` request methods."""
+
+    def __init__(self, config: KafkaConfig, time: Time, log: OffsetsLog, *,
+                 tick_interval_ms: int = 100) -> None:
+        self._time = time
+        self._log = log
+        self._tick_s = tick_interval_ms / 1000
+        self.coordinator = GroupCoordinator(GroupConfig.from_kafka_config(config),
+                                            log.num_partitions())
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Load every ``__consumer_offsets`` partition, then start the timer task."""
+        coord = self.coordinator
+        partitions = range(coord.num_partitions)
+        coord.begin_loading(partitions)
+        total = 0
+        for partition in partitions:
+            total += coord.load(partition, self._log.replay(partition),
+                                self._time.milliseconds())
+            await asyncio.sleep(0)
+        log.info("group coordinator loaded %d group(s) from %d record(s)",
+                 len(coord.groups), total)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the timers; parked requests are answered NOT_COORDINATOR."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for partition in list(self.coordinator.hosted | self.coordinator.loading):
+            self.coordinator.unload(partition)
+        self._dispatch()
+        for future in self._waiters.values():
+            future.cancel()
+        self._waiters.clear()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._tick_s)
+            self.run_once()
+
+    def run_once(self) -> None:
+        """Fire due deadlines (one ``poll``), persist what they wrote, release answers."""
+        try:
+            result = self.coordinator.poll(self._time.milliseconds())
+            self._persist_or_fail(result)
+        except Exception:
+            log.exception("group coordinator tick failed")
+        self._dispatch()
+
+    def partition_for(self, group_id: str) -> int:
+        return self.coordinator.partition_for(group_id)
+
+    # ------------------------------------------------------------------ requests
+    async def join_group(self, body: Any, version: int, client_id: str,
+                         client_host: str) -> Any:
+        return await self._call(lambda now: self.coordinator.join_group(
+            body, version, client_id, client_host, now))
+
+    async def sync_group(self, body: Any, version: int) -> Any:
+        return await self._call(lambda now: self.coordinator.sync_group(body, version, now))
+
+    async def heartbeat(self, body: Any, version: int) -> Any:
+        return await self._call(lambda now: self.coordinator.heartbeat(body, version, now))
+
+    async def leave_group(self, body: Any, version: int) -> Any:
+        return await self._call(lambda now: self.coordinator.leave_group(body, version, now))
+
+    async def commit_offsets(self, body: Any, version: int,
+                             unknown: frozenset[tuple[str, int]] = frozenset()) -> Any:
+        return await self._call(lambda now: self.coordinator.commit_offsets(
+            body, version, now, unknown))
+
+    async def fetch_offsets(self, body: Any, version: int) -> Any:
+        return await self._call(lambda now: self.coordinator.fetch_offsets(body, version, now))
+
+    async def describe_groups(self, body: Any, version: int) -> Any:
+        return await self._call(lambda now: self.coordinator.describe_groups(
+            body, version, now))
+
+    async def list_groups(self, body: Any, version: int) -> Any:
+        return await self._call(lambda now: self.coordinator.list_groups(body, version, now))
+
+    async def delete_groups(self, body: Any, version: int) -> Any:
+        return await self._call(lambda now: self.coordinator.delete_groups(
+            body, version, now))
+
+    # ------------------------------------------------------------------ machinery
+    async def _call(self, step: Callable[[int], CoordinatorResult]) -> Any:
+        result = step(self._time.milliseconds())
+        future: asyncio.Future[Any] | None = None
+        if result.waiter is not None:
+            future = asyncio.get_running_loop().create_future()
+            self._waiters[result.waiter] = future
+        response = self._persist_or_fail(result)
+        self._dispatch()
+        if future is None:
+            return response
+        try:
+            return await future
+        finally:
+            self._waiters.pop(result.waiter or 0, None)
+
+    def _persist_or_fail(self, result: CoordinatorResult) -> Any:
+        """Write the step's records; on failure let the step undo itself.  Returns the
+        response to send (None when it goes to the step's waiter)."""
+        try:
+            self._persist(result.records)
+        except Exception as exc:
+            log.error("writing to __consumer_offsets failed: %s", exc)
+            if result.on_failure is not None:
+                return result.on_failure(storage_error(exc))
+        return result.response
+
+    def _persist(self, records: list[OffsetsRecord]) -> None:
+        batches: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for rec in records:
+            batches.setdefault(rec.partition, []).append((rec.key, rec.value))
+        failure: Exception | None = None
+        for partition, batch in batches.items():
+            try:
+                self._log.append(partition, batch)
+            except Exception as exc:
+                failure = failure or exc
+                continue
+            for key, value in batch:
+                self.coordinator.replay(key, value)
+        if failure is not None:
+            raise failure
+
+    def _dispatch(self) -> None:
+        for token, response in self.coordinator.take_completions():
+            future = self._waiters.pop(token, None)
+            if future is not None and not future.done():
+                future.set_result(response)
