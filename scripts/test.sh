@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test
 bash scripts/system-deps.sh kcat
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff";          ruff check millrace tests tools bench
+echo "== ruff";          ruff check .
 echo "== mypy";          mypy
 echo "== import-linter"; lint-imports
 echo "== pytest"
