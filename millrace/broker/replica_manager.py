@@ -22,12 +22,14 @@ from millrace.broker.file_region import FileRegion
 from millrace.broker.metadata import TopicInfo
 from millrace.broker.purgatory import DelayedOperationPurgatory
 from millrace.common.errors import (
+    CorruptBatchError,
+    CorruptRecordError,
     InvalidRecordError,
     KafkaError,
     UnsupportedCompressionTypeError,
 )
 from millrace.record import RecordBatch, RecordBatchBuilder
-from millrace.record.batch import iter_batches
+from millrace.record.batch import MAGIC_OFFSET, iter_batches
 from millrace.record.compression import CompressionType
 from millrace.storage import Log, LogCleaner, LogConfig, LogManager
 
@@ -58,17 +60,27 @@ class Partition:
         self.index = index
         self.log = log_
         self.leader_epoch = 0
+        # Becoming leader with ISR = {this replica} commits the whole log (Kafka's makeLeader
+        # -> maybeIncrementLeaderHW): the checkpointed HW can be stale after a crash.
+        log_.maybe_increment_high_watermark(log_.log_end_offset)
 
     def append_records_to_leader(self, records: bytes | None, version: int, now_ms: int,
                                  transactional_id: str | None = None) -> Any:
         if records is None or len(records) == 0:
             raise InvalidRecordError("Produce request carries no record batch")
         batches = 0
-        for _, header in iter_batches(records):
-            batches += 1
-            if header.compression == CompressionType.ZSTD and version < 7:
-                raise UnsupportedCompressionTypeError(
-                    "Produce requests with version < 7 may not use zstd compression")
+        try:
+            for _, header in iter_batches(records):
+                batches += 1
+                if header.compression == CompressionType.ZSTD and version < 7:
+                    raise UnsupportedCompressionTypeError(
+                        "Produce requests with version < 7 may not use zstd compression")
+        except CorruptBatchError as e:  # a partition error, as in Kafka; never a crash
+            if len(records) > MAGIC_OFFSET and records[MAGIC_OFFSET] in (0, 1):
+                raise InvalidRecordError(
+                    f"Produce requests with version {version} may only carry record batches "
+                    f"with magic 2 (got magic {records[MAGIC_OFFSET]})") from None
+            raise CorruptRecordError(str(e)) from None
         if batches != 1:
             raise InvalidRecordError(
                 "Produce requests with version 3 and above must carry exactly one record "

@@ -49,6 +49,8 @@ class BrokerProcess:
         args = [sys.executable, "-m", "millrace.cli.main", "broker"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
+        # broker.log is appended to across restarts: only look past what is there now.
+        seen = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
@@ -59,7 +61,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.logs()}")
-            if b"started; cluster.id" in self.log_path.read_bytes():
+            if b"started; cluster.id" in self.log_path.read_bytes()[seen:]:
                 return self
             time.sleep(0.05)
         self.kill()
