@@ -102,8 +102,9 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ lifecycle
     def startup(self) -> None:
-        self.log_manager = LogManager(self.config.log_dirs, self._log_config_for,
-                                      time=self.server.time)
+        self.log_manager = LogManager(
+            self.config.log_dirs, self._log_config_for, time=self.server.time,
+            producer_id_expiration_ms=self.config["producer.id.expiration.ms"])
         self.log_manager.startup()
         for info in self.server.metadata.topics.values():
             self.create_partitions(info, 0, info.partitions)

@@ -20,6 +20,14 @@ leader epoch are outside the CRC; LogAppendTime topics also get the timestamp an
 CRC), the active segment is rolled if needed and the whole buffer is written with one
 ``pwrite``.  Records are never re-encoded.
 
+Idempotence (``producer_state.py``): each log has a ``ProducerStateManager``.  A client
+batch with a producer id is checked against its producer's epoch and sequence before
+anything is written; a retry of one of the producer's last 5 batches is not written again
+and the append returns the original batch's offsets (``num_batches == 0`` tells it was a
+duplicate); a gap raises OutOfOrderSequenceError, a stale epoch InvalidProducerEpochError.
+The state is updated only after the write.  Snapshots are taken on every roll and on close;
+loading and ``truncate_to`` rebuild the state from the latest snapshot plus a replay.
+
 Threading model: a ``Log`` is shared by the broker's asyncio thread (append, read, list
 offsets) and background threads (retention, flush, the cleaner).  Every access to the
 segment list and the offsets is guarded by ``_lock`` (an ``RLock``); each call holds it for
@@ -64,7 +72,18 @@ from millrace.storage.info import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
-from millrace.storage.log_loader import load_log, parse_topic_partition_name
+from millrace.storage.log_loader import (
+    load_log,
+    parse_topic_partition_name,
+    rebuild_producer_state,
+)
+from millrace.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerAppendInfo,
+    ProducerState,
+    ProducerStateManager,
+)
 from millrace.storage.segment import DELETED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment
 from millrace.storage.validator import analyze_follower_batches, validate_leader_batches
 
@@ -76,7 +95,8 @@ class Log:
 
     def __init__(self, dir: str, config: LogConfig, *, recovery_point: int = 0,
                  log_start_offset: int = 0, high_watermark: int = 0,
-                 had_clean_shutdown: bool = False, time: Time = SYSTEM_TIME) -> None:
+                 had_clean_shutdown: bool = False, time: Time = SYSTEM_TIME,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         self.dir = os.path.abspath(dir)
         self.topic, self.partition = parse_topic_partition_name(os.path.basename(self.dir))
         os.makedirs(self.dir, exist_ok=True)
@@ -84,9 +104,13 @@ class Log:
         self._time = time
         self._config = config  # guarded by _lock
         now = time.milliseconds()
+        # guarded by _lock:
+        self._producer_state = ProducerStateManager(
+            self.dir, producer_id_expiration_ms, f"{self.topic}-{self.partition}")
         loaded = load_log(self.dir, config, recovery_point=recovery_point,
                           log_start_offset=log_start_offset,
-                          had_clean_shutdown=had_clean_shutdown, now_ms=now)
+                          had_clean_shutdown=had_clean_shutdown, now_ms=now,
+                          producer_state=self._producer_state)
         # all guarded by _lock:
         self._segments: list[LogSegment] = loaded.segments
         self._bases: list[int] = [s.base_offset for s in loaded.segments]
@@ -177,6 +201,33 @@ class Log:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir} is closed")
 
+    # ------------------------------------------------------------------ producer state
+    @property
+    def producer_state_manager(self) -> ProducerStateManager:
+        """The idempotence state (not thread-safe: for tests and tools)."""
+        return self._producer_state
+
+    def active_producers(self) -> list[ProducerState]:
+        """Producers with state on this partition (DescribeProducers): id, epoch, last
+        sequence, last timestamp, coordinator epoch, current transaction start offset."""
+        with self._lock:
+            return self._producer_state.active_producers()
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for producer.id.expiration.ms; returns how many."""
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return 0
+            return self._producer_state.remove_expired_producers(now)
+
+    def take_producer_snapshot(self, sync: bool = False) -> str:
+        """Write a producer state snapshot at the log end now; returns its path."""
+        with self._lock:
+            self._check_open()
+            self._producer_state.update_map_end_offset(self._next_offset)
+            return self._producer_state.take_snapshot(sync=sync)
+
     # ------------------------------------------------------------------ appends
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None,
@@ -185,7 +236,10 @@ class Log:
 
         Raises CorruptRecordError (bad CRC, truncated batch), RecordTooLargeError (batch
         over max.message.bytes), InvalidRecordError (not magic 2, bad counts, control batch
-        or missing key from a client) or InvalidTimestampError.  A ``bytearray`` argument is
+        or missing key from a client) or InvalidTimestampError; for batches with a producer
+        id from a client, OutOfOrderSequenceError or InvalidProducerEpochError.  A retried
+        batch (a duplicate of one of its producer's last 5) writes nothing: the result has
+        the original batch's offsets and ``num_batches == 0``.  A ``bytearray`` argument is
         rewritten in place; ``bytes`` are copied once.
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
@@ -196,16 +250,33 @@ class Log:
         if log_append:
             for pos, _ in headers:
                 set_log_append_time(buf, pos, now)
+        client = origin == AppendOrigin.CLIENT
         with self._lock:
             self._check_open()
             first = offset = self._next_offset
             entries: list[AppendedBatch] = []
             max_ts, off_of_max, count = -1, first, 0
+            producers: dict[int, ProducerAppendInfo] | None = None
             for pos, h in headers:
-                set_base_offset(buf, pos, offset)
-                set_partition_leader_epoch(buf, pos, leader_epoch)
                 last = offset + h.last_offset_delta
                 ts = now if log_append else h.max_timestamp
+                pid = h.producer_id
+                if pid >= 0:
+                    if client:
+                        entry = self._producer_state.last_entry(pid)
+                        dup = None if entry is None else entry.find_duplicate_batch(
+                            h.producer_epoch, h.base_sequence, h.last_sequence)
+                        if dup is not None:
+                            return self._duplicate_append_info(pid, dup, log_append,
+                                                               leader_epoch)
+                    if producers is None:
+                        producers = {}
+                    pinfo = producers.get(pid)
+                    if pinfo is None:
+                        pinfo = producers[pid] = self._producer_state.prepare_update(pid, origin)
+                    pinfo.append(h, offset, last, ts)
+                set_base_offset(buf, pos, offset)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
                 entries.append(AppendedBatch(pos, h.size, last, ts))
                 if ts > max_ts:
                     max_ts, off_of_max = ts, last
@@ -215,6 +286,10 @@ class Log:
                 seg = self._maybe_roll(len(buf), max_ts, offset - 1, first, now)
                 seg.append(buf, entries)
                 self._next_offset = offset
+                if producers:
+                    for pinfo in producers.values():
+                        self._producer_state.update(pinfo)
+                self._producer_state.update_map_end_offset(offset)
             info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,
                                  now if log_append else -1, self._log_start_offset, count,
                                  len(entries), len(buf), leader_epoch)
@@ -222,6 +297,17 @@ class Log:
         if need_flush:
             self.flush()
         return info
+
+    def _duplicate_append_info(self, producer_id: int, dup: BatchMetadata, log_append: bool,
+                               leader_epoch: int) -> LogAppendInfo:
+        """The answer to a retried batch: its original offsets, nothing written.  The
+        timestamp is what the original append reported (the append time on LogAppendTime
+        topics, else -1)."""
+        log.debug("%s-%d: duplicate batch of producer %d (offsets %d..%d) not appended",
+                  self.topic, self.partition, producer_id, dup.first_offset, dup.last_offset)
+        return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp, dup.last_offset,
+                             dup.timestamp if log_append else -1, self._log_start_offset, 0, 0,
+                             0, leader_epoch)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview,
                            now_ms: int | None = None) -> LogAppendInfo:
@@ -242,6 +328,8 @@ class Log:
                                    fb.first_offset, now)
             seg.append(data, fb.entries)
             self._next_offset = fb.last_offset + 1
+            self._producer_state.replay(h for _, h in iter_batches(data))
+            self._producer_state.update_map_end_offset(self._next_offset)
             return LogAppendInfo(fb.first_offset, fb.last_offset, fb.max_timestamp,
                                  fb.offset_of_max_timestamp, -1, self._log_start_offset,
                                  fb.num_records, len(fb.entries), fb.valid_bytes,
@@ -282,6 +370,10 @@ class Log:
         self._segments.append(seg)
         self._bases.append(new_base)
         self._dir_dirty = True
+        # The snapshot offset is the new segment's base, so recovering from this segment
+        # on can start from it (no fsync here: a lost or torn snapshot is only skipped).
+        self._producer_state.update_map_end_offset(new_base)
+        self._producer_state.take_snapshot()
         log.info("%s-%d: rolled new segment at offset %d", self.topic, self.partition, new_base)
         return seg
 
@@ -425,6 +517,8 @@ class Log:
             active.truncate_to(offset)
             self._next_offset = max(active.read_next_offset(), active.base_offset)
             self._after_truncation()
+            rebuild_producer_state(self._producer_state, self._segments, self._log_start_offset,
+                                   self._next_offset, self._time.milliseconds())
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
@@ -441,6 +535,7 @@ class Log:
             self._next_offset = self._log_start_offset = new_offset
             self._recovery_point = new_offset
             self._dir_dirty = True
+            self._producer_state.truncate_fully_and_start_at(new_offset)
             self._after_truncation()
 
     def _after_truncation(self) -> None:
@@ -466,6 +561,7 @@ class Log:
                          self.partition, self._log_start_offset, offset)
                 self._log_start_offset = offset
                 self._hw_metadata = None
+                self._producer_state.on_log_start_offset_incremented(offset)
                 self._delete_segments(lambda seg, nxt: nxt.base_offset <= self._log_start_offset,
                                       "log start offset", now_ms)
             return self._log_start_offset
@@ -521,6 +617,8 @@ class Log:
         del self._bases[:victims]
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._hw_metadata = None
+        self._producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        self._producer_state.delete_snapshots_before(self._segments[0].base_offset)
         self._schedule_delete(doomed, now, reason)
         return victims
 
@@ -601,14 +699,25 @@ class Log:
             self._last_flush_ms = self._time.milliseconds()
 
     def close(self, sync: bool = False) -> None:
-        """Close every segment; with ``sync`` the active segment's final index entries are
-        fsync'd first (LogManager.shutdown flushes the data before)."""
+        """Write a producer state snapshot at the log end and close every segment; with
+        ``sync`` the snapshot and the active segment's final index entries are fsync'd
+        first (LogManager.shutdown flushes the data before)."""
+        self._close(sync, snapshot=True)
+
+    def _close(self, sync: bool, snapshot: bool) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             active = self._segments[-1]
             try:
+                if snapshot:
+                    try:
+                        self._producer_state.update_map_end_offset(self._next_offset)
+                        self._producer_state.take_snapshot(sync=sync)
+                    except OSError:
+                        log.exception("%s-%d: producer snapshot at close failed", self.topic,
+                                      self.partition)
                 if sync:
                     active.on_become_inactive()
                     active.flush()
@@ -626,12 +735,13 @@ class Log:
     def rename_dir(self, new_dir: str) -> None:
         """Close and move the directory (topic deletion)."""
         with self._lock:
-            self.close()
+            self._close(False, snapshot=False)
             os.replace(self.dir, new_dir)
             self.dir = new_dir
+            self._producer_state.rename_dir(new_dir)
 
     def delete(self) -> None:
         """Close and remove the whole directory."""
         with self._lock:
-            self.close()
+            self._close(False, snapshot=False)
             shutil.rmtree(self.dir, ignore_errors=True)

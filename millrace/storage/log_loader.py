@@ -17,6 +17,11 @@ Steps, in order:
    stay contiguous.
 5. The log end offset is read from the last segment; the log start offset is the larger of
    the checkpointed one and the first segment's base.
+6. Producer state (idempotence, see ``producer_state.py``): snapshots above the log end
+   (recovery truncated the log) or below the log start are deleted, the latest valid
+   snapshot is loaded and the batch headers from its offset to the log end are replayed;
+   if that replayed anything, a snapshot at the log end is written so the next load is
+   immediate.  ``Log.truncate_to`` runs the same ``rebuild_producer_state``.
 """
 
 from __future__ import annotations
@@ -25,9 +30,12 @@ import contextlib
 import logging
 import os
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from millrace.record.batch import BatchHeader
 from millrace.storage.config import LogConfig
+from millrace.storage.producer_state import ProducerStateManager
 from millrace.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -79,7 +87,8 @@ def _unlink(path: str) -> None:
 
 
 def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offset: int,
-             had_clean_shutdown: bool, now_ms: int) -> LoadedLog:
+             had_clean_shutdown: bool, now_ms: int,
+             producer_state: ProducerStateManager | None = None) -> LoadedLog:
     names = sorted(os.listdir(dir))
     # 1. leftovers
     for name in names:
@@ -152,11 +161,55 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
             start_offset = max(log_start_offset, 0)
             segments = [LogSegment(dir, start_offset, config, now_ms=now_ms, create=True)]
             next_offset = start_offset
+        # 6. producer state
+        if producer_state is not None:
+            rebuild_producer_state(producer_state, segments, start_offset, next_offset, now_ms,
+                                   force=True)
     except BaseException:
         for seg in segments:
             seg.close_handlers()
         raise
     return LoadedLog(segments, next_offset, start_offset, truncated)
+
+
+def rebuild_producer_state(producer_state: ProducerStateManager, segments: Sequence[LogSegment],
+                           log_start_offset: int, log_end_offset: int, now_ms: int, *,
+                           force: bool = False) -> int:
+    """Bring ``producer_state`` to ``log_end_offset``: drop out-of-range snapshots, reload
+    the latest valid one (unless the state already ends there and ``force`` is not set),
+    replay the batch headers after it.  Returns the number of producer batches replayed."""
+    psm = producer_state
+    psm.truncate_and_reload(log_start_offset, log_end_offset, now_ms, force=force)
+    start = psm.map_end_offset
+    replayed = 0
+    if start < log_end_offset:
+        log.info("%s: rebuilding producer state from offset %d to %d", psm.topic_partition,
+                 start, log_end_offset)
+        replayed = psm.replay(_headers_between(segments, start, log_end_offset))
+    psm.update_map_end_offset(log_end_offset)
+    if start != log_end_offset:
+        psm.take_snapshot()
+    return replayed
+
+
+def _headers_between(segments: Sequence[LogSegment], start: int, end: int
+                     ) -> Iterator[BatchHeader]:
+    """Headers of the batches holding offsets in [start, end), in offset order."""
+    for i, seg in enumerate(segments):
+        seg_end = segments[i + 1].base_offset if i + 1 < len(segments) else end
+        if seg_end <= start or seg.base_offset >= end:
+            continue
+        pos = 0
+        if seg.base_offset < start:
+            found = seg.translate_offset(start)
+            if found is None:
+                continue
+            pos = found[0]
+        for _, h in seg.iter_batches(pos):
+            if h.base_offset >= end:
+                break
+            if h.last_offset >= start:
+                yield h
 
 
 def _complete_swap(dir: str, base: int, config: LogConfig, now_ms: int) -> None:

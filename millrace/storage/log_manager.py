@@ -17,7 +17,8 @@ so each log is recovered from its recovery point: every batch after it is CRC-ch
 torn or garbage tail truncated (logged at WARNING).  Recovered data is fsync'd and fresh
 checkpoints written before the marker is removed.
 
-Periodic work is steppable (no threads inside): ``cleanup_logs`` (retention),
+Periodic work is steppable (no threads inside): ``cleanup_logs`` (retention, and expiry
+of idle producer ids after ``producer.id.expiration.ms``),
 ``flush_dirty_logs`` (``flush.ms`` and segments rolled since the last flush), ``checkpoint_all``.
 The broker schedules them.  ``shutdown`` flushes every log, writes the checkpoints, closes the
 logs and writes the marker.
@@ -53,6 +54,7 @@ from millrace.storage.checkpoint import (
 from millrace.storage.config import LogConfig
 from millrace.storage.log import Log
 from millrace.storage.log_loader import log_dir_name, parse_topic_partition_name
+from millrace.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger("millrace.storage")
 
@@ -72,7 +74,8 @@ def validate_topic_name(topic: str) -> None:
 class LogManager:
     def __init__(self, log_dirs: Sequence[str] | str,
                  config: LogConfig | ConfigProvider | None = None, *,
-                 time: Time = SYSTEM_TIME) -> None:
+                 time: Time = SYSTEM_TIME,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
         dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         if not dirs:
             raise ValueError("log.dirs is empty")
@@ -86,6 +89,7 @@ class LogManager:
         else:
             self._config_for = config
         self._time = time
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}  # guarded by _lock
         self._dir_of: dict[TopicPartition, str] = {}  # guarded by _lock
@@ -161,7 +165,8 @@ class LogManager:
                 warned = True
             lg = Log(path, self._config_for(tp[0]), recovery_point=recovery.get(tp, 0),
                      log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
-                     had_clean_shutdown=clean, time=self._time)
+                     had_clean_shutdown=clean, time=self._time,
+                     producer_id_expiration_ms=self.producer_id_expiration_ms)
             if lg.truncated_on_load:
                 log.warning("%s: recovery truncated %d bytes; log now ends at offset %d",
                             name, lg.truncated_on_load, lg.log_end_offset)
@@ -246,7 +251,8 @@ class LogManager:
             path = os.path.join(d, log_dir_name(topic, partition))
             existed = os.path.isdir(path)
             lg = Log(path, config if config is not None else self._config_for(topic),
-                     had_clean_shutdown=not existed, time=self._time)
+                     had_clean_shutdown=not existed, time=self._time,
+                     producer_id_expiration_ms=self.producer_id_expiration_ms)
             if not existed:
                 fsync_dir(d)
             log.info("created log %s-%d in %s", topic, partition, d)
@@ -279,7 +285,8 @@ class LogManager:
 
     # ------------------------------------------------------------------ periodic work
     def cleanup_logs(self, now_ms: int | None = None) -> int:
-        """Retention for every log; returns the number of segments deleted."""
+        """Retention for every log, and expiry of idle producer ids; returns the number of
+        segments deleted."""
         now = self._time.milliseconds() if now_ms is None else now_ms
         total = 0
         for lg in self.all_logs():
@@ -287,6 +294,7 @@ class LogManager:
                 total += lg.delete_old_segments(now)
             except KafkaStorageError:
                 log.exception("%r: retention failed", lg)
+            lg.remove_expired_producers(now)
         return total
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
