@@ -66,7 +66,9 @@ class FrameDecoder:
         if avail < self._need:
             self._compact()
             return NEED_DATA
-        frame = bytes(self._buf[self._start:self._start + self._need])
+        # One copy out of the buffer (slicing the bytearray first would make two).
+        with memoryview(self._buf) as view:
+            frame = view[self._start:self._start + self._need].tobytes()
         self._start += self._need
         self._need = None
         return frame
