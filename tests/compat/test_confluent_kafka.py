@@ -152,3 +152,21 @@ def test_group_rebalances_when_a_member_leaves(broker: BrokerProcess) -> None:
         assert {p.partition for p in a.assignment()} == {0, 1, 2, 3}
     finally:
         a.close()
+
+
+def test_admin_lists_and_describes_groups(broker: BrokerProcess) -> None:
+    topic = "listed"
+    _produce(broker, topic, 5)
+    group = f"listed-{uuid.uuid4().hex[:6]}"
+    assert len(_consume_all(broker, topic, 5, group=group)) == 5
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    listed = admin.list_consumer_groups().result(15)
+    ids = {g.group_id for g in listed.valid}
+    assert group in ids
+    desc = admin.describe_consumer_groups([group])[group].result(15)
+    assert desc.group_id == group
+    assert desc.state.name == "EMPTY"  # the consumer closed
+    offsets = admin.list_consumer_group_offsets(
+        [confluent_kafka.ConsumerGroupTopicPartitions(group)])[group].result(15)
+    assert [(tp.topic, tp.partition, tp.offset) for tp in offsets.topic_partitions] == [
+        (topic, 0, 5)]
