@@ -1,0 +1,252 @@
+"""The client's view of the cluster and the rules for refreshing it (Java ``Metadata``).
+
+Theory of operation.  ``Metadata`` holds the current ``Cluster`` snapshot and decides
+*when* a refresh is due; ``NetworkClient`` (its metadata updater, on the network thread)
+decides *where* to send the MetadataRequest and feeds the answer to ``update``.  A refresh
+is due when
+
+* the snapshot is older than ``metadata.max.age.ms``, or
+* someone called ``request_update()`` -- the sender after NOT_LEADER_OR_FOLLOWER,
+  UNKNOWN_TOPIC_OR_PARTITION or a disconnect, ``send()`` for a topic it has not seen --
+
+but never sooner than the refresh backoff after the previous attempt (exponential from
+``retry.backoff.ms`` to ``retry.backoff.max.ms`` while attempts keep failing).  Each
+successful update bumps ``update_version``; threads waiting for a topic block on
+``await_update`` until the version moves past the one they saw.
+
+A partition whose new leader epoch is older than the cached one is kept as it was (the
+answering broker is behind; KIP-320) and another refresh is requested.
+
+Threading: written by the network thread, read by any.  The snapshot is replaced as a
+whole, so ``fetch()`` needs no lock; everything else is guarded by ``_cond``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time as _time
+from collections.abc import Iterable
+from typing import Any
+
+from millrace.client._backoff import ExponentialBackoff
+from millrace.client.cluster import Cluster, Node, PartitionInfo, TopicPartition
+from millrace.common.errors import ConfigError, KafkaError, for_code
+
+log = logging.getLogger(__name__)
+
+TOPIC_AUTHORIZATION_FAILED = 29
+INVALID_TOPIC_EXCEPTION = 17
+_IPV6 = re.compile(r"^\[([0-9a-fA-F:.]+)\]:(\d+)$")
+
+
+def parse_bootstrap_servers(servers: Iterable[str] | str) -> list[tuple[str, int]]:
+    """``host:port`` entries (``[v6addr]:port`` too) -> [(host, port)]; ConfigError if bad."""
+    if isinstance(servers, str):
+        servers = [s for s in servers.split(",")]
+    out: list[tuple[str, int]] = []
+    for raw in servers:
+        entry = raw.strip()
+        if not entry:
+            continue
+        m = _IPV6.match(entry)
+        if m:
+            host, port_text = m.group(1), m.group(2)
+        else:
+            host, sep, port_text = entry.rpartition(":")
+            if not sep or not host or ":" in host:
+                raise ConfigError(f"Invalid url in bootstrap.servers: {entry}")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ConfigError(f"Invalid port in bootstrap.servers: {entry}") from None
+        if not 0 < port < 65536:
+            raise ConfigError(f"Invalid port in bootstrap.servers: {entry}")
+        out.append((host, port))
+    if not out:
+        raise ConfigError("No resolvable bootstrap urls given in bootstrap.servers")
+    return out
+
+
+class Metadata:
+    def __init__(self, refresh_backoff_ms: int = 100, refresh_backoff_max_ms: int = 1000,
+                 metadata_max_age_ms: int = 300_000) -> None:
+        self._cond = threading.Condition()
+        self._cluster = Cluster.empty()
+        self._max_age_ms = metadata_max_age_ms
+        self._refresh_backoff = ExponentialBackoff(
+            refresh_backoff_ms, 2, max(refresh_backoff_ms, refresh_backoff_max_ms), 0.2)
+        self._update_version = 0  # guarded by _cond
+        self._request_version = 0  # guarded by _cond
+        self._need_update = False  # guarded by _cond
+        self._last_refresh_ms = 0  # guarded by _cond
+        self._last_successful_refresh_ms = 0  # guarded by _cond
+        self._attempts = 0  # guarded by _cond
+        self._backoff_ms = self._refresh_backoff.backoff(0)  # drawn once per attempt count
+        self._closed = False
+
+    # ------------------------------------------------------------------ reading
+    def fetch(self) -> Cluster:
+        """The current snapshot (no lock: snapshots are immutable)."""
+        return self._cluster
+
+    @property
+    def update_version(self) -> int:
+        return self._update_version
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def update_requested(self) -> bool:
+        return self._need_update
+
+    def metadata_age_ms(self, now_ms: int) -> int:
+        return now_ms - self._last_successful_refresh_ms
+
+    # ------------------------------------------------------------------ scheduling
+    def bootstrap(self, addresses: Iterable[tuple[str, int]]) -> None:
+        with self._cond:
+            self._cluster = Cluster.bootstrap(addresses)
+            self._need_update = True
+            self._update_version += 1
+
+    def request_update(self) -> int:
+        """Ask for a refresh as soon as the backoff allows; returns the current version."""
+        with self._cond:
+            self._need_update = True
+            self._request_version += 1
+            return self._update_version
+
+    def _set_attempts(self, attempts: int) -> None:
+        self._attempts = attempts
+        self._backoff_ms = self._refresh_backoff.backoff(max(attempts - 1, 0))
+
+    def time_to_allow_update(self, now_ms: int) -> int:
+        return max(self._last_refresh_ms + self._backoff_ms - now_ms, 0)
+
+    def time_to_next_update(self, now_ms: int) -> int:
+        """Milliseconds until a refresh is due (0 = now)."""
+        if self._need_update:
+            expire = 0
+        else:
+            expire = max(self._last_successful_refresh_ms + self._max_age_ms - now_ms, 0)
+        if expire == 0 and not self._need_update and self._attempts:
+            self._set_attempts(0)  # a periodic refresh does not inherit a failure backoff
+        return max(expire, self.time_to_allow_update(now_ms))
+
+    def request_version(self) -> int:
+        return self._request_version
+
+    # ------------------------------------------------------------------ what to ask for
+    def metadata_request_topics(self, now_ms: int) -> list[str] | None:
+        """Topics to ask about (None = all).  Subclasses narrow it (the producer's topics)."""
+        return None
+
+    def allow_auto_topic_creation(self) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ updates
+    def failed_update(self, now_ms: int) -> None:
+        with self._cond:
+            self._last_refresh_ms = now_ms
+            self._set_attempts(self._attempts + 1)
+            self._cond.notify_all()
+
+    def update(self, response: Any, request_version: int, now_ms: int,
+               requested_topics: list[str] | None = None) -> None:
+        """Apply a MetadataResponse; ``request_version`` is what ``request_version()``
+        said when the request was sent (a newer request keeps ``update_requested``)."""
+        with self._cond:
+            old = self._cluster
+            cluster, retry = self._build_cluster(response, old)
+            self._cluster = cluster
+            self._last_refresh_ms = now_ms
+            self._update_version += 1
+            if retry:
+                self._set_attempts(self._attempts + 1)
+                self._need_update = True
+            else:
+                self._set_attempts(0)
+                self._last_successful_refresh_ms = now_ms
+                if request_version == self._request_version:
+                    self._need_update = False
+            self._cond.notify_all()
+        self.on_update(cluster, now_ms)
+
+    def on_update(self, cluster: Cluster, now_ms: int) -> None:
+        """Hook for subclasses (e.g. expire unused producer topics)."""
+
+    def _build_cluster(self, response: Any, old: Cluster) -> tuple[Cluster, bool]:
+        nodes = {b.node_id: Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
+        partitions: list[PartitionInfo] = []
+        unauthorized: list[str] = []
+        invalid: list[str] = []
+        internal: list[str] = []
+        errors: dict[str, int] = {}
+        retry = False
+        for t in response.topics:
+            name = t.name
+            if name is None:
+                continue
+            if t.error_code:
+                errors[name] = t.error_code
+                if t.error_code == TOPIC_AUTHORIZATION_FAILED:
+                    unauthorized.append(name)
+                elif t.error_code == INVALID_TOPIC_EXCEPTION:
+                    invalid.append(name)
+                else:
+                    retry = True  # e.g. LEADER_NOT_AVAILABLE while a topic is created
+                continue
+            if t.is_internal:
+                internal.append(name)
+            for p in t.partitions:
+                info = PartitionInfo(
+                    name, p.partition_index,
+                    nodes.get(p.leader_id) if p.leader_id >= 0 else None,
+                    tuple(p.replica_nodes), tuple(p.isr_nodes), tuple(p.offline_replicas),
+                    p.leader_epoch)
+                if info.leader is None:
+                    retry = True
+                previous = old.partition(TopicPartition(name, p.partition_index))
+                if previous is not None and 0 <= info.leader_epoch < previous.leader_epoch:
+                    log.debug("ignoring stale metadata for %s-%d: epoch %d < cached %d",
+                              name, p.partition_index, info.leader_epoch, previous.leader_epoch)
+                    leader = nodes.get(previous.leader.id) if previous.leader else None
+                    info = previous._replace(leader=leader)
+                    retry = True
+                partitions.append(info)
+        controller = nodes.get(response.controller_id)
+        cluster = Cluster(nodes.values(), partitions, cluster_id=response.cluster_id,
+                          controller=controller, unauthorized_topics=unauthorized,
+                          invalid_topics=invalid, internal_topics=internal, topic_errors=errors)
+        return cluster, retry
+
+    # ------------------------------------------------------------------ waiting
+    def await_update(self, last_version: int, timeout_ms: float) -> bool:
+        """Block until ``update_version > last_version`` (True) or the timeout (False)."""
+        deadline = _time.monotonic() + timeout_ms / 1000.0
+        with self._cond:
+            while self._update_version <= last_version and not self._closed:
+                remaining = deadline - _time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return self._update_version > last_version
+
+    def topic_error(self, topic: str) -> KafkaError | None:
+        """A non-retriable error the last update reported for ``topic``, if any."""
+        cluster = self._cluster
+        code = cluster.topic_errors.get(topic)
+        if code is None:
+            return None
+        cls = for_code(code)
+        if cls.retriable:
+            return None
+        return cls(f"{cls.name} for topic {topic}")
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()

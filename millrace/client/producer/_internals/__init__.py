@@ -1,0 +1,1 @@
+"""The producer's machinery (Java ``org.apache.kafka.clients.producer.internals``)."""

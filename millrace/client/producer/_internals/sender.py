@@ -1,0 +1,461 @@
+"""The producer's network thread (Java ``Sender``).
+
+Theory of operation.  ``run`` loops ``run_once`` until the producer closes, then keeps
+going until every queued batch is sent and answered (or, on a forced close, aborts them).
+One ``run_once``:
+
+1. (idempotence) settle unresolved sequences, bump the epoch if a gap was seen, and get
+   a producer id with InitProducerId if there is none -- nothing is drained until then;
+2. ask the accumulator which leaders have sendable batches; refresh metadata for topics
+   whose leader is unknown; keep the nodes the ``NetworkClient`` can send to now;
+3. drain their batches (one ProduceRequest per node), fail batches that outlived
+   ``delivery.timeout.ms`` (queued or in flight) with ``KafkaTimeoutError``;
+4. write the requests and poll the network for at most the time until the next batch
+   lingers out, a backoff ends or a batch expires.
+
+Responses complete batches in their callbacks (on this thread): success completes every
+record's future with base offset + index; a retriable error re-enqueues the batch after
+an exponential ``retry.backoff.ms`` unless retries or ``delivery.timeout.ms`` ran out;
+MESSAGE_TOO_LARGE splits the batch; NOT_LEADER_OR_FOLLOWER and friends refresh metadata.
+With ``max.in.flight.requests.per.connection=1`` a partition is muted while its batch is
+in flight, so a retry can never overtake.  acks=0 batches complete with offset -1 once
+written.
+
+Owned by its own thread; ``initiate_close``/``force_close``/``wakeup`` may be called from
+any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from millrace.client.cluster import TopicPartition
+from millrace.client.errors import IllegalStateError, KafkaTimeoutError
+from millrace.client.network_client import ClientRequest, ClientResponse, NetworkClient
+from millrace.client.producer._internals.producer_batch import ProducerBatch
+from millrace.client.producer._internals.record_accumulator import RecordAccumulator
+from millrace.client.producer._internals.sender_metrics import SenderMetrics
+from millrace.client.producer._internals.transaction_manager import TransactionManager
+from millrace.common.errors import (
+    ClusterAuthorizationFailedError,
+    KafkaError,
+    OutOfOrderSequenceError,
+    TopicAuthorizationFailedError,
+    UnsupportedVersionError,
+    for_code,
+)
+from millrace.common.time import SYSTEM_TIME, Time
+from millrace.protocol import API, ApiKey
+
+if TYPE_CHECKING:
+    from millrace.client.metadata import Metadata
+
+log = logging.getLogger(__name__)
+
+NETWORK_EXCEPTION = 13
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+DUPLICATE_SEQUENCE_NUMBER = 46
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+INVALID_RECORD = 87
+# Java's InvalidMetadataException family: the leader moved or is unknown.
+INVALID_METADATA_ERRORS = frozenset({3, 5, 6, 13, 56, 74, 75, 100, 103})
+PRODUCE_MIN_VERSION = 3  # record batches (magic 2)
+PRODUCE_MAX_VERSION = 12  # 13 addresses topics by id
+INIT_PRODUCER_ID_MAX_VERSION = 5
+_FOREVER = 2**63 - 1
+
+_PRODUCE = API[ApiKey.PRODUCE].request.cls
+_TOPIC_DATA = _PRODUCE.TopicProduceData
+_PARTITION_DATA = _TOPIC_DATA.PartitionProduceData
+
+
+class Sender:
+    def __init__(
+        self,
+        client: NetworkClient,
+        metadata: Metadata,
+        accumulator: RecordAccumulator,
+        *,
+        guarantee_message_order: bool = False,
+        max_request_size: int = 1_048_576,
+        acks: int = -1,
+        retries: int = 2**31 - 1,
+        metrics: SenderMetrics,
+        time: Time = SYSTEM_TIME,
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        transaction_manager: TransactionManager | None = None,
+    ) -> None:
+        self._client = client
+        self._metadata = metadata
+        self._accumulator = accumulator
+        self._guarantee_message_order = guarantee_message_order
+        self._max_request_size = max_request_size
+        self._acks = acks
+        self._retries = retries
+        self._metrics = metrics
+        self._time = time
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._tm = transaction_manager
+        self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
+        self._next_expiry_check_ms = 0
+        self.running = True
+        self._forced = False
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        log.debug("starting the producer I/O thread")
+        while self.running:
+            self._run_once_logged()
+        log.debug("shutting down the producer I/O thread; sending the remaining records")
+        while not self._forced and (self._accumulator.has_undrained()
+                                    or self._client.has_in_flight_requests()):
+            self._run_once_logged()
+        if self._forced:
+            self._accumulator.abort_incomplete_batches(
+                KafkaError("Producer is closed forcefully."))
+        self._client.close()
+        log.debug("the producer I/O thread has stopped")
+
+    def _run_once_logged(self) -> None:
+        try:
+            self.run_once()
+        except Exception:
+            log.exception("uncaught error in the producer I/O thread")
+
+    def run_once(self, now_ms: int | None = None) -> None:
+        """One iteration: drain, send, poll.  Tests call it with a ``MockTime``."""
+        now = self._time.milliseconds() if now_ms is None else now_ms
+        if self._tm is not None and self._maybe_wait_for_producer_id(now):
+            return
+        poll_timeout = self._send_producer_data(now)
+        self._client.poll(poll_timeout, now)
+
+    def initiate_close(self) -> None:
+        self._accumulator.close()
+        self.running = False
+        self.wakeup()
+
+    def force_close(self) -> None:
+        self._forced = True
+        self.initiate_close()
+
+    def wakeup(self) -> None:
+        self._client.wakeup()
+
+    # ------------------------------------------------------------------ idempotence
+    def _maybe_wait_for_producer_id(self, now: int) -> bool:
+        """Handle the producer id; True when this iteration must not produce."""
+        tm = self._tm
+        assert tm is not None
+        if tm.has_fatal_error():
+            error = tm.fatal_error
+            assert error is not None
+            self._accumulator.abort_undrained_batches(error)
+            self._client.poll(self._retry_backoff_ms, now)
+            return True
+        tm.maybe_resolve_sequences()
+        tm.bump_idempotent_epoch_and_reset_id_if_needed()
+        if tm.has_producer_id():
+            return False
+        self._fail_expired_batches(now)
+        timeout = self._retry_backoff_ms
+        if not tm.init_in_flight:
+            if now < tm.init_retry_at_ms:
+                timeout = tm.init_retry_at_ms - now
+            else:
+                node = self._client.least_loaded_node(now)
+                if node is not None and self._client.ready(node, now):
+                    self._send_init_producer_id(node.id, now)
+        self._client.poll(timeout, now)
+        return True
+
+    def _send_init_producer_id(self, node_id: int, now: int) -> None:
+        tm = self._tm
+        assert tm is not None
+
+        def on_response(response: ClientResponse) -> None:
+            received = response.received_ms
+            if response.version_mismatch is not None:
+                tm.handle_init_producer_id_failure(UnsupportedVersionError(
+                    "the broker does not support InitProducerId, which the idempotent "
+                    f"producer needs: {response.version_mismatch}"), received)
+            elif response.body is None:
+                tm.handle_init_producer_id_failure(None, received)
+            else:
+                body = response.body
+                tm.handle_init_producer_id_response(body.error_code, body.producer_id,
+                                                    body.producer_epoch, received)
+
+        tm.init_in_flight = True
+        request = ClientRequest(node_id, tm.init_producer_id_request(), on_response,
+                                created_ms=now, request_timeout_ms=self._request_timeout_ms,
+                                max_version=INIT_PRODUCER_ID_MAX_VERSION)
+        self._client.send(request, now)
+
+    # ------------------------------------------------------------------ producing
+    def _send_producer_data(self, now: int) -> int:
+        cluster = self._metadata.fetch()
+        accumulator = self._accumulator
+        result = accumulator.ready(cluster, now)
+        if result.unknown_leader_topics:
+            log.debug("requesting a metadata update for topics with unknown leaders: %s",
+                      sorted(result.unknown_leader_topics))
+            self._metadata.request_update()
+        ready_nodes = result.ready_nodes
+        not_ready_timeout = _FOREVER
+        for node in list(ready_nodes):
+            if self._client.ready(node, now):
+                accumulator.update_node_latency_stats(node.id, now, True)
+            else:
+                accumulator.update_node_latency_stats(node.id, now, False)
+                ready_nodes.discard(node)
+                not_ready_timeout = min(not_ready_timeout,
+                                        self._client.poll_delay_ms(node, now))
+        batches = accumulator.drain(cluster, ready_nodes, self._max_request_size, now)
+        for node_batches in batches.values():
+            for batch in node_batches:
+                self._in_flight_batches.setdefault(batch.topic_partition, []).append(batch)
+                if self._guarantee_message_order:
+                    accumulator.mute(batch.topic_partition)
+        self._fail_expired_batches(now)
+        poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
+                           self._next_expiry_check_ms - now)
+        poll_timeout = max(poll_timeout, 0)
+        if batches:
+            # More may be ready right away; come back after writing these.
+            poll_timeout = 0
+        for node_id, node_batches in batches.items():
+            self._send_produce_request(node_id, node_batches, now)
+        return poll_timeout
+
+    def _fail_expired_batches(self, now: int) -> None:
+        # A scan finds the oldest batch; nothing can expire before it does, nor before
+        # ``delivery.timeout.ms`` after the scan (batches created since are younger).
+        if now < self._next_expiry_check_ms:
+            return
+        self._accumulator.reset_next_batch_expiry_time()
+        expired = self._expired_in_flight_batches(now)
+        expired.extend(self._accumulator.expired_batches(now))
+        for batch in expired:
+            message = (f"Expiring {batch.record_count} record(s) for {batch.topic_partition}:"
+                       f"{now - batch.created_ms} ms has passed since batch creation")
+            had_sequence = batch.has_sequence
+            self._fail_batch(batch, KafkaTimeoutError(message), adjust_sequences=False)
+            if self._tm is not None and had_sequence:
+                self._tm.mark_sequence_unresolved(batch)
+        self._next_expiry_check_ms = min(self._accumulator.next_expiry_time_ms,
+                                         now + self._accumulator.delivery_timeout_ms)
+
+    def _expired_in_flight_batches(self, now: int) -> list[ProducerBatch]:
+        expired: list[ProducerBatch] = []
+        timeout = self._accumulator.delivery_timeout_ms
+        for tp in list(self._in_flight_batches):
+            batches = self._in_flight_batches[tp]
+            while batches:
+                batch = batches[0]
+                if not batch.has_reached_delivery_timeout(timeout, now):
+                    self._accumulator.maybe_update_next_batch_expiry_time(batch)
+                    break
+                batches.pop(0)
+                if not batch.is_done:
+                    expired.append(batch)
+            if not batches:
+                del self._in_flight_batches[tp]
+        return expired
+
+    def _send_produce_request(self, node_id: int, batches: list[ProducerBatch],
+                              now: int) -> None:
+        by_topic: dict[str, list[Any]] = {}
+        by_tp: dict[TopicPartition, ProducerBatch] = {}
+        for batch in batches:
+            tp = batch.topic_partition
+            records = batch.records()
+            self._accumulator.record_built(batch)
+            by_topic.setdefault(tp.topic, []).append(
+                _PARTITION_DATA(index=tp.partition, records=records))
+            by_tp[tp] = batch
+        body = _PRODUCE(transactional_id=None, acks=self._acks,
+                        timeout_ms=self._request_timeout_ms,
+                        topic_data=[_TOPIC_DATA(name=t, partition_data=p)
+                                    for t, p in by_topic.items()])
+        self._metrics.record_request(batches, now)
+
+        def on_response(response: ClientResponse) -> None:
+            self._handle_produce_response(response, by_tp)
+
+        request = ClientRequest(node_id, body, on_response, created_ms=now,
+                                expect_response=self._acks != 0,
+                                request_timeout_ms=self._request_timeout_ms,
+                                min_version=PRODUCE_MIN_VERSION,
+                                max_version=PRODUCE_MAX_VERSION)
+        try:
+            self._client.send(request, now)
+        except IllegalStateError as e:  # the connection went away under us
+            log.debug("could not send a produce request to node %d: %s", node_id, e)
+            response = ClientResponse(request, now, disconnected=True)
+            self._handle_produce_response(response, by_tp)
+
+    # ------------------------------------------------------------------ responses
+    def _handle_produce_response(self, response: ClientResponse,
+                                 batches: dict[TopicPartition, ProducerBatch]) -> None:
+        now = response.received_ms
+        request = response.request
+        if response.disconnected:
+            node = response.destination
+            if response.timed_out:
+                code, message = REQUEST_TIMED_OUT, f"Disconnected from node {node} due to timeout"
+            else:
+                code, message = NETWORK_EXCEPTION, f"Disconnected from node {node}"
+            log.debug("cancelled produce request %s: %s", request, message)
+            for batch in batches.values():
+                self._complete_batch(batch, code, -1, -1, -1, None, message, now,
+                                     request.correlation_id)
+            return
+        if response.version_mismatch is not None:
+            for batch in batches.values():
+                self._fail_batch(batch, response.version_mismatch, adjust_sequences=True)
+                self._unmute(batch)
+            return
+        self._metrics.request_latency.record(response.request_latency_ms, now)
+        body = response.body
+        if body is None:  # acks=0: done once written
+            for batch in batches.values():
+                self._complete_batch(batch, 0, -1, -1, -1, None, None, now,
+                                     request.correlation_id)
+            return
+        for topic in body.responses:
+            for p in topic.partition_responses:
+                found = batches.pop(TopicPartition(topic.name, p.index), None)
+                if found is None:
+                    log.warning("produce response for %s-%d that was not requested",
+                                topic.name, p.index)
+                    continue
+                self._complete_batch(found, p.error_code, p.base_offset, p.log_append_time_ms,
+                                     p.log_start_offset, p.record_errors, p.error_message, now,
+                                     request.correlation_id)
+        for batch in batches.values():  # the broker left some out
+            self._complete_batch(batch, NETWORK_EXCEPTION, -1, -1, -1, None,
+                                 "no response for this partition", now, request.correlation_id)
+
+    def _complete_batch(self, batch: ProducerBatch, error_code: int, base_offset: int,
+                        log_append_time: int, log_start_offset: int, record_errors: Any,
+                        error_message: str | None, now: int, correlation_id: int) -> None:
+        tp = batch.topic_partition
+        tm = self._tm
+        if error_code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
+            log.warning("got MESSAGE_TOO_LARGE for %s (correlation id %d): splitting the batch "
+                        "of %d records and retrying", tp, correlation_id, batch.record_count)
+            if tm is not None:
+                tm.remove_in_flight_batch(batch)
+            self._remove_from_in_flight(batch)
+            self._accumulator.split_and_reenqueue(batch)
+            self._accumulator.deallocate(batch)
+            self._metrics.batch_split.record(1, now)
+        elif error_code:
+            cls = for_code(error_code)
+            if self._can_retry(batch, error_code, log_start_offset, now):
+                log.warning("got error produce response with correlation id %d on "
+                            "topic-partition %s, retrying (%d attempts left). Error: %s",
+                            correlation_id, tp, self._retries - batch.attempts - 1, cls.name)
+                if tm is None or tm.has_producer_id_and_epoch(batch.producer_id,
+                                                              batch.producer_epoch):
+                    self._reenqueue_batch(batch, now)
+                else:
+                    self._fail_batch(batch, OutOfOrderSequenceError(
+                        "Attempted to retry sending a batch but the producer id/epoch changed "
+                        f"from {batch.producer_id}/{batch.producer_epoch} to "
+                        f"{tm.producer_id}/{tm.producer_epoch} in the mean time. This batch "
+                        "will be dropped."), adjust_sequences=False)
+            elif error_code == DUPLICATE_SEQUENCE_NUMBER:
+                self._complete_success(batch, base_offset, log_append_time)
+            else:
+                self._fail_batch(batch, self._error_for(batch, error_code, error_message),
+                                 adjust_sequences=batch.attempts < self._retries,
+                                 record_errors=self._record_errors(error_code, record_errors,
+                                                                   error_message))
+            if error_code in INVALID_METADATA_ERRORS:
+                log.warning("received invalid metadata error %s in produce request on "
+                            "partition %s; requesting a metadata update", cls.name, tp)
+                self._metadata.request_update()
+        else:
+            self._complete_success(batch, base_offset, log_append_time)
+        self._unmute(batch)
+
+    def _unmute(self, batch: ProducerBatch) -> None:
+        if self._guarantee_message_order:
+            self._accumulator.unmute(batch.topic_partition)
+
+    @staticmethod
+    def _error_for(batch: ProducerBatch, error_code: int, message: str | None) -> Exception:
+        if error_code == TOPIC_AUTHORIZATION_FAILED:
+            return TopicAuthorizationFailedError(
+                f"Not authorized to access topics: [{batch.topic_partition.topic}]")
+        if error_code == CLUSTER_AUTHORIZATION_FAILED:
+            return ClusterAuthorizationFailedError(
+                "The producer is not authorized to do idempotent sends")
+        return for_code(error_code)(message or "")
+
+    @staticmethod
+    def _record_errors(error_code: int, record_errors: Any, message: str | None) -> Any:
+        """Per-record errors for INVALID_RECORD (Produce v8+ names the bad records)."""
+        if error_code != INVALID_RECORD or not record_errors:
+            return None
+        cls = for_code(error_code)
+        bad = {e.batch_index: e.batch_index_error_message for e in record_errors}
+
+        def error_for(index: int) -> Exception:
+            if index in bad:
+                return cls(bad[index] or message or "")
+            return KafkaError("Failed to append record because it was part of a batch which "
+                              "had one more more invalid records")
+        return error_for
+
+    def _can_retry(self, batch: ProducerBatch, error_code: int, log_start_offset: int,
+                   now: int) -> bool:
+        if batch.has_reached_delivery_timeout(self._accumulator.delivery_timeout_ms, now):
+            return False
+        if batch.attempts >= self._retries or batch.is_done:
+            return False
+        if self._tm is not None:
+            return self._tm.can_retry(error_code, log_start_offset, batch)
+        return for_code(error_code).retriable
+
+    def _reenqueue_batch(self, batch: ProducerBatch, now: int) -> None:
+        self._accumulator.reenqueue(batch, now)
+        self._remove_from_in_flight(batch)
+        self._metrics.record_retry.record(batch.record_count, now)
+
+    def _complete_success(self, batch: ProducerBatch, base_offset: int,
+                          log_append_time: int) -> None:
+        if self._tm is not None:
+            self._tm.handle_completed_batch(batch, base_offset)
+        if batch.complete(base_offset, log_append_time):
+            self._remove_and_deallocate(batch)
+
+    def _fail_batch(self, batch: ProducerBatch, error: Exception, *, adjust_sequences: bool,
+                    record_errors: Any = None) -> None:
+        self._metrics.record_error.record(batch.record_count)
+        if batch.complete_exceptionally(error, record_errors):
+            if self._tm is not None:  # only the completion that took effect counts
+                self._tm.handle_failed_batch(batch, error, adjust_sequences)
+            self._remove_and_deallocate(batch)
+
+    def _remove_and_deallocate(self, batch: ProducerBatch) -> None:
+        self._remove_from_in_flight(batch)
+        self._accumulator.deallocate(batch)
+
+    def _remove_from_in_flight(self, batch: ProducerBatch) -> None:
+        batches = self._in_flight_batches.get(batch.topic_partition)
+        if batches is None:
+            return
+        try:
+            batches.remove(batch)
+        except ValueError:
+            return
+        if not batches:
+            del self._in_flight_batches[batch.topic_partition]

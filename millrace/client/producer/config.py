@@ -1,0 +1,159 @@
+"""The producer's configuration: Kafka's names, defaults and rules (Java ``ProducerConfig``).
+
+``ProducerConfig(props)`` validates a ``{name: value}`` mapping (strings as in a
+properties file, or typed values) and raises ``ConfigError`` naming the key for unknown
+keys and bad values.  Class-valued keys (``key.serializer``, ``value.serializer``,
+``partitioner.class``, ``interceptor.classes``) also take Python objects and classes.
+
+Cross-key rules, as in Java:
+
+* ``enable.idempotence`` (default true) needs ``acks=all``, ``retries > 0`` and
+  ``max.in.flight.requests.per.connection <= 5``.  Set explicitly to true, a conflict is
+  a ``ConfigError`` naming the offending key; left at its default, a conflicting
+  setting quietly turns idempotence off.
+* ``delivery.timeout.ms`` must be at least ``linger.ms + request.timeout.ms``; if it was
+  not set explicitly it is raised to that sum instead.
+* ``transactional.id`` is refused for now: transactions are milestone 3.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from millrace.common.config import INT_MAX, LONG_MAX, ConfigDef, at_least, between, one_of
+from millrace.common.errors import ConfigError
+from millrace.record import CompressionType
+
+log = logging.getLogger(__name__)
+
+CLASS_KEYS = ("key.serializer", "value.serializer", "partitioner.class", "interceptor.classes")
+
+PRODUCER_CONFIG = (
+    ConfigDef()
+    .define("bootstrap.servers", "list", doc="host:port pairs used to find the cluster")
+    .define("client.id", "string", "", doc="an id sent with every request")
+    .define("acks", "string", "all", one_of("all", "-1", "0", "1"),
+            doc="acknowledgements the leader must have before answering")
+    .define("linger.ms", "long", 5, at_least(0), doc="how long a batch waits for more records")
+    .define("batch.size", "int", 16384, at_least(0), doc="batch size in bytes per partition")
+    .define("buffer.memory", "long", 33554432, at_least(0),
+            doc="bytes of records waiting to be sent")
+    .define("max.block.ms", "long", 60000, at_least(0),
+            doc="how long send() and partitions_for() may block")
+    .define("compression.type", "string", "none",
+            one_of("none", "gzip", "snappy", "lz4", "zstd"), doc="codec for batches")
+    .define("compression.gzip.level", "int", -1, between(-1, 9))
+    .define("compression.lz4.level", "int", 9, between(1, 17))
+    .define("compression.zstd.level", "int", 3, between(-131072, 22))
+    .define("retries", "int", INT_MAX, at_least(0), doc="how often a failed batch is resent")
+    .define("retry.backoff.ms", "long", 100, at_least(0))
+    .define("retry.backoff.max.ms", "long", 1000, at_least(0))
+    .define("delivery.timeout.ms", "int", 120000, at_least(0),
+            doc="upper bound on the time from send() to the outcome")
+    .define("request.timeout.ms", "int", 30000, at_least(0))
+    .define("max.in.flight.requests.per.connection", "int", 5, at_least(1))
+    .define("max.request.size", "int", 1048576, at_least(0))
+    .define("enable.idempotence", "boolean", True)
+    .define("transactional.id", "string", None, nullable=True)
+    .define("transaction.timeout.ms", "int", 60000, at_least(0))
+    .define("metadata.max.age.ms", "long", 300000, at_least(0))
+    .define("metadata.max.idle.ms", "long", 300000, at_least(5000))
+    .define("reconnect.backoff.ms", "long", 50, at_least(0))
+    .define("reconnect.backoff.max.ms", "long", 1000, at_least(0))
+    .define("socket.connection.setup.timeout.ms", "long", 10000, at_least(0))
+    .define("socket.connection.setup.timeout.max.ms", "long", 30000, at_least(0))
+    .define("send.buffer.bytes", "int", 131072, at_least(-1))
+    .define("receive.buffer.bytes", "int", 32768, at_least(-1))
+    .define("partitioner.ignore.keys", "boolean", False)
+    .define("partitioner.adaptive.partitioning.enable", "boolean", True)
+    .define("partitioner.availability.timeout.ms", "long", 0, at_least(0))
+    .define("metrics.sample.window.ms", "long", 30000, at_least(0))
+    .define("metrics.num.samples", "int", 2, at_least(1))
+)
+
+
+class ProducerConfig:
+    """Validated producer settings: ``config["linger.ms"]`` etc., plus helpers."""
+
+    def __init__(self, props: Mapping[str, Any]) -> None:
+        props = dict(props)
+        self.originals = props
+        self.values = PRODUCER_CONFIG.parse(props, ignore=CLASS_KEYS)
+        for key in CLASS_KEYS:
+            self.values[key] = props.get(key)
+        self._post_process()
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def explicitly_set(self, name: str) -> bool:
+        return name in self.originals
+
+    @property
+    def acks(self) -> int:
+        acks = self.values["acks"]
+        return -1 if acks in ("all", "-1") else int(acks)
+
+    @property
+    def compression(self) -> CompressionType:
+        return CompressionType[self.values["compression.type"].upper()]
+
+    @property
+    def compression_level(self) -> int | None:
+        codec = self.values["compression.type"]
+        key = f"compression.{codec}.level"
+        if codec in ("gzip", "lz4", "zstd") and self.explicitly_set(key):
+            level: int = self.values[key]
+            return None if level == -1 else level
+        return None  # the codec's default (Kafka's defaults are the codecs' defaults)
+
+    @property
+    def idempotence(self) -> bool:
+        return bool(self.values["enable.idempotence"])
+
+    def _post_process(self) -> None:
+        v = self.values
+        if v["transactional.id"] is not None:
+            raise ConfigError("Invalid value for configuration transactional.id: transactions "
+                              "are not supported yet (milestone 3); remove transactional.id")
+        self._idempotence_rules()
+        linger_and_request = v["linger.ms"] + v["request.timeout.ms"]
+        if v["delivery.timeout.ms"] < linger_and_request:
+            if self.explicitly_set("delivery.timeout.ms"):
+                raise ConfigError(
+                    "delivery.timeout.ms should be equal to or larger than linger.ms + "
+                    "request.timeout.ms")
+            log.warning("delivery.timeout.ms raised to linger.ms + request.timeout.ms = %d",
+                        linger_and_request)
+            v["delivery.timeout.ms"] = min(linger_and_request, INT_MAX)
+        if v["retry.backoff.max.ms"] < v["retry.backoff.ms"]:
+            v["retry.backoff.max.ms"] = v["retry.backoff.ms"]
+        if v["linger.ms"] > LONG_MAX:  # pragma: no cover - validated as long
+            raise ConfigError("linger.ms is too large")
+
+    def _idempotence_rules(self) -> None:
+        v = self.values
+        explicit = self.explicitly_set("enable.idempotence")
+        if not v["enable.idempotence"]:
+            return
+        conflicts: list[tuple[str, str]] = []
+        if v["max.in.flight.requests.per.connection"] > 5:
+            conflicts.append(("max.in.flight.requests.per.connection",
+                              "Must set max.in.flight.requests.per.connection to at most 5 "
+                              "when using the idempotent producer."))
+        if v["retries"] == 0:
+            conflicts.append(("retries", "Must set retries to non-zero when using the "
+                                         "idempotent producer."))
+        if self.acks != -1:
+            conflicts.append(("acks", "Must set acks to all in order to use the idempotent "
+                                      "producer. Otherwise we cannot guarantee idempotence."))
+        if not conflicts:
+            return
+        if explicit:
+            key, message = conflicts[0]
+            raise ConfigError(f"Invalid value {v[key]} for configuration {key}: {message}")
+        log.info("idempotence is disabled because %s conflicts with it",
+                 ", ".join(k for k, _ in conflicts))
+        v["enable.idempotence"] = False

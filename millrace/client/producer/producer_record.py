@@ -1,0 +1,99 @@
+"""What the application hands to ``send`` and what it gets back (Java ``ProducerRecord``,
+``RecordMetadata``, ``Callback``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+from millrace.client.cluster import TopicPartition
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+HeadersArg = Iterable[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
+
+
+class ProducerRecord(Generic[K, V]):
+    """A record to send: a topic and value, optionally key, partition, timestamp, headers.
+
+    ``timestamp`` is milliseconds since the epoch (None: the producer's clock at send);
+    ``headers`` is a list of ``(str, bytes | None)`` pairs or a mapping.
+    """
+
+    __slots__ = ("headers", "key", "partition", "timestamp", "topic", "value")
+
+    def __init__(self, topic: str, value: V | None = None, key: K | None = None,
+                 partition: int | None = None, timestamp: int | None = None,
+                 headers: HeadersArg = None) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ValueError("Topic cannot be null or empty.")
+        if timestamp is not None and timestamp < 0:
+            raise ValueError(f"Invalid timestamp: {timestamp}. Timestamp should always be "
+                             "non-negative or null.")
+        if partition is not None and partition < 0:
+            raise ValueError(f"Invalid partition: {partition}. Partition number should always "
+                             "be non-negative or null.")
+        self.topic = topic
+        self.value = value
+        self.key = key
+        self.partition = partition
+        self.timestamp = timestamp
+        self.headers = headers
+
+    def __repr__(self) -> str:
+        return (f"ProducerRecord(topic={self.topic}, partition={self.partition}, "
+                f"headers={self.headers!r}, key={self.key!r}, value={self.value!r}, "
+                f"timestamp={self.timestamp})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProducerRecord):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class RecordMetadata:
+    """Where a record landed.  ``offset`` is -1 when unknown (acks=0); ``timestamp`` is
+    the broker's LogAppendTime when the topic uses it, else the record's CreateTime."""
+
+    __slots__ = ("offset", "partition", "serialized_key_size", "serialized_value_size",
+                 "timestamp", "topic")
+
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: int,
+                 serialized_key_size: int, serialized_value_size: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.serialized_key_size = serialized_key_size
+        self.serialized_value_size = serialized_value_size
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def has_offset(self) -> bool:
+        return self.offset != -1
+
+    def has_timestamp(self) -> bool:
+        return self.timestamp != -1
+
+    def __repr__(self) -> str:
+        return (f"RecordMetadata(topic={self.topic}, partition={self.partition}, "
+                f"offset={self.offset}, timestamp={self.timestamp}, "
+                f"serialized_key_size={self.serialized_key_size}, "
+                f"serialized_value_size={self.serialized_value_size})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RecordMetadata):
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+Callback = Callable[[RecordMetadata, Exception | None], Any]
+"""``callback(metadata, exception)``: ``exception`` is None on success.  On failure
+``metadata`` carries only the topic and partition (-1 everywhere else), as in Java."""
