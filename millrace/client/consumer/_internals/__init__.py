@@ -1,0 +1,1 @@
+"""The consumer's machinery; the public API lives one level up."""

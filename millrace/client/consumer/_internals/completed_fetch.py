@@ -1,0 +1,228 @@
+"""One partition's data from one fetch response, handed out a few records at a time
+(Java ``CompletedFetch``).
+
+Theory of operation.  The fetcher keeps a queue of these; ``poll`` drains them up to
+``max.poll.records``.  Batches are decoded lazily, one at a time, as records are asked for
+(the records of a compressed batch are decompressed at once).  Walking the batches:
+
+* with ``check.crcs`` every batch's CRC (and framing) is verified before use; a bad batch
+  raises ``CorruptRecordError`` and the position stays on it;
+* control batches (transaction markers) are never handed out, but the position moves past
+  them;
+* records before the fetch offset (the head of a compressed batch) are skipped;
+* after a batch the next fetch offset is the batch's next offset, so gaps left by
+  compaction or control records are stepped over;
+* with ``read_committed`` the response lists aborted transactions ``(producer id, first
+  offset)``.  Walking in offset order, a producer becomes "aborted" when a batch reaches
+  its first offset; its transactional batches are skipped until its ABORT marker is seen.
+
+A deserialization failure raises ``RecordDeserializationError`` with the position left on
+the failing record, so the application can seek past it.
+
+Owned by the application thread (created on whichever thread completed the fetch).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from typing import Any
+
+from millrace.client.cluster import TopicPartition
+from millrace.client.consumer.consumer_record import ConsumerRecord
+from millrace.client.consumer.errors import RecordDeserializationError
+from millrace.client.serialization import Deserializer
+from millrace.common.errors import CorruptBatchError, CorruptRecordError
+from millrace.record import (
+    AnyRecordBatch,
+    ControlRecordType,
+    MemoryRecords,
+    Record,
+    TimestampType,
+    parse_control_record,
+)
+
+READ_COMMITTED = 1
+
+
+class CompletedFetch:
+    __slots__ = ("_aborted_pids", "_aborted_txns", "_batch", "_batches", "_corrupt",
+                 "_index", "_key_deserializer", "_leader_epoch", "_records", "_ts_type",
+                 "_value_deserializer", "check_crcs", "error_code", "fetch_offset",
+                 "high_watermark", "initialized", "is_consumed", "isolation_level",
+                 "last_epoch", "last_stable_offset", "log_start_offset", "next_fetch_offset",
+                 "partition", "raw")
+
+    def __init__(self, partition: TopicPartition, data: Any, fetch_offset: int, *,
+                 isolation_level: int = 0, check_crcs: bool = True,
+                 key_deserializer: Deserializer[Any] | None = None,
+                 value_deserializer: Deserializer[Any] | None = None) -> None:
+        self.partition = partition
+        self.error_code: int = data.error_code
+        self.high_watermark: int = data.high_watermark
+        self.log_start_offset: int = data.log_start_offset
+        self.last_stable_offset: int = data.last_stable_offset
+        self.raw: bytes | None = data.records
+        self.fetch_offset = fetch_offset
+        self.next_fetch_offset = fetch_offset
+        self.last_epoch: int | None = None
+        self.isolation_level = isolation_level
+        self.check_crcs = check_crcs
+        self._key_deserializer = key_deserializer
+        self._value_deserializer = value_deserializer
+        self.initialized = False
+        self.is_consumed = False
+        self._batches: Iterator[AnyRecordBatch] | None = None
+        self._batch: AnyRecordBatch | None = None
+        self._records: list[Record] = []
+        self._index = 0
+        self._ts_type = TimestampType.CREATE_TIME
+        self._leader_epoch: int | None = None
+        self._corrupt: Exception | None = None
+        self._aborted_pids: set[int] = set()
+        self._aborted_txns: list[tuple[int, int]] = []
+        if isolation_level == READ_COMMITTED and data.aborted_transactions:
+            self._aborted_txns = [(t.first_offset, t.producer_id)
+                                  for t in data.aborted_transactions]
+            heapq.heapify(self._aborted_txns)
+
+    def __repr__(self) -> str:
+        return (f"CompletedFetch({self.partition}, fetch_offset={self.fetch_offset}, "
+                f"next={self.next_fetch_offset}, error={self.error_code})")
+
+    @property
+    def has_records(self) -> bool:
+        return bool(self.raw)
+
+    def drain(self) -> None:
+        self.is_consumed = True
+        self._records = []
+        self._batches = None
+
+    # ------------------------------------------------------------------ batches
+    def _next_batch(self) -> bool:
+        """Load the next batch with records to hand out; False at the end of the data."""
+        if self._batches is None:
+            if not self.raw:
+                return False
+            self._batches = MemoryRecords(self.raw).batches()
+        read_committed = self.isolation_level == READ_COMMITTED
+        while True:
+            try:
+                batch = next(self._batches, None)
+                if batch is None:
+                    return False
+                if batch.next_offset <= self.next_fetch_offset:
+                    continue  # wholly before the position (e.g. a legacy wrapper)
+                if self.check_crcs:
+                    batch.validate()
+                if read_committed and batch.producer_id >= 0 and \
+                        self._skip_for_transactions(batch):
+                    self.next_fetch_offset = batch.next_offset
+                    continue
+                if batch.is_control:
+                    self.next_fetch_offset = batch.next_offset
+                    continue
+                records = batch.record_list()
+            except CorruptBatchError as e:
+                self._corrupt = CorruptRecordError(
+                    f"Record batch for partition {self.partition} at offset "
+                    f"{self.next_fetch_offset} is invalid, cause: {e}")
+                raise self._corrupt from e
+            if records and records[0].offset < self.next_fetch_offset:
+                start = self.next_fetch_offset
+                records = [r for r in records if r.offset >= start]
+            if not records:
+                self.next_fetch_offset = batch.next_offset
+                continue
+            self._batch = batch
+            self._records = records
+            self._index = 0
+            self._ts_type = batch.timestamp_type
+            epoch = batch.header.partition_leader_epoch if batch.magic == 2 else -1  # type: ignore[union-attr]
+            self._leader_epoch = epoch if epoch >= 0 else None
+            return True
+
+    def _skip_for_transactions(self, batch: AnyRecordBatch) -> bool:
+        """read_committed bookkeeping; True if the batch belongs to an aborted transaction."""
+        txns = self._aborted_txns
+        last = batch.last_offset
+        while txns and txns[0][0] <= last:
+            self._aborted_pids.add(heapq.heappop(txns)[1])
+        pid = batch.producer_id
+        if batch.is_control:
+            records = batch.record_list()
+            if records and parse_control_record(records[0].key) is ControlRecordType.ABORT:
+                self._aborted_pids.discard(pid)
+            return False
+        return batch.is_transactional and pid in self._aborted_pids
+
+    # ------------------------------------------------------------------ records
+    def fetch_records(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
+        """Up to ``max_records`` records from the position on; advances
+        ``next_fetch_offset`` past what it returns."""
+        if self._corrupt is not None:
+            raise self._corrupt
+        out: list[ConsumerRecord[Any, Any]] = []
+        if self.is_consumed:
+            return out
+        try:
+            self._fill(out, max_records)
+        except (RecordDeserializationError, CorruptRecordError):
+            if not out:
+                raise
+            # hand out what came before the bad record; the next call raises again
+        return out
+
+    def _fill(self, out: list[ConsumerRecord[Any, Any]], max_records: int) -> None:
+        topic, partition = self.partition
+        kd, vd = self._key_deserializer, self._value_deserializer
+        while len(out) < max_records:
+            records = self._records
+            i = self._index
+            if i >= len(records):
+                if self._batch is not None:
+                    self.next_fetch_offset = max(self.next_fetch_offset,
+                                                 self._batch.next_offset)
+                    self._batch = None
+                if not self._next_batch():
+                    self.drain()
+                    return
+                continue
+            end = min(len(records), i + max_records - len(out))
+            ts_type, epoch = self._ts_type, self._leader_epoch
+            append = out.append
+            if kd is None and vd is None:
+                for r in records[i:end]:
+                    key, value = r.key, r.value
+                    append(ConsumerRecord(
+                        topic, partition, r.offset, r.timestamp, ts_type, key, value,
+                        r.headers, -1 if key is None else len(key),
+                        -1 if value is None else len(value), epoch))
+            else:
+                for j in range(i, end):
+                    append(self._deserialize(records[j], topic, partition, ts_type, epoch))
+                    self._index = j + 1
+                    self.next_fetch_offset = records[j].offset + 1
+            self._index = end
+            self.next_fetch_offset = records[end - 1].offset + 1
+            self.last_epoch = epoch
+
+    def _deserialize(self, r: Record, topic: str, partition: int, ts_type: TimestampType,
+                     epoch: int | None) -> ConsumerRecord[Any, Any]:
+        key, value = r.key, r.value
+        kd, vd = self._key_deserializer, self._value_deserializer
+        headers = r.headers
+        try:
+            k = kd.deserialize(topic, key, headers) if kd is not None else key
+        except Exception as e:
+            self.next_fetch_offset = r.offset
+            raise RecordDeserializationError(self.partition, r.offset, str(e), True) from e
+        try:
+            v = vd.deserialize(topic, value, headers) if vd is not None else value
+        except Exception as e:
+            self.next_fetch_offset = r.offset
+            raise RecordDeserializationError(self.partition, r.offset, str(e), False) from e
+        return ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, k, v, headers,
+                              -1 if key is None else len(key),
+                              -1 if value is None else len(value), epoch)

@@ -1,0 +1,145 @@
+"""SubscriptionState: exclusive modes, the per-partition fetch state machine, pause,
+resets, consumed positions and group subscriptions."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from consumergen import subscriptions, tps
+
+from millrace.client.cluster import TopicPartition
+from millrace.client.consumer._internals.subscription_state import (
+    FetchPosition,
+    OffsetResetStrategy,
+)
+from millrace.client.consumer.consumer_record import OffsetAndMetadata
+from millrace.client.consumer.errors import NoOffsetForPartitionError
+from millrace.client.errors import IllegalStateError
+
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def test_subscribe_and_assign_are_exclusive() -> None:
+    s = subscriptions()
+    s.subscribe(["t"])
+    with pytest.raises(IllegalStateError, match="mutually exclusive"):
+        s.assign_from_user([T0])
+    with pytest.raises(IllegalStateError):
+        s.subscribe_pattern(re.compile("t.*"))
+    s.unsubscribe()
+    assert s.assign_from_user([T0])
+    with pytest.raises(IllegalStateError):
+        s.subscribe(["t"])
+
+
+def test_assignment_keeps_state_of_partitions_kept() -> None:
+    s = subscriptions()
+    s.assign_from_user([T0, T1])
+    s.seek(T0, 42)
+    assert not s.assign_from_user([T1, T0]), "same set: no change"
+    s.assign_from_user([T0, TopicPartition("u", 0)])
+    assert s.position(T0) == FetchPosition(42)
+    assert not s.is_assigned(T1)
+
+
+def test_partition_states() -> None:
+    s = subscriptions("latest")
+    s.assign_from_user([T0, T1])
+    assert s.initializing_partitions() == [T0, T1]
+    assert not s.has_all_fetch_positions() and s.fetchable_partitions() == []
+    s.seek(T0, 5)
+    s.reset_initializing_positions()
+    assert s.is_offset_reset_needed(T1)
+    assert s.partitions_needing_reset(now_ms=0) == {T1: OffsetResetStrategy.LATEST}
+    # a ListOffsets answer for a reset nobody wants any more is ignored
+    assert not s.maybe_seek_unvalidated(T1, FetchPosition(9), OffsetResetStrategy.EARLIEST)
+    assert s.maybe_seek_unvalidated(T1, FetchPosition(9, 3), OffsetResetStrategy.LATEST)
+    assert s.has_all_fetch_positions()
+    assert s.fetchable_partitions() == [T0, T1]
+    assert s.all_consumed() == {T0: OffsetAndMetadata(5), T1: OffsetAndMetadata(9, "", 3)}
+
+
+def test_retry_backoff_hides_partitions_from_reset() -> None:
+    s = subscriptions()
+    s.assign_from_user([T0])
+    s.request_offset_reset(T0)
+    s.set_next_allowed_retry([T0], 1000)
+    assert s.partitions_needing_reset(999) == {}
+    assert s.partitions_needing_reset(1000) == {T0: OffsetResetStrategy.EARLIEST}
+
+
+def test_no_reset_policy_raises_naming_the_partitions() -> None:
+    s = subscriptions("none")
+    s.assign_from_user([T0, T1])
+    s.seek(T1, 0)
+    with pytest.raises(NoOffsetForPartitionError) as e:
+        s.reset_initializing_positions()
+    assert e.value.partitions == {T0}
+    assert "t-0" in str(e.value)
+    assert not s.has_default_offset_reset_policy()
+
+
+def test_pause_and_pending_revocation_stop_fetching() -> None:
+    s = subscriptions()
+    s.assign_from_user([T0, T1])
+    s.seek(T0, 0)
+    s.seek(T1, 0)
+    s.pause(T0)
+    assert s.fetchable_partitions() == [T1] and s.paused_partitions() == {T0}
+    s.resume(T0)
+    s.mark_pending_revocation([T1])
+    assert s.fetchable_partitions() == [T0]
+    with pytest.raises(IllegalStateError):
+        s.pause(TopicPartition("x", 0))
+
+
+def test_set_position_only_while_fetching() -> None:
+    s = subscriptions()
+    s.assign_from_user([T0])
+    with pytest.raises(IllegalStateError):
+        s.set_position(T0, FetchPosition(1))
+    s.seek(T0, 0)
+    s.set_position(T0, FetchPosition(7, 2))
+    assert s.position(T0) == FetchPosition(7, 2)
+
+
+def test_move_partition_to_end_rotates_fetch_order() -> None:
+    s = subscriptions()
+    s.assign_from_user(tps("t", 0, 1, 2))
+    for p in tps("t", 0, 1, 2):
+        s.seek(p, 0)
+    s.move_partition_to_end(T0)
+    assert s.fetchable_partitions() == tps("t", 1, 2, 0)
+
+
+def test_group_subscription_and_metadata_topics() -> None:
+    s = subscriptions()
+    s.subscribe(["a"])
+    assert s.group_subscribe(["a", "b"])
+    assert not s.group_subscribe(["b"])
+    assert s.metadata_topics() == {"a", "b"}
+    s.reset_group_subscription()
+    assert s.metadata_topics() == {"a"}
+    with pytest.raises(IllegalStateError, match="non-subscribed"):
+        s.assign_from_subscribed([TopicPartition("b", 0)])
+
+
+def test_pattern_subscription() -> None:
+    s = subscriptions()
+    s.subscribe_pattern(re.compile(r"orders\..*"))
+    assert s.matches_subscribed_pattern("orders.eu")
+    assert not s.matches_subscribed_pattern("orders")
+    assert s.subscribe_from_pattern(["orders.eu"])
+    assert not s.subscribe_from_pattern(["orders.eu"])
+    assert s.subscription == {"orders.eu"}
+    assert s.has_pattern_subscription() and s.has_auto_assigned_partitions()
+
+
+def test_lag_uses_the_high_watermark_or_the_last_stable_offset() -> None:
+    s = subscriptions()
+    s.assign_from_user([T0])
+    s.seek(T0, 10)
+    s.update_fetch_metadata(T0, high_watermark=25, log_start_offset=0, last_stable_offset=20)
+    assert s.partition_lag(T0, read_committed=False) == 15
+    assert s.partition_lag(T0, read_committed=True) == 10
