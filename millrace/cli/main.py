@@ -1,10 +1,27 @@
-"""The ``millrace`` command: argument parsing and output only; logic lives in the library."""
+"""The ``millrace`` command: argument parsing and output only; logic lives in the library.
+
+Subcommands come from ``COMMAND_MODULES``: each module defines
+``register(subparsers)``, which adds its parser(s) with ``set_defaults(func=handler)``;
+a handler takes the parsed arguments and returns the exit code.  To add a command
+(``produce``, ``consume``, ``perf``), write ``millrace/cli/<name>.py`` and list it here.
+Errors a user can act on (``MillraceError`` -- Kafka errors, timeouts, bad configs --,
+``OSError``, ``CommandError``) are printed by ``main`` as one line on stderr, exit code 1.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 from collections.abc import Sequence
+
+COMMAND_MODULES: tuple[str, ...] = (
+    "millrace.cli.topics",
+    "millrace.cli.groups",
+    "millrace.cli.configs",
+    "millrace.cli.cluster",
+)
 
 
 def _selftest(_: argparse.Namespace) -> int:
@@ -64,10 +81,10 @@ def _broker(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="millrace",
                                      description="A streaming platform that speaks Kafka.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("selftest", help="round-trip the codec and record formats").set_defaults(
         func=_selftest)
     broker = sub.add_parser("broker", help="run a broker (Kafka server.properties names)")
@@ -78,8 +95,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker.set_defaults(func=_broker)
     sub.add_parser("version", help="print the version").set_defaults(
         func=lambda _: print(__import__("millrace").__version__) or 0)
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from millrace.cli.common import CommandError, print_error
+    from millrace.common.errors import MillraceError
+
+    args = build_parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+    except BrokenPipeError:
+        # The reader went away (``millrace ... | head``): stop quietly, as cat does.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except (MillraceError, CommandError, OSError) as e:
+        print_error(e)
+        return 1
+    except KeyboardInterrupt:
+        return 130
     return result
 
 

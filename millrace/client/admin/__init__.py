@@ -1,0 +1,60 @@
+"""The Kafka admin client (Java ``org.apache.kafka.clients.admin``).
+
+    from millrace.client.admin import KafkaAdminClient, NewTopic
+
+    with KafkaAdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
+        admin.create_topics([NewTopic("events", num_partitions=3)]).all()
+"""
+
+from millrace.client.admin.config import ADMIN_CONFIG, AdminClientConfig
+from millrace.client.admin.consumer_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from millrace.client.admin.kafka_admin_client import AdminClient, KafkaAdminClient
+from millrace.client.admin.offset_reset import OffsetResetSpec, ResetKind
+from millrace.client.admin.results import AdminResult, IllegalArgumentError
+from millrace.client.admin.types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    Config,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    ConsumerGroupOffsets,
+    ConsumerGroupState,
+    GroupOffset,
+    ListOffsetsResultInfo,
+    MemberAssignment,
+    MemberDescription,
+    NewPartitions,
+    NewTopic,
+    Node,
+    OffsetAndMetadata,
+    OffsetSpec,
+    PartitionAssignmentState,
+    TopicDescription,
+    TopicListing,
+    TopicPartition,
+    TopicPartitionInfo,
+)
+
+__all__ = [
+    "ADMIN_CONFIG", "AdminClient", "AdminClientConfig", "AdminResult", "AlterConfigOp",
+    "AlterConfigOpType", "Assignment", "ClusterDescription", "Config", "ConfigEntry",
+    "ConfigResource", "ConfigResourceType", "ConfigSource", "ConsumerGroupDescription",
+    "ConsumerGroupListing", "ConsumerGroupOffsets", "ConsumerGroupState", "GroupOffset",
+    "IllegalArgumentError", "KafkaAdminClient", "ListOffsetsResultInfo", "MemberAssignment",
+    "MemberDescription", "NewPartitions", "NewTopic", "Node", "OffsetAndMetadata",
+    "OffsetResetSpec", "OffsetSpec", "PartitionAssignmentState", "ResetKind", "Subscription",
+    "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
+    "decode_assignment", "decode_subscription", "encode_assignment", "encode_subscription",
+]

@@ -1,0 +1,218 @@
+"""The admin client (Java ``org.apache.kafka.clients.admin.KafkaAdminClient``).
+
+    from millrace.client.admin import KafkaAdminClient, NewTopic
+
+    with KafkaAdminClient(bootstrap_servers="127.0.0.1:9092") as admin:
+        admin.create_topics([NewTopic("events", num_partitions=3)]).all()
+        print(admin.describe_topics(["events"]).all())
+
+Every method is synchronous: it sends its requests over the shared ``NetworkClient`` and
+returns when the answers are in, or raises ``KafkaTimeoutError`` once its deadline passes
+(``timeout_ms``, default ``default.api.timeout.ms``).  Operations on several items answer
+an ``AdminResult`` (item -> completed future; see ``results``); the others return their
+value or raise.  Errors are the Kafka exceptions of ``millrace.common.errors``.
+
+Threading: a client may be shared between threads; calls run one at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import Any
+
+from millrace.client.admin import _configs, _group_offsets, _groups, _topics
+from millrace.client.admin._admin_network import AdminNetwork
+from millrace.client.admin.config import AdminClientConfig
+from millrace.client.admin.offset_reset import OffsetResetSpec
+from millrace.client.admin.results import AdminResult
+from millrace.client.admin.types import (
+    AlterConfigOp,
+    ClusterDescription,
+    Config,
+    ConfigResource,
+    ConsumerGroupDescription,
+    ConsumerGroupListing,
+    ConsumerGroupOffsets,
+    GroupOffset,
+    ListOffsetsResultInfo,
+    NewPartitions,
+    NewTopic,
+    OffsetAndMetadata,
+    OffsetSpec,
+    TopicDescription,
+    TopicListing,
+    TopicPartition,
+)
+from millrace.client.errors import IllegalStateError
+from millrace.common.time import SYSTEM_TIME, Time
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+
+
+class KafkaAdminClient:
+    """``KafkaAdminClient(bootstrap_servers="host:9092", **configs)`` or
+    ``KafkaAdminClient({"bootstrap.servers": ..., ...})``; configs use Kafka's dotted names
+    (``request_timeout_ms=...`` is accepted for ``request.timeout.ms``)."""
+
+    def __init__(self, configs: Mapping[str, Any] | None = None, *,
+                 bootstrap_servers: str | list[str] | None = None, time: Time = SYSTEM_TIME,
+                 **kwargs: Any) -> None:
+        props: dict[str, Any] = dict(configs or {})
+        props.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        if bootstrap_servers is not None:
+            props["bootstrap.servers"] = bootstrap_servers
+        self.config = AdminClientConfig(props)
+        self._default_timeout_ms: int = self.config["default.api.timeout.ms"]
+        self._net = AdminNetwork(self.config.values, time=time)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._net.close()
+
+    def __enter__(self) -> KafkaAdminClient:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _deadline(self, timeout_ms: int | None) -> int:
+        if self._closed:
+            raise IllegalStateError("the admin client is closed")
+        return self._net.now() + (self._default_timeout_ms if timeout_ms is None
+                                  else timeout_ms)
+
+    # ------------------------------------------------------------------ cluster
+    def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        with self._lock:
+            return _topics.describe_cluster(self._net, self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ topics
+    def create_topics(self, new_topics: Iterable[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: int | None = None) -> AdminResult[str, None]:
+        with self._lock:
+            return _topics.create_topics(self._net, new_topics, validate_only,
+                                         self._deadline(timeout_ms))
+
+    def delete_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                      ) -> AdminResult[str, None]:
+        with self._lock:
+            return _topics.delete_topics(self._net, topics, self._deadline(timeout_ms))
+
+    def list_topics(self, *, list_internal: bool = False, timeout_ms: int | None = None
+                    ) -> list[TopicListing]:
+        """Every topic, sorted by name; internal ones (``__consumer_offsets``) on request."""
+        with self._lock:
+            return _topics.list_topics(self._net, list_internal, self._deadline(timeout_ms))
+
+    def describe_topics(self, topics: Iterable[str], *, timeout_ms: int | None = None
+                        ) -> AdminResult[str, TopicDescription]:
+        with self._lock:
+            return _topics.describe_topics(self._net, topics, self._deadline(timeout_ms))
+
+    def create_partitions(self, new_partitions: Mapping[str, NewPartitions], *,
+                          validate_only: bool = False, timeout_ms: int | None = None
+                          ) -> AdminResult[str, None]:
+        with self._lock:
+            return _topics.create_partitions(self._net, new_partitions, validate_only,
+                                             self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ records and offsets
+    def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,
+                     isolation_level: int = READ_UNCOMMITTED, timeout_ms: int | None = None
+                     ) -> AdminResult[TopicPartition, ListOffsetsResultInfo]:
+        with self._lock:
+            return _topics.list_offsets(self._net, specs, isolation_level,
+                                        self._deadline(timeout_ms))
+
+    def delete_records(self, before_offsets: Mapping[TopicPartition, int], *,
+                       timeout_ms: int | None = None) -> AdminResult[TopicPartition, int]:
+        """Delete every record below the given offset (-1: the high watermark); each
+        partition's value is its new low watermark."""
+        with self._lock:
+            return _topics.delete_records(self._net, before_offsets,
+                                          self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ configs
+    def describe_configs(self, resources: Iterable[ConfigResource], *,
+                         include_synonyms: bool = False, include_documentation: bool = False,
+                         timeout_ms: int | None = None) -> AdminResult[ConfigResource, Config]:
+        with self._lock:
+            return _configs.describe_configs(self._net, resources, include_synonyms,
+                                             include_documentation, self._deadline(timeout_ms))
+
+    def incremental_alter_configs(self, changes: Mapping[ConfigResource, Iterable[AlterConfigOp]],
+                                  *, validate_only: bool = False, timeout_ms: int | None = None
+                                  ) -> AdminResult[ConfigResource, None]:
+        with self._lock:
+            return _configs.incremental_alter_configs(self._net, changes, validate_only,
+                                                      self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ groups
+    def list_groups(self, *, states: Iterable[str] | None = None,
+                    timeout_ms: int | None = None) -> list[ConsumerGroupListing]:
+        """Groups of every broker, sorted by id; ``states`` filters (e.g. ``["Empty"]``)."""
+        with self._lock:
+            return _groups.list_groups(self._net, states, self._deadline(timeout_ms))
+
+    def describe_groups(self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+                        ) -> AdminResult[str, ConsumerGroupDescription]:
+        """Members and their decoded assignments; an unknown group is state Dead."""
+        with self._lock:
+            return _groups.describe_groups(self._net, group_ids, self._deadline(timeout_ms))
+
+    def delete_groups(self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+                      ) -> AdminResult[str, None]:
+        with self._lock:
+            return _groups.delete_groups(self._net, group_ids, self._deadline(timeout_ms))
+
+    def list_group_offsets(self, group_id: str,
+                           partitions: Iterable[TopicPartition] | None = None, *,
+                           include_lag: bool = True, require_stable: bool = False,
+                           timeout_ms: int | None = None) -> dict[TopicPartition, GroupOffset]:
+        """Committed offsets (all, or of ``partitions``) with log end offsets and lag."""
+        with self._lock:
+            return _group_offsets.list_group_offsets(self._net, group_id, partitions,
+                                                     include_lag, require_stable,
+                                                     self._deadline(timeout_ms))
+
+    def describe_group_offsets(self, group_id: str, *, timeout_ms: int | None = None
+                               ) -> ConsumerGroupOffsets:
+        """The ``kafka-consumer-groups --describe`` view: per partition the committed and
+        log end offsets, the lag and the member that owns it."""
+        with self._lock:
+            return _group_offsets.describe_group_offsets(self._net, group_id,
+                                                         self._deadline(timeout_ms))
+
+    def alter_group_offsets(self, group_id: str,
+                            offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
+                            timeout_ms: int | None = None) -> AdminResult[TopicPartition, None]:
+        """Commit offsets for a group that has no members (else UnknownMemberIdError)."""
+        wanted = {tp: o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o)
+                  for tp, o in offsets.items()}
+        with self._lock:
+            return _groups.commit_offsets(self._net, group_id, wanted,
+                                          self._deadline(timeout_ms))
+
+    def reset_group_offsets(self, group_id: str, spec: OffsetResetSpec, *,
+                            topics: Iterable[str] | None = None,
+                            partitions: Iterable[TopicPartition] | None = None,
+                            execute: bool = True, timeout_ms: int | None = None
+                            ) -> dict[TopicPartition, int]:
+        """Move the group's offsets of ``topics`` / ``partitions`` (neither: every partition
+        it has an offset for) as ``spec`` says; returns the new offsets.  ``execute=False``
+        is a dry run.  A group with members raises ``GroupNotEmptyError``."""
+        with self._lock:
+            return _group_offsets.reset_group_offsets(self._net, group_id, spec, topics,
+                                                      partitions, execute,
+                                                      self._deadline(timeout_ms))
+
+
+AdminClient = KafkaAdminClient
