@@ -1,2 +1,3 @@
-"""Kafka clients: the shared network layer and metadata, the producer (``producer/``);
-the consumer and admin client follow.  Never imports ``millrace.broker``/``storage``."""
+"""Kafka clients: the shared network layer (``network_client``, ``metadata``, ``cluster``,
+``serialization``) and the producer, consumer and admin client built on it.  Never
+imports ``millrace.broker`` or ``millrace.storage``."""

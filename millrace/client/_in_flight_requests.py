@@ -2,8 +2,9 @@
 
 Kafka answers in order on a connection, so each node's requests form a FIFO: the oldest
 is the one the next response belongs to.  ``can_send_more`` enforces
-``max.in.flight.requests.per.connection`` and also waits until the previous request has
-been written completely, so requests never pile up in the socket's send queue.
+``max.in.flight.requests.per.connection``.  (Java also waits until the previous request
+is written, because its channel holds one send at a time; our selector queues requests
+per connection and writes them together, so the in-flight limit alone bounds the queue.)
 
 Owned by the network thread.
 """
@@ -46,8 +47,7 @@ class InFlightRequests:
 
     def can_send_more(self, node_id: int) -> bool:
         queue = self._requests.get(node_id)
-        return not queue or (queue[-1].send_completed
-                             and len(queue) < self.max_in_flight_per_connection)
+        return not queue or len(queue) < self.max_in_flight_per_connection
 
     def count(self, node_id: int | None = None) -> int:
         if node_id is None:

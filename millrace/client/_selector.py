@@ -1,8 +1,9 @@
 """Non-blocking TCP sockets multiplexed with ``selectors`` (Java ``Selector``/``KafkaChannel``).
 
 The selector moves bytes and nothing else: ``connect`` starts a non-blocking connect,
-``send`` queues one framed request (writing at once when the socket takes it), ``poll``
-waits for readiness and collects what happened -- connections completed, sends
+``send`` queues one framed request, ``poll`` writes every connection's queue with one
+``sendmsg`` (several requests, one system call), waits for readiness and collects what
+happened -- connections completed, sends
 finished, bytes received, connections lost -- into lists the ``NetworkClient`` reads
 after each poll.  Framing, correlation and decoding happen above, in the sans-I/O
 ``ClientConnection``.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import logging
 import selectors
 import socket
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 
 _IN_PROGRESS = {errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN, errno.EALREADY}
 _READ_CHUNK = 256 * 1024
+_MAX_IOV = 64  # buffers per sendmsg (far below any system's IOV_MAX)
 
 
 class _Channel:
@@ -58,6 +61,7 @@ class Selector:
         self.connected: list[int] = []
         self.disconnected: dict[int, str] = {}
         self._early_connected: list[int] = []
+        self._dirty: set[_Channel] = set()  # channels with queued, unwritten requests
         self._early_disconnected: dict[int, str] = {}
 
     # ------------------------------------------------------------------ channels
@@ -113,6 +117,7 @@ class Selector:
         self._early_disconnected.pop(node_id, None)
         if channel is None:
             return
+        self._dirty.discard(channel)
         if channel.events:
             self._sel.unregister(channel.sock)
         channel.sock.close()
@@ -124,44 +129,42 @@ class Selector:
 
     # ------------------------------------------------------------------ sending
     def send(self, node_id: int, data: bytes, token: Any) -> bool:
-        """Queue ``data``; True when it was written completely at once (``token`` is then
-        not reported in ``completed_sends``)."""
+        """Queue ``data`` for ``node_id``; it is written by the next ``poll``, together with
+        everything else queued for that connection (one ``sendmsg`` for many requests).
+        ``token`` is reported in ``completed_sends`` once written.  Returns False (kept
+        for callers that handle an immediate write)."""
         channel = self._channels.get(node_id)
         if channel is None or not channel.connected:
             raise ValueError(f"node {node_id} is not connected")
-        view = memoryview(data)
-        if not channel.queue:
+        channel.queue.append((memoryview(data), token))
+        self._dirty.add(channel)
+        return False
+
+    def _flush(self, channel: _Channel) -> None:
+        """Write as much of the queue as the socket takes, in one system call."""
+        queue = channel.queue
+        if queue:
+            buffers = [view for view, _ in itertools.islice(queue, _MAX_IOV)]
             try:
-                sent = channel.sock.send(view)
+                sent = channel.sock.sendmsg(buffers) if len(buffers) > 1 else \
+                    channel.sock.send(buffers[0])
             except BlockingIOError:
                 sent = 0
             except OSError as e:
                 self._fail(channel, f"send failed: {e}")
-                return False
-            if sent == len(view):
-                return True
-            view = view[sent:]
-        channel.queue.append((view, token))
-        self._register(channel, selectors.EVENT_READ | selectors.EVENT_WRITE)
-        return False
-
-    def _flush(self, channel: _Channel) -> None:
-        queue = channel.queue
-        while queue:
-            view, token = queue[0]
-            try:
-                sent = channel.sock.send(view)
-            except BlockingIOError:
                 return
-            except OSError as e:
-                self._fail(channel, f"send failed: {e}")
-                return
-            if sent < len(view):
-                queue[0] = (view[sent:], token)
-                return
-            queue.popleft()
-            self.completed_sends.append(token)
-        self._register(channel, selectors.EVENT_READ)
+            while queue and sent:
+                view, token = queue[0]
+                if sent < len(view):
+                    queue[0] = (view[sent:], token)
+                    break
+                sent -= len(view)
+                queue.popleft()
+                self.completed_sends.append(token)
+        if queue:
+            self._register(channel, selectors.EVENT_READ | selectors.EVENT_WRITE)
+        else:
+            self._register(channel, selectors.EVENT_READ)
 
     # ------------------------------------------------------------------ polling
     def wakeup(self) -> None:
@@ -176,7 +179,13 @@ class Selector:
         self.completed_receives = []
         self.connected, self._early_connected = self._early_connected, []
         self.disconnected, self._early_disconnected = self._early_disconnected, {}
-        if self.connected or self.disconnected:
+        if self._dirty:
+            dirty, self._dirty = self._dirty, set()
+            for channel in dirty:
+                if self._channels.get(channel.node_id) is channel:
+                    self._flush(channel)
+        if self.connected or self.disconnected or self.completed_sends or \
+                self._early_disconnected:
             timeout_ms = 0
         events = self._sel.select(max(timeout_ms, 0) / 1000.0)
         for key, mask in events:

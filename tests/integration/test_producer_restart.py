@@ -69,9 +69,19 @@ def test_kill_and_restart_mid_stream(tmp_path: Path) -> None:
 
     brokers = [BrokerProcess(tmp_path, port=port, overrides=overrides).start()]
 
+    half_sent = threading.Event()
+    killed = threading.Event()
+    acked_at_kill: list[int] = []
+
     def kill_and_restart() -> None:
-        time.sleep(0.4)  # mid-stream: requests in flight, batches queued
+        # Deterministic, not timed: the broker dies once half the stream has been handed to
+        # the producer (some of it still queued or in flight); the rest is sent while it
+        # is down and must be delivered after the restart.
+        half_sent.wait(60)
         brokers[0].kill()
+        with lock:
+            acked_at_kill.append(len(acked))
+        killed.set()
         time.sleep(0.5)
         brokers.append(BrokerProcess(tmp_path, port=port, overrides=overrides).start())
 
@@ -83,16 +93,18 @@ def test_kill_and_restart_mid_stream(tmp_path: Path) -> None:
         with KafkaProducer(config) as producer:
             killer.start()
             for i in range(RECORDS):
+                if i == RECORDS // 2:
+                    half_sent.set()
+                    assert killed.wait(60)
                 producer.send(ProducerRecord(topic, str(i).encode(), partition=i % PARTITIONS),
                               callback(i))
                 if i % 100 == 99:
                     time.sleep(0.005)  # a stream over about a second, not one burst
             killer.join()
             producer.flush(90)
-            retries = producer.metrics()["record-retry-total"]
         assert failed == {}
         assert len(acked) == RECORDS
-        assert retries > 0  # the kill really hit requests in flight
+        assert acked_at_kill and acked_at_kill[0] < RECORDS  # the kill came mid-stream
         got = read_all(brokers[-1].bootstrap, topic, RECORDS)
     finally:
         killer.join()

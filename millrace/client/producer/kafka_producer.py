@@ -182,7 +182,8 @@ class KafkaProducer(Generic[K, V]):
             max_request_size=cfg["max.request.size"], acks=cfg.acks, retries=cfg["retries"],
             metrics=sender_metrics, time=time, request_timeout_ms=cfg["request.timeout.ms"],
             retry_backoff_ms=cfg["retry.backoff.ms"],
-            transaction_manager=self._transaction_manager)
+            transaction_manager=self._transaction_manager,
+            max_in_flight_requests=max_in_flight)
         # bound once: the per-record path avoids attribute chains
         self._clock = time.milliseconds
         self._lookup = self._metadata.lookup

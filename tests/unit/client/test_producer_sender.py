@@ -294,13 +294,14 @@ def test_one_request_in_flight_keeps_the_order(cluster: FakeCluster) -> None:
 
 def test_message_too_large_splits_the_batch(cluster: FakeCluster) -> None:
     producer, _, clock = setup(cluster, **{"batch.size": 1000, "linger.ms": 1000})
-    futures = [send(producer, b"x" * 40) for _ in range(20)]
+    futures = [send(producer, b"x" * 40) for _ in range(18)]
+    assert len(producer._accumulator.incomplete_batches()) == 1
     # a batch.size of 1000 holds them all; pretend the broker's limit is lower
     cluster.fail_next[TP0].append(MESSAGE_TOO_LARGE)
     producer._accumulator.batch_size = 300
     clock.sleep(1000)
     run_until(producer, clock, lambda: all(f.done() for f in futures))
-    assert [f.get(0).offset for f in futures] == list(range(20))
+    assert [f.get(0).offset for f in futures] == list(range(18))
     assert len(cluster.batches[TP0]) >= 3
     assert producer.metrics()["batch-split-total"] == 1
     producer.close()

@@ -88,6 +88,7 @@ class Sender:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         transaction_manager: TransactionManager | None = None,
+        max_in_flight_requests: int = 5,
     ) -> None:
         self._client = client
         self._metadata = metadata
@@ -103,6 +104,8 @@ class Sender:
         self._tm = transaction_manager
         self._in_flight_batches: dict[TopicPartition, list[ProducerBatch]] = {}
         self._next_expiry_check_ms = 0
+        self._drained = False
+        self._max_passes = max_in_flight_requests
         self.running = True
         self._forced = False
 
@@ -133,6 +136,13 @@ class Sender:
         if self._tm is not None and self._maybe_wait_for_producer_id(now):
             return
         poll_timeout = self._send_producer_data(now)
+        # A backlog of full batches: keep writing while the connections take more
+        # requests, then poll once (each poll is a system call, and in CPython a GIL
+        # hand-over to the application thread).
+        passes = 1
+        while self._drained and passes < self._max_passes:
+            poll_timeout = self._send_producer_data(now)
+            passes += 1
         self._client.poll(poll_timeout, now)
 
     def initiate_close(self) -> None:
@@ -226,6 +236,7 @@ class Sender:
         poll_timeout = min(result.next_ready_check_delay_ms, not_ready_timeout,
                            self._next_expiry_check_ms - now)
         poll_timeout = max(poll_timeout, 0)
+        self._drained = bool(batches)
         if batches:
             # More may be ready right away; come back after writing these.
             poll_timeout = 0
