@@ -1,0 +1,183 @@
+"""``millrace produce`` and ``millrace consume``: the console producer and consumer.
+
+Habits of kafka-console-producer/-consumer: lines from stdin (or ``--file``) become record
+values, ``--key-separator`` splits a key off each line (``--parse-key``), ``--header k=v``
+adds headers; the consumer prints values (optionally key, partition, offset, timestamp,
+headers) or one JSON object per record, from the committed offset or ``--from-beginning``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+import uuid
+from typing import Any, cast
+
+from millrace.cli.common import (
+    CommandError,
+    client_configs,
+    configure_client_logging,
+    connection_options,
+    parse_key_value,
+)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("produce", parents=[connection_options()],
+                       help="send lines from stdin or a file as records",
+                       description="Each input line becomes one record.")
+    p.add_argument("--topic", "-t", required=True)
+    p.add_argument("--file", "-f", help="read lines from this file instead of stdin")
+    p.add_argument("--parse-key", action="store_true", help="split a key off each line")
+    p.add_argument("--key-separator", default="\t", help="key/value separator (default TAB)")
+    p.add_argument("--header", action="append", metavar="KEY=VALUE", help="add a header")
+    p.add_argument("--partition", type=int, help="send every record to this partition")
+    p.add_argument("--acks", default="all", choices=("0", "1", "all", "-1"))
+    p.add_argument("--compression", default="none",
+                   choices=("none", "gzip", "snappy", "lz4", "zstd"))
+    p.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
+                   help="any producer config (repeatable)")
+    p.set_defaults(func=produce)
+
+    c = sub.add_parser("consume", parents=[connection_options()],
+                       help="print records of a topic",
+                       description="Print records as they arrive (Ctrl-C to stop).")
+    c.add_argument("--topic", "-t", required=True)
+    c.add_argument("--group", "-g", help="consumer group (default: a new console group)")
+    c.add_argument("--from-beginning", action="store_true",
+                   help="start at the earliest offset when the group has none committed")
+    c.add_argument("--max-messages", type=int, help="exit after this many records")
+    c.add_argument("--idle-timeout", type=int, metavar="MS",
+                   help="exit when no record arrives for this long")
+    c.add_argument("--print-key", action="store_true")
+    c.add_argument("--print-partition", action="store_true")
+    c.add_argument("--print-offset", action="store_true")
+    c.add_argument("--print-timestamp", action="store_true")
+    c.add_argument("--print-headers", action="store_true")
+    c.add_argument("--key-separator", default="\t")
+    c.add_argument("--consumer-property", action="append", metavar="KEY=VALUE")
+    c.set_defaults(func=consume)
+
+
+def produce(args: argparse.Namespace) -> int:
+    from millrace.client.producer import KafkaProducer, ProducerRecord
+
+    configure_client_logging()
+    configs = client_configs(args)
+    configs.pop("default.api.timeout.ms", None)
+    configs.update({"acks": args.acks, "compression.type": args.compression})
+    configs.update(dict(parse_key_value(x, "--producer-property")
+                        for x in args.producer_property or []))
+    headers = [(k, v.encode()) for k, v in (parse_key_value(h, "--header")
+                                            for h in args.header or [])]
+    source = open(args.file, encoding="utf-8") if args.file else sys.stdin  # noqa: SIM115
+    sent = 0
+    errors: list[BaseException] = []
+
+    def on_done(_: Any, error: BaseException | None) -> None:
+        if error is not None:
+            errors.append(error)
+
+    try:
+        # bytes in, bytes out: no serializers, so the generic parameters are moot here
+        with cast(Any, KafkaProducer(configs)) as producer:
+            for line in source:
+                line = line.rstrip("\n")
+                record_key: bytes | None = None
+                text = line
+                if args.parse_key:
+                    if args.key_separator not in line:
+                        raise CommandError(f"line {sent + 1} has no key separator "
+                                           f"{args.key_separator!r}")
+                    k, text = line.split(args.key_separator, 1)
+                    record_key = k.encode()
+                producer.send(ProducerRecord(args.topic, text.encode(), key=record_key,
+                                             partition=args.partition,
+                                             headers=list(headers) or None), on_done)
+                sent += 1
+            producer.flush()
+    finally:
+        if source is not sys.stdin:
+            source.close()
+    if errors:
+        raise CommandError(f"{len(errors)} of {sent} records failed; first: {errors[0]}")
+    print(f"sent {sent} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _text(data: bytes | None) -> str:
+    if data is None:
+        return "null"
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "base64:" + base64.b64encode(data).decode()
+
+
+def consume(args: argparse.Namespace) -> int:
+    from millrace.client.consumer import KafkaConsumer
+
+    configure_client_logging()
+    configs = client_configs(args)
+    configs.pop("default.api.timeout.ms", None)
+    configs["group.id"] = args.group or f"console-consumer-{uuid.uuid4().hex[:8]}"
+    configs["auto.offset.reset"] = "earliest" if args.from_beginning else "latest"
+    configs["enable.auto.commit"] = False  # we commit exactly what was printed
+    configs.update(dict(parse_key_value(x, "--consumer-property")
+                        for x in args.consumer_property or []))
+    if args.max_messages is not None and args.max_messages < 1:
+        raise CommandError("--max-messages must be at least 1")
+    from millrace.client.cluster import TopicPartition
+
+    seen = 0
+    idle_ms = 0
+    printed: dict[TopicPartition | tuple[str, int], int] = {}  # next offset to commit
+    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(args.topic, config=configs)
+    try:
+        while args.max_messages is None or seen < args.max_messages:
+            records = list(consumer.poll(500))
+            if not records:
+                idle_ms += 500
+                if args.idle_timeout is not None and idle_ms >= args.idle_timeout:
+                    break
+                continue
+            idle_ms = 0
+            for r in records:
+                if args.max_messages is not None and seen >= args.max_messages:
+                    break
+                seen += 1
+                _print_record(args, r)
+                printed[TopicPartition(r.topic, r.partition)] = r.offset + 1
+            sys.stdout.flush()
+        if printed:  # commit what was printed, not the rest of the last poll
+            consumer.commit_sync(printed)
+    finally:
+        consumer.close()
+    print(f"Processed a total of {seen} messages", file=sys.stderr)
+    return 0
+
+
+def _print_record(args: argparse.Namespace, r: Any) -> None:
+    if args.output == "json":
+        print(json.dumps({
+            "topic": r.topic, "partition": r.partition, "offset": r.offset,
+            "timestamp": r.timestamp, "key": None if r.key is None else _text(r.key),
+            "value": None if r.value is None else _text(r.value),
+            "headers": [[k, None if v is None else _text(v)] for k, v in (r.headers or [])],
+        }))
+        return
+    parts = []
+    if args.print_timestamp:
+        parts.append(f"CreateTime:{r.timestamp}")
+    if args.print_partition:
+        parts.append(f"Partition:{r.partition}")
+    if args.print_offset:
+        parts.append(f"Offset:{r.offset}")
+    if args.print_headers:
+        parts.append(",".join(f"{k}:{_text(v)}" for k, v in (r.headers or [])) or "NO_HEADERS")
+    if args.print_key:
+        parts.append(_text(r.key))
+    parts.append(_text(r.value))
+    print(args.key_separator.join(parts) if len(parts) > 1 else parts[0])
