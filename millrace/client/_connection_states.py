@@ -16,7 +16,7 @@ import enum
 import random
 
 from millrace.client._backoff import ExponentialBackoff
-from millrace.client._connection import ClientConnection
+from millrace.protocol import ClientConnection
 
 NEVER = 2**63 - 1
 

@@ -31,7 +31,6 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from millrace.client._connection import ClientConnection
 from millrace.client._connection_states import NEVER, ClusterConnectionStates, ConnectionState
 from millrace.client._in_flight_requests import InFlightRequests
 from millrace.client._selector import Selector
@@ -40,7 +39,7 @@ from millrace.client.errors import IllegalStateError
 from millrace.client.metadata import Metadata
 from millrace.common.errors import KafkaError, ProtocolDecodeError, UnsupportedVersionError
 from millrace.common.time import SYSTEM_TIME, Time
-from millrace.protocol import API, NEED_DATA, ApiKey, Response
+from millrace.protocol import API, NEED_DATA, ApiKey, ClientConnection, Response
 from millrace.protocol.api import REQUEST_CLASS_TO_API
 
 log = logging.getLogger(__name__)
@@ -222,7 +221,8 @@ class NetworkClient:
 
     # ------------------------------------------------------------------ connections
     def _initiate_connect(self, node: Node, now_ms: int) -> None:
-        connection = ClientConnection(self._client_id)
+        # Like Java's client, ignore bytes after a well-formed response body.
+        connection = ClientConnection(self._client_id, allow_trailing=True)
         self._states.connecting(node.id, now_ms, node.host, node.port, connection)
         try:
             log.debug("connecting to node %s", node)

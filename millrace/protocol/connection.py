@@ -104,11 +104,17 @@ def _frame_parts(head: bytearray, out: bytearray, splices: list[tuple[int, Any]]
 
 
 class ClientConnection:
-    """The client half: ``send_request`` -> bytes; ``receive_data`` + ``next_event``."""
+    """The client half: ``send_request`` -> bytes; ``receive_data`` + ``next_event``.
+
+    ``allow_trailing`` ignores bytes after a well-formed response body, as Kafka's Java
+    client does (librdkafka's mock cluster appends a stray byte to flexible Metadata
+    responses); by default they are an error, which is what a codec test wants.
+    """
 
     def __init__(self, client_id: str | None = "millrace",
-                 max_frame_size: int = DEFAULT_MAX_FRAME) -> None:
+                 max_frame_size: int = DEFAULT_MAX_FRAME, allow_trailing: bool = False) -> None:
         self.client_id = client_id
+        self.allow_trailing = allow_trailing
         self._frames = FrameDecoder(max_frame_size)
         self._next_correlation_id = 0
         self._pending: deque[tuple[int, Api, int]] = deque()
@@ -153,12 +159,12 @@ class ClientConnection:
                 f"({api.name} v{version}) but got {got}")
         self._pending.popleft()
         try:
-            body = api.response.decode(frame, version, pos)
+            body = api.response.decode(frame, version, pos, self.allow_trailing)
         except ProtocolDecodeError:
             if api.key != ApiKey.API_VERSIONS or version == 0:
                 raise
             # A broker that does not know our version answers in the v0 layout.
-            body = api.response.decode(frame, 0, pos)
+            body = api.response.decode(frame, 0, pos, self.allow_trailing)
             version = 0
         return Response(correlation_id, api, version, body)
 
