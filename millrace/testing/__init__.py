@@ -1,1 +1,4 @@
-"""Test fixtures (may import anything; nothing in millrace imports this package)."""
+"""Real processes for tests, benchmarks and the demo (a broker as a child process).
+
+Only the top layers (``millrace.demo``, ``millrace.cli``) and tests import this package.
+"""

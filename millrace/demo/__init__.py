@@ -1,0 +1,1 @@
+"""``millrace demo``: broker, order events, the Spark pipeline, and a verified summary."""
