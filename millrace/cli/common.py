@@ -1,5 +1,6 @@
 """What every ``millrace`` client command shares: connection options, building the admin
-client, ``key=value`` parsing, aligned tables and JSON output, and errors as one line.
+client, ``key=value`` parsing, aligned tables and JSON output, progress bars, and errors
+as one line.
 
 A command module defines ``register(subparsers)``; its handlers take the parsed
 ``argparse.Namespace`` and return the exit code.  Anything they raise that the user can
@@ -10,6 +11,7 @@ printed by ``main`` as one ``Error: ...`` line on stderr with exit code 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
 import json
@@ -17,10 +19,12 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from millrace.client.admin import KafkaAdminClient
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -64,6 +68,9 @@ def client_configs(args: argparse.Namespace) -> dict[str, Any]:
         except OSError as e:
             raise CommandError(f"cannot read --command-config {args.command_config}: "
                                f"{e.strerror}") from None
+        except UnicodeDecodeError:
+            raise CommandError(f"cannot read --command-config {args.command_config}: "
+                               "not a UTF-8 properties file") from None
     configs["bootstrap.servers"] = args.bootstrap_server
     timeout = getattr(args, "timeout", None)
     if timeout is not None:
@@ -199,3 +206,64 @@ def error_line(error: BaseException) -> str:
 def print_error(error: BaseException | str) -> None:
     text = error if isinstance(error, str) else error_line(error)
     print(f"Error: {text}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------- progress
+class ProgressBar:
+    """A handle on one ``rich`` progress task; without a terminal every call is a no-op.
+
+    ``total=None`` draws an indeterminate bar (a long wait of unknown length)."""
+
+    def __init__(self, progress: Progress | None = None, task: TaskID | None = None) -> None:
+        self._progress = progress
+        self._task = task
+
+    @property
+    def enabled(self) -> bool:
+        return self._progress is not None
+
+    def advance(self, amount: float = 1) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.advance(self._task, amount)
+
+    def update(self, *, completed: float | None = None, total: float | None = None,
+               description: str | None = None) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=completed, total=total,
+                                  description=description)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, total: float | None = None, *, transfer: bool = False,
+                 stream: TextIO | None = None, enabled: bool = True) -> Iterator[ProgressBar]:
+    """Show a transient progress bar on ``stream`` (stderr) while the block runs -- only
+    when that stream is a terminal, so piped output and JSON on stdout never carry it.
+
+    ``transfer``: the total and steps are bytes (shown as sizes and a rate);
+    ``enabled=False``: no bar whatever the stream (e.g. while a user types the input)."""
+    stream = stream if stream is not None else sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    if not (enabled and callable(isatty) and isatty()):
+        yield ProgressBar()
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+
+    columns = [TextColumn("{task.description}"), BarColumn(), TaskProgressColumn()]
+    columns += ([DownloadColumn(), TransferSpeedColumn()] if transfer
+                else [MofNCompleteColumn()] if total is not None else [])
+    columns.append(TimeElapsedColumn())
+    console = Console(file=stream, force_terminal=True)
+    # stdout is never redirected through the bar: what a command prints stays on stdout
+    with Progress(*columns, console=console, transient=True, redirect_stdout=False,
+                  redirect_stderr=False) as progress:
+        yield ProgressBar(progress, progress.add_task(description, total=total))

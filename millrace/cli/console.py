@@ -10,69 +10,109 @@ from __future__ import annotations
 
 import argparse
 import base64
+import io
 import json
+import os
+import stat
 import sys
 import uuid
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 from millrace.cli.common import (
     CommandError,
     client_configs,
     configure_client_logging,
     connection_options,
+    error_line,
     parse_key_value,
+    print_json,
+    progress_bar,
 )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("produce", parents=[connection_options()],
                        help="send lines from stdin or a file as records",
-                       description="Each input line becomes one record.")
-    p.add_argument("--topic", "-t", required=True)
+                       description="Each input line becomes one record (kafka-console-producer "
+                                   "habits). With --output json a summary goes to stdout; "
+                                   "on a terminal a progress bar shows on stderr.")
+    p.add_argument("--topic", "-t", required=True, help="the topic to write to")
     p.add_argument("--file", "-f", help="read lines from this file instead of stdin")
-    p.add_argument("--parse-key", action="store_true", help="split a key off each line")
-    p.add_argument("--key-separator", default="\t", help="key/value separator (default TAB)")
-    p.add_argument("--header", action="append", metavar="KEY=VALUE", help="add a header")
-    p.add_argument("--partition", type=int, help="send every record to this partition")
-    p.add_argument("--acks", default="all", choices=("0", "1", "all", "-1"))
+    p.add_argument("--parse-key", action="store_true",
+                   help="split a key off each line at the key separator")
+    p.add_argument("--key-separator", default="\t",
+                   help="key/value separator with --parse-key (default TAB)")
+    p.add_argument("--header", action="append", metavar="KEY=VALUE",
+                   help="add this header to every record (repeatable)")
+    p.add_argument("--partition", type=int,
+                   help="send every record to this partition (default: by key / sticky)")
+    p.add_argument("--acks", default="all", choices=("0", "1", "all", "-1"),
+                   help="acknowledgements to wait for (default all)")
     p.add_argument("--compression", default="none",
-                   choices=("none", "gzip", "snappy", "lz4", "zstd"))
+                   choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                   help="compression codec (default none)")
     p.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
                    help="any producer config (repeatable)")
     p.set_defaults(func=produce)
 
     c = sub.add_parser("consume", parents=[connection_options()],
                        help="print records of a topic",
-                       description="Print records as they arrive (Ctrl-C to stop).")
-    c.add_argument("--topic", "-t", required=True)
+                       description="Print records as they arrive (Ctrl-C to stop); with "
+                                   "--output json, one JSON object per record.")
+    c.add_argument("--topic", "-t", required=True, help="the topic to read")
     c.add_argument("--group", "-g", help="consumer group (default: a new console group)")
     c.add_argument("--from-beginning", action="store_true",
                    help="start at the earliest offset when the group has none committed")
     c.add_argument("--max-messages", type=int, help="exit after this many records")
     c.add_argument("--idle-timeout", type=int, metavar="MS",
                    help="exit when no record arrives for this long")
-    c.add_argument("--print-key", action="store_true")
-    c.add_argument("--print-partition", action="store_true")
-    c.add_argument("--print-offset", action="store_true")
-    c.add_argument("--print-timestamp", action="store_true")
-    c.add_argument("--print-headers", action="store_true")
-    c.add_argument("--key-separator", default="\t")
-    c.add_argument("--consumer-property", action="append", metavar="KEY=VALUE")
+    c.add_argument("--print-key", action="store_true", help="print each record's key")
+    c.add_argument("--print-partition", action="store_true", help="print the partition")
+    c.add_argument("--print-offset", action="store_true", help="print the offset")
+    c.add_argument("--print-timestamp", action="store_true", help="print the timestamp")
+    c.add_argument("--print-headers", action="store_true", help="print the headers")
+    c.add_argument("--key-separator", default="\t",
+                   help="separator between the printed fields (default TAB)")
+    c.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
+                   help="any consumer config (repeatable)")
     c.set_defaults(func=consume)
+
+
+def _producer_configs(args: argparse.Namespace) -> dict[str, Any]:
+    configs = client_configs(args)
+    configs.pop("default.api.timeout.ms", None)
+    configs.update({"acks": args.acks, "compression.type": args.compression})
+    if args.timeout is not None:
+        # --timeout bounds the wait for metadata / buffer space and each record's delivery
+        configs["max.block.ms"] = args.timeout
+        configs["delivery.timeout.ms"] = args.timeout + 100  # >= linger.ms + request timeout
+    configs.update(dict(parse_key_value(x, "--producer-property")
+                        for x in args.producer_property or []))
+    return configs
+
+
+def _input_size(source: BinaryIO) -> int | None:
+    """The size of a regular file (for a progress bar in bytes), else None."""
+    try:
+        info = os.fstat(source.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def produce(args: argparse.Namespace) -> int:
     from millrace.client.producer import KafkaProducer, ProducerRecord
 
     configure_client_logging()
-    configs = client_configs(args)
-    configs.pop("default.api.timeout.ms", None)
-    configs.update({"acks": args.acks, "compression.type": args.compression})
-    configs.update(dict(parse_key_value(x, "--producer-property")
-                        for x in args.producer_property or []))
+    configs = _producer_configs(args)
     headers = [(k, v.encode()) for k, v in (parse_key_value(h, "--header")
                                             for h in args.header or [])]
-    source = open(args.file, encoding="utf-8") if args.file else sys.stdin  # noqa: SIM115
+    separator = args.key_separator.encode()
+    if args.partition is not None and args.partition < 0:
+        raise CommandError(f"--partition must not be negative, got {args.partition}")
+    if args.parse_key and not separator:
+        raise CommandError("--key-separator must not be empty")
+    source: BinaryIO = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
     sent = 0
     errors: list[BaseException] = []
 
@@ -81,29 +121,40 @@ def produce(args: argparse.Namespace) -> int:
             errors.append(error)
 
     try:
+        name = os.path.basename(args.file) if args.file else "stdin"
         # bytes in, bytes out: no serializers, so the generic parameters are moot here
-        with cast(Any, KafkaProducer(configs)) as producer:
+        with cast(Any, KafkaProducer(configs)) as producer, \
+                progress_bar(f"{name} -> {args.topic}", _input_size(source), transfer=True,
+                             enabled=not source.isatty()) as bar:  # no bar while typing
+            read = 0
             for line in source:
-                line = line.rstrip("\n")
+                read += len(line)
+                value = line[:-1] if line.endswith(b"\n") else line
                 record_key: bytes | None = None
-                text = line
                 if args.parse_key:
-                    if args.key_separator not in line:
+                    if separator not in value:
                         raise CommandError(f"line {sent + 1} has no key separator "
                                            f"{args.key_separator!r}")
-                    k, text = line.split(args.key_separator, 1)
-                    record_key = k.encode()
-                producer.send(ProducerRecord(args.topic, text.encode(), key=record_key,
+                    record_key, value = value.split(separator, 1)
+                producer.send(ProducerRecord(args.topic, value, key=record_key,
                                              partition=args.partition,
                                              headers=list(headers) or None), on_done)
                 sent += 1
+                if bar.enabled and sent % 256 == 0:
+                    bar.update(completed=read)
+            bar.update(completed=read, description=f"{name} -> {args.topic}: flushing")
             producer.flush()
     finally:
-        if source is not sys.stdin:
+        if source is not sys.stdin.buffer:
             source.close()
+    if args.output == "json":
+        print_json({"topic": args.topic, "sent": sent - len(errors), "failed": len(errors),
+                    "first_error": error_line(errors[0]) if errors else None})
     if errors:
-        raise CommandError(f"{len(errors)} of {sent} records failed; first: {errors[0]}")
-    print(f"sent {sent} records to {args.topic}", file=sys.stderr)
+        raise CommandError(f"{len(errors)} of {sent} records failed; first: "
+                           f"{error_line(errors[0])}")
+    if args.output != "json":
+        print(f"sent {sent} records to {args.topic}", file=sys.stderr)
     return 0
 
 

@@ -22,6 +22,7 @@ from millrace.cli.common import (
     parse_names,
     print_error,
     print_json,
+    progress_bar,
 )
 from millrace.common.errors import MillraceError
 
@@ -283,7 +284,8 @@ def reset_offsets(args: argparse.Namespace) -> int:
     partitions: list[TopicPartition] | None = None
     if not args.all_topics:
         topics, partitions = parse_topic_partitions(args.topic)
-    with admin_client(args) as admin:
+    verb = "resetting" if args.execute else "computing new"
+    with admin_client(args) as admin, progress_bar(f"{verb} offsets of group {args.group}"):
         new_offsets = admin.reset_group_offsets(args.group, spec, topics=topics,
                                                 partitions=partitions, execute=args.execute)
     if args.output == "json":

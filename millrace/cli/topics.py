@@ -22,6 +22,7 @@ from millrace.cli.common import (
     parse_names,
     print_error,
     print_json,
+    progress_bar,
 )
 
 if TYPE_CHECKING:
@@ -124,15 +125,17 @@ def create(args: argparse.Namespace) -> int:
     from millrace.common.errors import TopicExistsError
 
     configs = parse_configs(args.config, "--config")
-    with admin_client(args) as admin:
+    with admin_client(args) as admin, progress_bar(f"creating topic {args.topic}"):
         result = admin.create_topics(
             [NewTopic(args.topic, args.partitions, args.replication_factor, configs)],
             validate_only=args.validate_only)
-        error = result[args.topic].exception()
-        if args.if_not_exists and isinstance(error, TopicExistsError):
-            return 0
-        verb = "Validated" if args.validate_only else "Created"
-        return _report(result, verb + " topic {name}.", args)
+    error = result[args.topic].exception()
+    if args.if_not_exists and isinstance(error, TopicExistsError):
+        if args.output == "json":
+            print_json({"succeeded": [], "failed": {}, "existing": [args.topic]})
+        return 0
+    verb = "Validated" if args.validate_only else "Created"
+    return _report(result, verb + " topic {name}.", args)
 
 
 def list_(args: argparse.Namespace) -> int:
@@ -204,8 +207,12 @@ def delete(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         names = _matching(admin, args.topic, must_exist=not args.if_exists)
         if not names:
+            if args.output == "json":
+                print_json({"succeeded": [], "failed": {}})
             return 0
-        return _report(admin.delete_topics(names), "Deleted topic {name}.", args)
+        with progress_bar(f"deleting {len(names)} topic(s)"):
+            result = admin.delete_topics(names)
+        return _report(result, "Deleted topic {name}.", args)
 
 
 def alter(args: argparse.Namespace) -> int:

@@ -101,6 +101,11 @@ def test_client_configs(tmp_path: object) -> None:
         client_configs(_args(timeout=0))
     with pytest.raises(CommandError, match="cannot read --command-config"):
         client_configs(_args(command_config="/nonexistent/admin.properties"))
+    import pathlib
+    binary = pathlib.Path(str(tmp_path)) / "binary.properties"
+    binary.write_bytes(b"client.id=\xff\xfe\n")
+    with pytest.raises(CommandError, match="not a UTF-8 properties file"):
+        client_configs(_args(command_config=str(binary)))
 
 
 def test_command_config_file(tmp_path: pytest.TempPathFactory) -> None:
