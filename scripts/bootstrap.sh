@@ -13,7 +13,9 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=".venv/.millrace-installed-${extras:-base}"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# setup.py builds the optional C record codec: a change to it or its source reinstalls too
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+        || [ millrace/record/_speedups.c -nt "$stamp" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
     if [ -n "$extras" ]; then
         .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"

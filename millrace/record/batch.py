@@ -418,6 +418,15 @@ class RecordBatch:
         return iter(self.record_list(max_decompressed))
 
     def record_list(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[Record]:
+        data, start, end, append_time = self.records_area(max_decompressed)
+        h = self.header
+        return decode_records(data, start, end, h.records_count, h.base_offset,
+                              h.base_timestamp, append_time)
+
+    def records_area(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+                     ) -> tuple[bytes, int, int, int | None]:
+        """``(data, start, end, LogAppendTime or None)``: the records area, decompressed if
+        need be, for ``default_record``'s decoders (e.g. a run at a time)."""
         h = self.header
         if h.batch_length < MIN_BATCH_LENGTH:
             raise CorruptBatchError(f"record batch length {h.batch_length} is below the minimum "
@@ -440,8 +449,7 @@ class RecordBatch:
                 data = bytes(view[start:end])
             start, end = 0, len(data)
         append_time = h.max_timestamp if h.attributes & TIMESTAMP_TYPE_MASK else None
-        return decode_records(data, start, end, h.records_count, h.base_offset,
-                               h.base_timestamp, append_time)
+        return data, start, end, append_time
 
 
 # ------------------------------------------------------------------ broker hot path

@@ -20,17 +20,42 @@ There is no per-record CRC in v2; the batch CRC covers everything.  The decoder 
 length against the bytes really left in the record (and the record against the batch) before
 slicing, so hostile input raises ``CorruptBatchError`` and never allocates beyond its size.
 Single-byte varints (the common case) are decoded inline: this loop is the consumer hot path.
+
+Two implementations: the pure-Python functions here (``py_*``) are the reference; the
+optional C extension ``millrace.record._speedups`` (built by ``setup.py`` when a compiler
+is there; ``MILLRACE_NO_SPEEDUPS=1`` turns it off) provides the same functions with the
+same bytes, objects and errors.  ``encode_record``, ``decode_records`` and
+``decode_records_as`` are whichever is in use; ``SPEEDUPS`` says which.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from millrace.common.errors import CorruptBatchError
-from millrace.record.varint import decode_varint, decode_varlong, write_varint, write_varlong
+from millrace.record.varint import (
+    decode_varint,
+    decode_varlong,
+    encode_varint,
+    encode_varlong,
+    write_varint,
+)
 
-__all__ = ["Record", "decode_records", "encode_record", "record_size_upper_bound"]
+__all__ = [
+    "RECORD_FIELDS",
+    "SPEEDUPS",
+    "Record",
+    "decode_records",
+    "decode_records_as",
+    "encode_record",
+    "py_decode_record_run",
+    "py_decode_records",
+    "py_decode_records_as",
+    "py_encode_record",
+    "record_size_upper_bound",
+]
 
 MIN_RECORD_SIZE = 7  # length, attributes, ts delta, offset delta, key/value lengths, headers
 _MAX_RECORD_OVERHEAD = 5 + 1 + 10 + 5 + 5 + 5 + 5  # every varint at its widest
@@ -58,7 +83,14 @@ def record_size_upper_bound(
     return size
 
 
-def encode_record(
+# Zig-zag varints of 0 .. 16383 -- the lengths, deltas and sizes of nearly every record.
+_VARINT = [encode_varint(i) for i in range(1 << 14)]
+_TABLE = len(_VARINT)
+_ATTRIBUTES_AND_DELTA = [b"\x00" + v for v in _VARINT]  # attributes + timestamp delta
+_NULL = b"\x01"  # varint -1: a null key, value or header value
+
+
+def py_encode_record(
     out: bytearray,
     scratch: bytearray,
     offset_delta: int,
@@ -67,62 +99,48 @@ def encode_record(
     value: bytes | None,
     headers: Sequence[tuple[str, bytes | None]],
 ) -> int:
-    """Append one record to ``out`` (``scratch`` is reusable working space); returns its size."""
-    s = scratch
-    s.clear()
-    s.append(0)  # record attributes (unused)
-    if 0 <= timestamp_delta < 64:
-        s.append(timestamp_delta << 1)
+    """Append one record to ``out``; returns its size.  (``scratch`` is not used any more;
+    it stays in the signature the C version shares.)"""
+    varint = _VARINT
+    if 0 <= timestamp_delta < _TABLE:
+        head = _ATTRIBUTES_AND_DELTA[timestamp_delta]
     else:
-        write_varlong(s, timestamp_delta)
-    if 0 <= offset_delta < 64:
-        s.append(offset_delta << 1)
-    else:
-        write_varint(s, offset_delta)
+        head = b"\x00" + encode_varlong(timestamp_delta)
+    delta = varint[offset_delta] if 0 <= offset_delta < _TABLE else encode_varint(offset_delta)
     if key is None:
-        s.append(1)
+        key_length, key = _NULL, b""
     else:
         n = len(key)
-        if n < 64:
-            s.append(n << 1)
-        else:
-            write_varint(s, n)
-        s += key
+        key_length = varint[n] if n < _TABLE else encode_varint(n)
     if value is None:
-        s.append(1)
+        value_length, value = _NULL, b""
     else:
         n = len(value)
-        if n < 64:
-            s.append(n << 1)
+        value_length = varint[n] if n < _TABLE else encode_varint(n)
+    record = b"".join((head, delta, key_length, key, value_length, value,
+                       _encode_headers(headers) if headers else b"\x00"))
+    size = len(record)
+    length = varint[size] if size < _TABLE else encode_varint(size)
+    out += length
+    out += record
+    return len(length) + size
+
+
+def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
+    out = bytearray(encode_varint(len(headers)))
+    for header_key, header_value in headers:
+        encoded = str.encode(header_key)  # TypeError (as in C) for a non-str key
+        write_varint(out, len(encoded))
+        out += encoded
+        if header_value is None:
+            out += _NULL
         else:
-            write_varint(s, n)
-        s += value
-    if headers:
-        write_varint(s, len(headers))
-        for header_key, header_value in headers:
-            encoded = header_key.encode()
-            write_varint(s, len(encoded))
-            s += encoded
-            if header_value is None:
-                s.append(1)
-            else:
-                write_varint(s, len(header_value))
-                s += header_value
-    else:
-        s.append(0)
-    size = len(s)
-    if size < 64:
-        out.append(size << 1)
-        size += 1
-    else:
-        before = len(out)
-        write_varint(out, size)
-        size += len(out) - before
-    out += s
-    return size
+            write_varint(out, len(header_value))
+            out += header_value
+    return bytes(out)
 
 
-def decode_records(
+def py_decode_records(
     data: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int,
     append_time: int | None,
 ) -> list[Record]:
@@ -131,15 +149,36 @@ def decode_records(
     Offsets become ``base_offset + offsetDelta``; timestamps ``base_timestamp + delta``, or
     ``append_time`` for every record when the batch is LogAppendTime.
     """
+    return py_decode_record_run(data, pos, end, count, base_offset, base_timestamp,
+                                append_time, count)[0]
+
+
+def py_decode_record_run(
+    data: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int,
+    append_time: int | None, max_records: int,
+) -> tuple[list[Record], int]:
+    """Decode the next ``min(count, max_records)`` of the ``count`` records left in
+    ``data[pos:end]``; returns them and the position after them.
+
+    A batch can so be decoded a run at a time (the consumer decodes what one ``poll``
+    hands out, so the objects die young instead of filling the garbage collector's
+    oldest generation).  The run that reaches the last record checks that the records
+    end exactly at ``end``.
+    """
+    if pos < 0 or end > len(data):
+        raise ValueError(f"records span [{pos}, {end}) is outside the {len(data)}-byte buffer")
     if count < 0 or count > (end - pos) // MIN_RECORD_SIZE:
         raise CorruptBatchError(f"record batch claims {count} records in {end - pos} bytes")
+    if max_records < 0:
+        raise ValueError(f"max_records must be >= 0, got {max_records}")
     out: list[Record] = []
     append = out.append
     dvi = decode_varint
     dvl = decode_varlong
     i = pos
+    run = min(count, max_records)
     try:
-        for _ in range(count):
+        for _ in range(run):
             b = data[i]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
@@ -227,9 +266,9 @@ def decode_records(
                           key, value, headers))
     except IndexError:
         raise CorruptBatchError("record runs past the end of the batch") from None
-    if i != end:
+    if run == count and i != end:
         raise CorruptBatchError(f"{end - i} bytes left over after {count} records")
-    return out
+    return out, i
 
 
 def _decode_headers(
@@ -270,3 +309,66 @@ def _decode_headers(
             append((name, data[i : i + n]))
             i += n
     return headers, i
+
+
+RECORD_FIELDS = ("offset", "timestamp", "key", "value", "headers", None, None)
+"""``decode_records_as`` fields that make ``Record`` objects."""
+
+
+def py_decode_records_as(
+    cls: type[Any], fields: tuple[str | None, ...], constants: tuple[Any, ...], data: bytes,
+    pos: int, end: int, count: int, base_offset: int, base_timestamp: int,
+    append_time: int | None, max_records: int,
+) -> tuple[list[Any], int]:
+    """``py_decode_record_run`` straight into objects of a caller's class.
+
+    Each object is made with ``cls.__new__(cls)`` (``__init__`` is not called) and gets
+    its attributes set: ``fields[0:7]`` name the attributes receiving the offset,
+    timestamp, key, value, headers, key size and value size (-1 for null) -- ``None``
+    skips one -- and ``fields[7:]`` receive ``constants`` in order.  The consumer builds
+    its ``ConsumerRecord`` objects this way, with no intermediate ``Record``.
+    """
+    if len(fields) < 7 or len(fields) - 7 != len(constants):
+        raise ValueError("fields needs 7 per-record names plus one per constant")
+    records, next_pos = py_decode_record_run(data, pos, end, count, base_offset,
+                                             base_timestamp, append_time, max_records)
+    new = cast(Callable[[type[Any]], Any], cls.__new__)
+    out = []
+    for r in records:
+        obj = new(cls)
+        key, value = r.key, r.value
+        values = (r.offset, r.timestamp, key, value, r.headers,
+                  -1 if key is None else len(key), -1 if value is None else len(value),
+                  *constants)
+        for name, v in zip(fields, values):
+            if name is not None:
+                setattr(obj, name, v)
+        out.append(obj)
+    return out, next_pos
+
+
+try:
+    from millrace.record import _speedups
+except ImportError:  # no compiler at install time, or MILLRACE_NO_SPEEDUPS set
+    _speedups = None  # type: ignore[assignment]
+
+SPEEDUPS = _speedups is not None
+
+encode_record: Callable[..., int]
+decode_records_as: Callable[..., tuple[list[Any], int]]
+if _speedups is not None:
+    encode_record = _speedups.encode_record
+    decode_records_as = _speedups.decode_records_as
+    _decode_as = _speedups.decode_records_as
+
+    def decode_records(
+        data: bytes, pos: int, end: int, count: int, base_offset: int, base_timestamp: int,
+        append_time: int | None,
+    ) -> list[Record]:
+        """Decode ``count`` records filling ``data[pos:end]`` exactly (see ``py_decode_records``)."""
+        return _decode_as(Record, RECORD_FIELDS, (), data, pos, end, count, base_offset,
+                          base_timestamp, append_time, count)[0]
+else:
+    encode_record = py_encode_record
+    decode_records_as = py_decode_records_as
+    decode_records = py_decode_records

@@ -19,6 +19,15 @@ Theory of operation.  The fetcher keeps a queue of these; ``poll`` drains them u
 A deserialization failure raises ``RecordDeserializationError`` with the position left on
 the failing record, so the application can seek past it.
 
+Hot path: a v2 batch is decoded a *run* at a time -- exactly the records the current
+``poll`` still wants -- straight into ``ConsumerRecord`` objects (the C record codec's
+``decode_records_as``; in pure Python, one list comprehension over
+``py_decode_record_run``).  Decoding a whole 10,000-record batch up front would keep
+thousands of objects alive across polls and let the garbage collector's full passes
+dominate; a run's objects die young.  Deserializers, when configured, replace key and
+value in place (both computed before either is set, so a failed record can be retried
+unchanged).  Legacy (v0/v1) batches are decoded whole.
+
 Owned by the application thread (created on whichever thread completed the fetch).
 """
 
@@ -37,17 +46,22 @@ from millrace.record import (
     AnyRecordBatch,
     ControlRecordType,
     MemoryRecords,
-    Record,
+    RecordBatch,
     TimestampType,
     parse_control_record,
 )
+from millrace.record.default_record import SPEEDUPS, decode_records_as, py_decode_record_run
 
 READ_COMMITTED = 1
+# RecordBatch.records_as fields: the per-record attributes, then the per-batch constants
+_RECORD_FIELDS = ("offset", "timestamp", "key", "value", "headers", "serialized_key_size",
+                  "serialized_value_size", "topic", "partition", "timestamp_type",
+                  "leader_epoch")
 
 
 class CompletedFetch:
     __slots__ = ("_aborted_pids", "_aborted_txns", "_batch", "_batches", "_corrupt",
-                 "_index", "_key_deserializer", "_leader_epoch", "_records", "_ts_type",
+                 "_index", "_key_deserializer", "_leader_epoch", "_records", "_run", "_ts_type",
                  "_value_deserializer", "check_crcs", "error_code", "fetch_offset",
                  "high_watermark", "initialized", "is_consumed", "isolation_level",
                  "last_epoch", "last_stable_offset", "log_start_offset", "next_fetch_offset",
@@ -74,8 +88,11 @@ class CompletedFetch:
         self.is_consumed = False
         self._batches: Iterator[AnyRecordBatch] | None = None
         self._batch: AnyRecordBatch | None = None
-        self._records: list[Record] = []
+        self._records: list[ConsumerRecord[Any, Any]] = []  # decoded, not handed out yet
         self._index = 0
+        # the current v2 batch's records not decoded yet:
+        # [data, position, end, count left, base offset, base timestamp, LogAppendTime]
+        self._run: list[Any] | None = None
         self._ts_type = TimestampType.CREATE_TIME
         self._leader_epoch: int | None = None
         self._corrupt: Exception | None = None
@@ -97,51 +114,108 @@ class CompletedFetch:
     def drain(self) -> None:
         self.is_consumed = True
         self._records = []
+        self._run = None
         self._batches = None
 
     # ------------------------------------------------------------------ batches
-    def _next_batch(self) -> bool:
-        """Load the next batch with records to hand out; False at the end of the data."""
+    def _load(self, wanted: int) -> bool:
+        """Decode up to ``wanted`` more records (the rest of the current batch first);
+        False at the end of the data."""
+        try:
+            if self._run is not None:
+                records = self._decode_run(wanted)
+            else:
+                if self._batch is not None:
+                    self.next_fetch_offset = max(self.next_fetch_offset,
+                                                 self._batch.next_offset)
+                    self._batch = None
+                batch = self._next_batch()
+                if batch is None:
+                    return False
+                self._batch = batch
+                if type(batch) is RecordBatch:
+                    h = batch.header
+                    data, pos, end, append_time = batch.records_area()
+                    self._run = [data, pos, end, h.records_count, h.base_offset,
+                                 h.base_timestamp, append_time]
+                    records = self._decode_run(wanted)
+                else:
+                    records = self._decode_legacy(batch)
+        except CorruptBatchError as e:
+            self._corrupt = CorruptRecordError(
+                f"Record batch for partition {self.partition} at offset "
+                f"{self.next_fetch_offset} is invalid, cause: {e}")
+            raise self._corrupt from e
+        if records and records[0].offset < self.next_fetch_offset:
+            start = self.next_fetch_offset  # the head of a compressed batch
+            records = [r for r in records if r.offset >= start]
+        self._records = records
+        self._index = 0
+        return True
+
+    def _next_batch(self) -> AnyRecordBatch | None:
+        """The next batch with records to hand out (control batches, aborted transactions
+        and batches before the position are stepped over); None at the end of the data."""
         if self._batches is None:
             if not self.raw:
-                return False
+                return None
             self._batches = MemoryRecords(self.raw).batches()
         read_committed = self.isolation_level == READ_COMMITTED
         while True:
-            try:
-                batch = next(self._batches, None)
-                if batch is None:
-                    return False
-                if batch.next_offset <= self.next_fetch_offset:
-                    continue  # wholly before the position (e.g. a legacy wrapper)
-                if self.check_crcs:
-                    batch.validate()
-                if read_committed and batch.producer_id >= 0 and \
-                        self._skip_for_transactions(batch):
-                    self.next_fetch_offset = batch.next_offset
-                    continue
-                if batch.is_control:
-                    self.next_fetch_offset = batch.next_offset
-                    continue
-                records = batch.record_list()
-            except CorruptBatchError as e:
-                self._corrupt = CorruptRecordError(
-                    f"Record batch for partition {self.partition} at offset "
-                    f"{self.next_fetch_offset} is invalid, cause: {e}")
-                raise self._corrupt from e
-            if records and records[0].offset < self.next_fetch_offset:
-                start = self.next_fetch_offset
-                records = [r for r in records if r.offset >= start]
-            if not records:
+            batch = next(self._batches, None)
+            if batch is None:
+                return None
+            if batch.next_offset <= self.next_fetch_offset:
+                continue  # wholly before the position (e.g. a legacy wrapper)
+            if self.check_crcs:
+                batch.validate()
+            if read_committed and batch.producer_id >= 0 and \
+                    self._skip_for_transactions(batch):
                 self.next_fetch_offset = batch.next_offset
                 continue
-            self._batch = batch
-            self._records = records
-            self._index = 0
+            if batch.is_control:
+                self.next_fetch_offset = batch.next_offset
+                continue
             self._ts_type = batch.timestamp_type
-            epoch = batch.header.partition_leader_epoch if batch.magic == 2 else -1  # type: ignore[union-attr]
-            self._leader_epoch = epoch if epoch >= 0 else None
-            return True
+            stored = batch.header.partition_leader_epoch if type(batch) is RecordBatch else -1
+            self._leader_epoch = stored if stored >= 0 else None
+            return batch
+
+    def _decode_run(self, wanted: int) -> list[ConsumerRecord[Any, Any]]:
+        """The next (up to) ``wanted`` records of the current v2 batch, keys and values
+        still bytes."""
+        run = self._run
+        assert run is not None
+        data, pos, end, left, base_offset, base_timestamp, append_time = run
+        topic, partition = self.partition
+        if SPEEDUPS:
+            records, pos = decode_records_as(
+                ConsumerRecord, _RECORD_FIELDS,
+                (topic, partition, self._ts_type, self._leader_epoch),
+                data, pos, end, left, base_offset, base_timestamp, append_time, wanted)
+        else:
+            raw, pos = py_decode_record_run(data, pos, end, left, base_offset, base_timestamp,
+                                            append_time, wanted)
+            ts_type, epoch = self._ts_type, self._leader_epoch
+            records = [ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, r.key,
+                                      r.value, r.headers,
+                                      -1 if r.key is None else len(r.key),
+                                      -1 if r.value is None else len(r.value), epoch)
+                       for r in raw]
+        left -= len(records)
+        if left:
+            run[1], run[3] = pos, left
+        else:
+            self._run = None
+        return records
+
+    def _decode_legacy(self, batch: AnyRecordBatch) -> list[ConsumerRecord[Any, Any]]:
+        topic, partition = self.partition
+        ts_type, epoch = self._ts_type, self._leader_epoch
+        return [ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
+                               r.headers, -1 if r.key is None else len(r.key),
+                               -1 if r.value is None else len(r.value), epoch)
+                for r in batch.record_list()]
 
     def _skip_for_transactions(self, batch: AnyRecordBatch) -> bool:
         """read_committed bookkeeping; True if the batch belongs to an aborted transaction."""
@@ -175,54 +249,41 @@ class CompletedFetch:
         return out
 
     def _fill(self, out: list[ConsumerRecord[Any, Any]], max_records: int) -> None:
-        topic, partition = self.partition
-        kd, vd = self._key_deserializer, self._value_deserializer
+        deserialize = self._key_deserializer is not None or \
+            self._value_deserializer is not None
         while len(out) < max_records:
             records = self._records
             i = self._index
             if i >= len(records):
-                if self._batch is not None:
-                    self.next_fetch_offset = max(self.next_fetch_offset,
-                                                 self._batch.next_offset)
-                    self._batch = None
-                if not self._next_batch():
+                if not self._load(max_records - len(out)):
                     self.drain()
                     return
                 continue
             end = min(len(records), i + max_records - len(out))
-            ts_type, epoch = self._ts_type, self._leader_epoch
-            append = out.append
-            if kd is None and vd is None:
-                for r in records[i:end]:
-                    key, value = r.key, r.value
-                    append(ConsumerRecord(
-                        topic, partition, r.offset, r.timestamp, ts_type, key, value,
-                        r.headers, -1 if key is None else len(key),
-                        -1 if value is None else len(value), epoch))
-            else:
+            if deserialize:
                 for j in range(i, end):
-                    append(self._deserialize(records[j], topic, partition, ts_type, epoch))
+                    out.append(self._deserialize(records[j]))
                     self._index = j + 1
                     self.next_fetch_offset = records[j].offset + 1
+            else:
+                out += records[i:end]
             self._index = end
             self.next_fetch_offset = records[end - 1].offset + 1
-            self.last_epoch = epoch
+            self.last_epoch = self._leader_epoch
 
-    def _deserialize(self, r: Record, topic: str, partition: int, ts_type: TimestampType,
-                     epoch: int | None) -> ConsumerRecord[Any, Any]:
-        key, value = r.key, r.value
+    def _deserialize(self, r: ConsumerRecord[Any, Any]) -> ConsumerRecord[Any, Any]:
+        """Replace key and value by their deserialized forms (both or neither)."""
         kd, vd = self._key_deserializer, self._value_deserializer
-        headers = r.headers
+        topic, headers = r.topic, r.headers
         try:
-            k = kd.deserialize(topic, key, headers) if kd is not None else key
+            k = kd.deserialize(topic, r.key, headers) if kd is not None else r.key
         except Exception as e:
             self.next_fetch_offset = r.offset
             raise RecordDeserializationError(self.partition, r.offset, str(e), True) from e
         try:
-            v = vd.deserialize(topic, value, headers) if vd is not None else value
+            v = vd.deserialize(topic, r.value, headers) if vd is not None else r.value
         except Exception as e:
             self.next_fetch_offset = r.offset
             raise RecordDeserializationError(self.partition, r.offset, str(e), False) from e
-        return ConsumerRecord(topic, partition, r.offset, r.timestamp, ts_type, k, v, headers,
-                              -1 if key is None else len(key),
-                              -1 if value is None else len(value), epoch)
+        r.key, r.value = k, v
+        return r

@@ -1,8 +1,8 @@
 """One batch of records for one partition (Java ``ProducerBatch`` + ``MemoryRecordsBuilder``).
 
 ``send`` encodes each record straight into the batch's ``bytearray`` behind a 61-byte
-header placeholder (the record layout of ``millrace.record.default_record``; varints of
-small numbers come from a precomputed table -- this is the producer's hot path).  The
+header placeholder with ``millrace.record.default_record.encode_record`` (the C codec
+when it is built -- this is the producer's hot path).  The
 batch keeps only what completion needs: one ``ProduceRequestResult`` and the records'
 futures (with their callbacks).  The sender *closes* a batch when it drains it
 (no more appends), *builds* it (header, compression, CRC) when it writes the request,
@@ -46,17 +46,12 @@ from millrace.record.batch import (
     NO_TIMESTAMP,
     TRANSACTIONAL_FLAG_MASK,
 )
-from millrace.record.varint import encode_varint, encode_varlong
+from millrace.record.default_record import encode_record as _encode_record
 
 log = logging.getLogger(__name__)
 
 _INT32_MAX = 0x7FFFFFFF
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # batch_header.py's layout
-# Zig-zag varints of 0 .. 16383, the lengths, deltas and sizes of nearly every record.
-_VARINT = [encode_varint(i) for i in range(1 << 14)]
-_TABLE = len(_VARINT)
-_NULL = b"\x01"  # varint -1: a null key or value
-_ATTRIBUTES_AND_DELTA = [b"\x00" + v for v in _VARINT]  # record attributes + timestamp delta
 
 
 class FinalState(enum.Enum):
@@ -84,6 +79,7 @@ class ProducerBatch:
         "_is_transactional",
         "_max_timestamp",
         "_producer_state",
+        "_scratch",
         "_thunks",
         "_write_limit",
         "attempts",
@@ -107,6 +103,7 @@ class ProducerBatch:
                  compression_level: int | None = None, is_split_batch: bool = False) -> None:
         self.topic_partition = tp
         self._buf = bytearray(HEADER_SIZE)
+        self._scratch = bytearray()  # working space of the pure-Python encoder
         self._write_limit = write_limit
         self._compression = compression
         self._compression_level = compression_level
@@ -147,43 +144,23 @@ class ProducerBatch:
                 raise ValueError(f"invalid negative timestamp {timestamp}")
             self._base_timestamp = timestamp
             delta = 0
-        varint = _VARINT
-        if key is None:
-            key_size = -1
-            key_part = _NULL
-        else:
-            key_size = len(key)
-            key_part = (varint[key_size] if key_size < _TABLE else encode_varint(key_size)) + key
-        if value is None:
-            value_size = -1
-            value_part = _NULL
-            value = b""
-        else:
-            value_size = len(value)
-            value_part = varint[value_size] if value_size < _TABLE else encode_varint(value_size)
-        record = b"".join((
-            _ATTRIBUTES_AND_DELTA[delta] if 0 <= delta < _TABLE
-            else b"\x00" + encode_varlong(delta),
-            varint[count] if count < _TABLE else encode_varint(count),
-            key_part, value_part, value,
-            _encode_headers(headers) if headers else b"\x00"))
-        size = len(record)
-        length = varint[size] if size < _TABLE else encode_varint(size)
         buf = self._buf
-        if count and len(buf) + len(length) + size > self._write_limit:
+        before = len(buf)
+        size = _encode_record(buf, self._scratch, count, delta, key, value, headers)
+        if count and before + size > self._write_limit:
+            del buf[before:]  # no room: this record opens the next batch
             return None
-        buf += length
-        buf += record
-        if len(buf) >= self._write_limit:
+        if before + size >= self._write_limit:
             self.full = True
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
-        future = FutureRecordMetadata(self.produce_future, count, timestamp, key_size,
-                                      value_size, callback)
+        future = FutureRecordMetadata(self.produce_future, count, timestamp,
+                                      -1 if key is None else len(key),
+                                      -1 if value is None else len(value), callback)
         if callback is not None:
             self._thunks.append(future)
         self.record_count = count + 1
-        self.last_record_size = size + len(length)
+        self.last_record_size = size
         return future
 
     def appended_size(self) -> int:
@@ -391,17 +368,3 @@ class ProducerBatch:
     def __repr__(self) -> str:
         return (f"ProducerBatch({self.topic_partition}, records={self.record_count}, "
                 f"size={len(self._buf)}, attempts={self.attempts})")
-
-
-def _encode_headers(headers: Sequence[tuple[str, bytes | None]]) -> bytes:
-    out = bytearray(encode_varint(len(headers)))
-    for key, value in headers:
-        encoded = key.encode("utf-8")
-        out += encode_varint(len(encoded))
-        out += encoded
-        if value is None:
-            out += _NULL
-        else:
-            out += encode_varint(len(value))
-            out += value
-    return bytes(out)
