@@ -1,0 +1,494 @@
+"""Options of ``format("millrace")``: parsing and validation, with Spark's Kafka names.
+
+``SourceOptions.parse(options, streaming=...)`` and ``SinkOptions.parse(options)`` turn
+the case-insensitive string options Spark hands a data source into frozen, picklable
+values (they travel to the executors with every reader and writer), and raise
+``ConfigError`` naming the option for anything they cannot accept.  No I/O here.
+
+Offset specifications (``startingOffsets``, ``endingOffsets`` and the timestamp variants)
+become one of ``EarliestOffsets``, ``LatestOffsets``, ``SpecificOffsets`` (JSON, -2 =
+earliest, -1 = latest), ``GlobalTimestamp`` or ``SpecificTimestamps``; they are resolved to
+numbers against the cluster by ``offsets.resolve_offsets``.
+
+``kafka.*`` options go to the millrace consumer (or producer) with the prefix stripped,
+after the client's own configuration check; the settings the connector must own --
+consumer groups, commits, offset resets and (de)serializers -- are refused with the
+reason, as Spark's Kafka source refuses them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from millrace.client.cluster import TopicPartition
+from millrace.client.consumer.config import ConsumerConfig
+from millrace.client.producer.config import ProducerConfig
+from millrace.common.errors import ConfigError
+
+KAFKA_PREFIX = "kafka."
+EARLIEST = -2
+LATEST = -1
+
+# Options Spark itself (not the user of this source) may put into a source's or a sink's
+# options: accepted and ignored.
+SPARK_GENERIC_OPTIONS = frozenset({"path", "paths", "checkpointlocation", "queryname"})
+
+# Spark Kafka options with no effect here (no consumer group, offsets are looked up once
+# per trigger with the client's own retries).
+IGNORED_SOURCE_OPTIONS = frozenset({"groupidprefix", "fetchoffset.numretries",
+                                    "fetchoffset.retryintervalms"})
+
+UNSUPPORTED_SOURCE_OPTIONS = {
+    "minoffsetspertrigger": "the millrace source does not delay micro-batches to wait for "
+                            "more data",
+    "maxtriggerdelay": "the millrace source does not delay micro-batches to wait for more data",
+    "maxbytespertrigger": "use maxOffsetsPerTrigger to bound micro-batches",
+    "kafka.group.id": "the millrace source reads without a consumer group: offsets are tracked "
+                      "in Spark's checkpoint",
+    "kafka.auto.offset.reset": "set the source option 'startingOffsets' to 'earliest' or "
+                               "'latest' instead",
+    "kafka.enable.auto.commit": "offsets are tracked in Spark's checkpoint, nothing is "
+                                "committed to Kafka",
+    "kafka.key.deserializer": "keys are always read as bytes; deserialize them with DataFrame "
+                              "operations (e.g. CAST(key AS STRING))",
+    "kafka.value.deserializer": "values are always read as bytes; deserialize them with "
+                                "DataFrame operations (e.g. CAST(value AS STRING))",
+    "kafka.interceptor.classes": "interceptors would only see the raw bytes the source reads",
+}
+
+UNSUPPORTED_SINK_OPTIONS = {
+    "kafka.key.serializer": "keys are written as bytes: cast the key column to binary or "
+                            "string with DataFrame operations",
+    "kafka.value.serializer": "values are written as bytes: cast the value column to binary "
+                              "or string with DataFrame operations",
+    "kafka.transactional.id": "the millrace sink writes at least once, without transactions",
+}
+
+# What the readers run with unless the user says otherwise: large fetches and polls (the
+# executors read whole offset ranges), never a group, a commit or a silent offset reset.
+READER_CONSUMER_DEFAULTS: dict[str, Any] = {
+    "max.poll.records": 20000,
+    "max.partition.fetch.bytes": 8 * 1024 * 1024,
+    "fetch.max.bytes": 64 * 1024 * 1024,
+    "receive.buffer.bytes": 1024 * 1024,
+    "fetch.max.wait.ms": 100,
+    "allow.auto.create.topics": False,
+}
+READER_CONSUMER_FIXED: dict[str, Any] = {
+    "group.id": None,
+    "enable.auto.commit": False,
+    "auto.offset.reset": "none",
+}
+WRITER_PRODUCER_DEFAULTS: dict[str, Any] = {
+    "acks": "all",
+    "batch.size": 256 * 1024,
+    "linger.ms": 5,
+}
+
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+
+
+# ---------------------------------------------------------------------------- strategies
+@dataclass(frozen=True)
+class Subscribe:
+    """``subscribe``: every partition of these topics (a topic may not exist yet)."""
+
+    topics: tuple[str, ...]
+
+    def matches(self, topic: str) -> bool:
+        return topic in self.topics
+
+    def __str__(self) -> str:
+        return f"Subscribe[{','.join(self.topics)}]"
+
+
+@dataclass(frozen=True)
+class SubscribePattern:
+    """``subscribePattern``: every partition of the topics the regex matches (whole name)."""
+
+    pattern: str
+
+    def matches(self, topic: str) -> bool:
+        return re.fullmatch(self.pattern, topic) is not None
+
+    def __str__(self) -> str:
+        return f"SubscribePattern[{self.pattern}]"
+
+
+@dataclass(frozen=True)
+class Assign:
+    """``assign``: exactly these partitions."""
+
+    partitions: tuple[TopicPartition, ...]
+
+    def matches(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self.partitions)
+
+    def __str__(self) -> str:
+        return f"Assign[{','.join(map(str, self.partitions))}]"
+
+
+ConsumerStrategy = Subscribe | SubscribePattern | Assign
+
+
+# ---------------------------------------------------------------------------- offset specs
+@dataclass(frozen=True)
+class EarliestOffsets:
+    def __str__(self) -> str:
+        return "earliest"
+
+
+@dataclass(frozen=True)
+class LatestOffsets:
+    def __str__(self) -> str:
+        return "latest"
+
+
+@dataclass(frozen=True)
+class SpecificOffsets:
+    """Per partition an offset, or -2 (earliest) / -1 (latest)."""
+
+    offsets: dict[TopicPartition, int] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class GlobalTimestamp:
+    """The first offset whose timestamp is at least ``timestamp`` (ms), in every partition."""
+
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class SpecificTimestamps:
+    timestamps: dict[TopicPartition, int] = field(hash=False)
+
+
+OffsetSpec = EarliestOffsets | LatestOffsets | SpecificOffsets | GlobalTimestamp | \
+    SpecificTimestamps
+
+
+# ---------------------------------------------------------------------------- helpers
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): v for k, v in options.items()}
+
+
+def _bool(options: dict[str, str], name: str, display: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    value = str(raw).strip().lower()
+    if value not in ("true", "false"):
+        raise ConfigError(f"Invalid value '{raw}' for option '{display}': must be 'true' or "
+                          "'false'")
+    return value == "true"
+
+
+def _positive_int(options: dict[str, str], name: str, display: str) -> int | None:
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ConfigError(f"Invalid value '{raw}' for option '{display}': must be a positive "
+                          "integer") from None
+    if value <= 0:
+        raise ConfigError(f"Invalid value '{raw}' for option '{display}': must be a positive "
+                          "integer")
+    return value
+
+
+def _json_object(raw: str, display: str, example: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ConfigError(f"Invalid value '{raw}' for option '{display}': expected JSON like "
+                          f"{example}")
+    return parsed
+
+
+def _partition_number(topic: str, key: Any, raw: str, display: str) -> int:
+    try:
+        partition = int(key)
+    except (TypeError, ValueError):
+        partition = -1
+    if partition < 0 or (isinstance(key, str) and key.strip() != str(partition)):
+        raise ConfigError(f"Invalid value '{raw}' for option '{display}': partition '{key}' of "
+                          f"topic '{topic}' is not a partition number")
+    return partition
+
+
+def _per_partition_numbers(raw: str, display: str, example: str, minimum: int
+                           ) -> dict[TopicPartition, int]:
+    """``{"topic": {"0": n, ...}, ...}`` -> ``{TopicPartition: n}``, each n >= minimum."""
+    out: dict[TopicPartition, int] = {}
+    for topic, partitions in _json_object(raw, display, example).items():
+        if not topic or not isinstance(partitions, dict):
+            raise ConfigError(f"Invalid value '{raw}' for option '{display}': expected JSON "
+                              f"like {example}")
+        for key, value in partitions.items():
+            partition = _partition_number(topic, key, raw, display)
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ConfigError(f"Invalid value '{raw}' for option '{display}': {value!r} for "
+                                  f"{topic}-{partition} must be an integer >= {minimum}")
+            out[TopicPartition(topic, partition)] = value
+    return out
+
+
+def _offset_spec(raw: str, display: str) -> OffsetSpec:
+    value = raw.strip()
+    if value.lower() == "earliest":
+        return EarliestOffsets()
+    if value.lower() == "latest":
+        return LatestOffsets()
+    return SpecificOffsets(_per_partition_numbers(
+        value, display, '{"topicA":{"0":23,"1":-1}} (-2 = earliest, -1 = latest), or '
+                        "'earliest' / 'latest'", EARLIEST))
+
+
+def _timestamp(raw: str, display: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"Invalid value '{raw}' for option '{display}': must be a timestamp "
+                          "in milliseconds since the epoch (>= 0)")
+    return value
+
+
+def _kafka_params(options: dict[str, str], unsupported: Mapping[str, str]
+                  ) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for name, value in options.items():
+        if not name.startswith(KAFKA_PREFIX):
+            continue
+        if name in unsupported:
+            raise ConfigError(f"Kafka option '{name}' is not supported: {unsupported[name]}")
+        params[name[len(KAFKA_PREFIX):]] = value
+    if not str(params.get("bootstrap.servers", "")).strip():
+        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified (host:port of "
+                          "one or more brokers, comma separated)")
+    return params
+
+
+def _check_client_config(check: Any, props: dict[str, Any]) -> None:
+    """Run the client's own configuration check; name the option as the user wrote it."""
+    try:
+        check(props)
+    except ConfigError as e:
+        message = str(e)
+        unknown = re.match(r"Unknown configuration key(?:\(s\))?: (.*)", message)
+        if unknown:
+            names = ", ".join(f"'kafka.{n.strip()}'" for n in unknown.group(1).split(","))
+            message = f"Unknown Kafka option(s) {names}: not a setting of the millrace client"
+        else:
+            message = re.sub(r"configuration ([\w.]+)", r"option 'kafka.\1'", message)
+        raise ConfigError(message) from None
+
+
+# ---------------------------------------------------------------------------- source
+SOURCE_OPTIONS = frozenset({
+    "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
+    "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
+    "minpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
+})
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    strategy: ConsumerStrategy
+    starting: OffsetSpec
+    ending: OffsetSpec | None
+    timestamp_strategy: str = "error"
+    max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    kafka_params: dict[str, str] = field(default_factory=dict, hash=False)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+        opts = _lower(options)
+        for name in opts:
+            if name in UNSUPPORTED_SOURCE_OPTIONS and not name.startswith(KAFKA_PREFIX):
+                raise ConfigError(f"Option '{name}' is not supported by the millrace source: "
+                                  f"{UNSUPPORTED_SOURCE_OPTIONS[name]}")
+            if not (name in SOURCE_OPTIONS or name in SPARK_GENERIC_OPTIONS
+                    or name in IGNORED_SOURCE_OPTIONS or name.startswith(KAFKA_PREFIX)):
+                raise ConfigError(f"Unknown option '{name}' for the millrace source; known "
+                                  "options: kafka.bootstrap.servers, kafka.*, subscribe, "
+                                  "subscribePattern, assign, startingOffsets, endingOffsets, "
+                                  "startingTimestamp, endingTimestamp, "
+                                  "startingOffsetsByTimestamp, endingOffsetsByTimestamp, "
+                                  "startingOffsetsByTimestampStrategy, maxOffsetsPerTrigger, "
+                                  "minPartitions, failOnDataLoss, includeHeaders, "
+                                  "kafkaConsumer.pollTimeoutMs")
+        kafka_params = _kafka_params(opts, UNSUPPORTED_SOURCE_OPTIONS)
+        _check_client_config(ConsumerConfig, {**READER_CONSUMER_DEFAULTS, **kafka_params,
+                                              **READER_CONSUMER_FIXED})
+        strategy = _strategy(opts)
+        starting = _starting_spec(opts, streaming)
+        ending = _ending_spec(opts, streaming)
+        timestamp_strategy = opts.get("startingoffsetsbytimestampstrategy", "error")
+        timestamp_strategy = timestamp_strategy.strip().lower()
+        if timestamp_strategy not in ("error", "latest"):
+            raise ConfigError(f"Invalid value '{opts['startingoffsetsbytimestampstrategy']}' "
+                              "for option 'startingOffsetsByTimestampStrategy': must be "
+                              "'error' or 'latest'")
+        max_offsets = _positive_int(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
+        if max_offsets is not None and not streaming:
+            max_offsets = None  # Spark's Kafka source ignores it in batch queries too
+        poll_timeout = _positive_int(opts, "kafkaconsumer.polltimeoutms",
+                                     "kafkaConsumer.pollTimeoutMs")
+        if isinstance(strategy, Assign):
+            _check_within_assignment(strategy, starting, "startingOffsets")
+            if ending is not None:
+                _check_within_assignment(strategy, ending, "endingOffsets")
+        return cls(
+            strategy=strategy, starting=starting, ending=ending,
+            timestamp_strategy=timestamp_strategy,
+            max_offsets_per_trigger=max_offsets,
+            min_partitions=_positive_int(opts, "minpartitions", "minPartitions"),
+            fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
+            include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
+            poll_timeout_ms=poll_timeout or DEFAULT_POLL_TIMEOUT_MS,
+            kafka_params=kafka_params)
+
+    def consumer_config(self, client_id: str) -> dict[str, Any]:
+        """The millrace ``KafkaConsumer`` configuration for a reader."""
+        return {**READER_CONSUMER_DEFAULTS, "client.id": client_id, **self.kafka_params,
+                **READER_CONSUMER_FIXED}
+
+
+def _strategy(opts: dict[str, str]) -> ConsumerStrategy:
+    given = [name for name in ("subscribe", "subscribepattern", "assign") if name in opts]
+    if len(given) != 1:
+        found = f"got {', '.join(given)}" if given else "got none"
+        raise ConfigError("Exactly one of the options 'subscribe', 'subscribePattern' or "
+                          f"'assign' must be specified for the millrace source ({found})")
+    name = given[0]
+    raw = opts[name]
+    if name == "subscribe":
+        topics = tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip()))
+        if not topics:
+            raise ConfigError(f"Invalid value '{raw}' for option 'subscribe': no topics to "
+                              "subscribe to (expected a comma-separated list of topics)")
+        return Subscribe(topics)
+    if name == "subscribepattern":
+        pattern = raw.strip()
+        if not pattern:
+            raise ConfigError("Invalid value '' for option 'subscribePattern': the pattern is "
+                              "empty")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(f"Invalid value '{raw}' for option 'subscribePattern': not a "
+                              f"regular expression ({e})") from None
+        return SubscribePattern(pattern)
+    example = '{"topicA":[0,1],"topicB":[2,4]}'
+    partitions: list[TopicPartition] = []
+    for topic, numbers in _json_object(raw, "assign", example).items():
+        if not topic or not isinstance(numbers, list):
+            raise ConfigError(f"Invalid value '{raw}' for option 'assign': expected JSON like "
+                              f"{example}")
+        for number in numbers:
+            if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+                raise ConfigError(f"Invalid value '{raw}' for option 'assign': {number!r} of "
+                                  f"topic '{topic}' is not a partition number")
+            partitions.append(TopicPartition(topic, number))
+    if not partitions:
+        raise ConfigError(f"Invalid value '{raw}' for option 'assign': no partitions to read")
+    return Assign(tuple(sorted(set(partitions))))
+
+
+def _starting_spec(opts: dict[str, str], streaming: bool) -> OffsetSpec:
+    if "startingtimestamp" in opts:
+        return GlobalTimestamp(_timestamp(opts["startingtimestamp"], "startingTimestamp"))
+    if "startingoffsetsbytimestamp" in opts:
+        return SpecificTimestamps(_per_partition_numbers(
+            opts["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp",
+            '{"topicA":{"0":1700000000000}}', 0))
+    if "startingoffsets" not in opts:
+        return LatestOffsets() if streaming else EarliestOffsets()
+    spec = _offset_spec(opts["startingoffsets"], "startingOffsets")
+    if not streaming:
+        if isinstance(spec, LatestOffsets):
+            raise ConfigError("Invalid value 'latest' for option 'startingOffsets': a batch "
+                              "query cannot start at the latest offsets")
+        if isinstance(spec, SpecificOffsets) and LATEST in spec.offsets.values():
+            raise ConfigError("Invalid value for option 'startingOffsets': -1 (latest) is not "
+                              "a valid starting offset for a batch query")
+    return spec
+
+
+def _ending_spec(opts: dict[str, str], streaming: bool) -> OffsetSpec | None:
+    given = [n for n in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp")
+             if n in opts]
+    if streaming:
+        if given:
+            raise ConfigError(f"Option '{given[0]}' is not valid in streaming queries: a stream "
+                              "has no end (use maxOffsetsPerTrigger or "
+                              "trigger(availableNow=True))")
+        return None
+    if "endingtimestamp" in opts:
+        return GlobalTimestamp(_timestamp(opts["endingtimestamp"], "endingTimestamp"))
+    if "endingoffsetsbytimestamp" in opts:
+        return SpecificTimestamps(_per_partition_numbers(
+            opts["endingoffsetsbytimestamp"], "endingOffsetsByTimestamp",
+            '{"topicA":{"0":1700000000000}}', 0))
+    if "endingoffsets" not in opts:
+        return LatestOffsets()
+    spec = _offset_spec(opts["endingoffsets"], "endingOffsets")
+    if isinstance(spec, EarliestOffsets):
+        raise ConfigError("Invalid value 'earliest' for option 'endingOffsets': a batch query "
+                          "cannot end at the earliest offsets")
+    if isinstance(spec, SpecificOffsets) and EARLIEST in spec.offsets.values():
+        raise ConfigError("Invalid value for option 'endingOffsets': -2 (earliest) is not a "
+                          "valid ending offset")
+    return spec
+
+
+def _check_within_assignment(strategy: Assign, spec: OffsetSpec, display: str) -> None:
+    named = spec.offsets if isinstance(spec, SpecificOffsets) else \
+        spec.timestamps if isinstance(spec, SpecificTimestamps) else {}
+    outside = sorted(set(named) - set(strategy.partitions))
+    if outside:
+        raise ConfigError(f"Invalid value for option '{display}': partitions "
+                          f"{', '.join(map(str, outside))} are not in 'assign'")
+
+
+# ---------------------------------------------------------------------------- sink
+SINK_OPTIONS = frozenset({"topic"})
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    topic: str | None
+    kafka_params: dict[str, str] = field(default_factory=dict, hash=False)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        opts = _lower(options)
+        for name in opts:
+            if not (name in SINK_OPTIONS or name in SPARK_GENERIC_OPTIONS
+                    or name.startswith(KAFKA_PREFIX)):
+                raise ConfigError(f"Unknown option '{name}' for the millrace sink; known "
+                                  "options: kafka.bootstrap.servers, kafka.*, topic")
+        kafka_params = _kafka_params(opts, UNSUPPORTED_SINK_OPTIONS)
+        _check_client_config(ProducerConfig, {**WRITER_PRODUCER_DEFAULTS, **kafka_params})
+        topic = opts.get("topic")
+        if topic is not None and not topic.strip():
+            raise ConfigError("Invalid value '' for option 'topic': the topic name is empty")
+        return cls(topic=topic.strip() if topic else None, kafka_params=kafka_params)
+
+    def producer_config(self, client_id: str) -> dict[str, Any]:
+        return {**WRITER_PRODUCER_DEFAULTS, "client.id": client_id, **self.kafka_params}

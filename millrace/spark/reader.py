@@ -1,0 +1,245 @@
+"""Reading Kafka for Spark: driver-side offset lookups and executor-side range reads.
+
+``KafkaOffsetReader`` (Spark's name for the same role) runs on the driver: it answers the
+``OffsetLookup`` questions of ``offsets.py`` -- which partitions the subscription covers,
+earliest and latest offsets, offsets by timestamp -- with one millrace ``KafkaConsumer``
+that has no group and never commits.  It asks for offsets only of partitions the metadata
+lists, so a deleted topic is an absent answer rather than a long retry.
+
+``read_range`` runs in Spark's Python workers, once per ``KafkaInputPartition``: it builds
+its own consumer (nothing driver-only is needed, so it works the same on a cluster),
+assigns the partition, seeks to ``from_offset`` and polls until the consumer's position
+reaches ``until_offset``.  The position, not the last record's offset, decides the end:
+control batches and compacted gaps move the position without handing out records, and
+records at or past ``until_offset`` (fetched ahead) are cut off, so a range reads exactly
+the same records every time.  Records become Arrow record batches column by column (one
+per poll), which Spark takes without converting rows one by one.
+
+Data loss at read time: a fetch position below the log start offset (retention,
+DeleteRecords) makes the consumer raise ``OffsetOutOfRangeError`` (``auto.offset.reset`` is
+``none``); a partition that stops short of ``until_offset`` (deleted topic, truncated log)
+is noticed when polls stall.  Both go through ``report_data_loss``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import logging
+import os
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import InputPartition
+
+from millrace.client.cluster import TopicPartition
+from millrace.client.consumer import KafkaConsumer, OffsetOutOfRangeError
+from millrace.spark.offsets import OffsetRange, PartitionOffsets, report_data_loss
+from millrace.spark.options import Assign, SourceOptions
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 500
+STALL_CHECK_MS = 2_000
+_ids = itertools.count(1)
+_offset_of = attrgetter("offset")
+
+
+class KafkaOffsetReader:
+    """Driver-side cluster lookups for one query; not thread-safe (Spark calls the source
+    from one thread).  The consumer is created on first use and dropped when pickled."""
+
+    def __init__(self, options: SourceOptions, role: str = "driver") -> None:
+        self._options = options
+        self._role = role
+        self._consumer: KafkaConsumer[bytes, bytes] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_consumer": None}
+
+    def _get(self) -> KafkaConsumer[bytes, bytes]:
+        if self._consumer is None:
+            client_id = f"millrace-spark-{self._role}-{os.getpid()}-{next(_ids)}"
+            self._consumer = KafkaConsumer(config=self._options.consumer_config(client_id))
+        return self._consumer
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+
+    def _partition_counts(self) -> dict[str, int]:
+        return {topic: len(infos) for topic, infos in self._get().list_topics().items()}
+
+    def _existing(self, partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        counts = self._partition_counts()
+        return [tp for tp in partitions if tp.partition < counts.get(tp.topic, 0)]
+
+    def topic_partitions(self) -> set[TopicPartition]:
+        strategy = self._options.strategy
+        counts = self._partition_counts()
+        if isinstance(strategy, Assign):
+            return {tp for tp in strategy.partitions if tp.partition < counts.get(tp.topic, 0)}
+        return {TopicPartition(topic, p) for topic, count in counts.items()
+                if strategy.matches(topic) for p in range(count)}
+
+    def earliest_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
+        existing = self._existing(partitions)
+        return self._get().beginning_offsets(existing) if existing else {}
+
+    def latest_offsets(self, partitions: Iterable[TopicPartition]) -> PartitionOffsets:
+        existing = self._existing(partitions)
+        return self._get().end_offsets(existing) if existing else {}
+
+    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]
+                          ) -> dict[TopicPartition, int | None]:
+        existing = self._existing(timestamps)
+        if not existing:
+            return {}
+        found = self._get().offsets_for_times({tp: timestamps[tp] for tp in existing})
+        return {tp: (hit.offset if hit is not None else None) for tp, hit in found.items()}
+
+
+@dataclass
+class KafkaInputPartition(InputPartition):
+    """One Spark task's work: records [from_offset, until_offset) of one partition."""
+
+    topic: str
+    partition: int
+    from_offset: int
+    until_offset: int
+
+    @classmethod
+    def of(cls, r: OffsetRange) -> KafkaInputPartition:
+        return cls(r.topic, r.partition, r.from_offset, r.until_offset)
+
+
+# ---------------------------------------------------------------------------- executor side
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects of record batches for ``schema``."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+class _BatchBuilder:
+    """ConsumerRecords of one partition -> Arrow record batches of the source's schema."""
+
+    def __init__(self, schema: pa.Schema, topic: str, partition: int) -> None:
+        import pyarrow as pa
+
+        self._pa = pa
+        self._schema = schema
+        self._topic = pa.scalar(topic, pa.string())
+        self._partition = pa.scalar(partition, pa.int32())
+        self._timestamp_ms = pa.timestamp("ms", tz="UTC")
+        self._timestamp_us = schema.field("timestamp").type
+        self._headers_type = schema.field("headers").type if "headers" in schema.names \
+            else None
+
+    def build(self, records: list[Any]) -> pa.RecordBatch:
+        pa = self._pa
+        n = len(records)
+        columns = [
+            pa.array([r.key for r in records], pa.binary()),
+            pa.array([r.value for r in records], pa.binary()),
+            pa.repeat(self._topic, n),
+            pa.repeat(self._partition, n),
+            pa.array([r.offset for r in records], pa.int64()),
+            pa.array([r.timestamp for r in records], self._timestamp_ms)
+              .cast(self._timestamp_us),
+            pa.array([r.timestamp_type for r in records], pa.int32()),
+        ]
+        if self._headers_type is not None:
+            columns.append(pa.array([r.headers or None for r in records], self._headers_type))
+        return pa.RecordBatch.from_arrays(columns, schema=self._schema)
+
+
+def read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema
+               ) -> Iterator[pa.RecordBatch]:
+    """The records of ``part`` as Arrow record batches (runs in a Python worker)."""
+    tp = TopicPartition(part.topic, part.partition)
+    until = part.until_offset
+    position = part.from_offset
+    if position >= until:
+        return
+    builder = _BatchBuilder(schema, part.topic, part.partition)
+    client_id = f"millrace-spark-reader-{os.getpid()}-{next(_ids)}"
+    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(
+        config=options.consumer_config(client_id))
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, position)
+        progress_at = last_check = time.monotonic()
+        while position < until:
+            try:
+                polled = consumer.poll(POLL_MS)
+            except OffsetOutOfRangeError:
+                position = _after_out_of_range(consumer, tp, position, until, options)
+                if position < until:
+                    consumer.seek(tp, position)
+                progress_at = time.monotonic()
+                continue
+            records = polled.records(tp) if polled else []
+            if records:
+                if records[-1].offset >= until:
+                    records = records[:bisect.bisect_left(records, until, key=_offset_of)]
+                if records:
+                    yield builder.build(records)
+            moved = consumer.position(tp)
+            now = time.monotonic()
+            if moved != position:
+                position = moved
+                progress_at = last_check = now
+                continue
+            if now - last_check >= STALL_CHECK_MS / 1000:
+                last_check = now
+                if _stopped_short(consumer, tp, position, until, options):
+                    return
+            if now - progress_at >= options.poll_timeout_ms / 1000:
+                raise TimeoutError(
+                    f"Reading partition {tp} made no progress at offset {position} for "
+                    f"{options.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs); the range "
+                    f"to read ends at {until}")
+    finally:
+        consumer.close()
+
+
+def _after_out_of_range(consumer: KafkaConsumer[bytes, bytes], tp: TopicPartition,
+                        position: int, until: int, options: SourceOptions) -> int:
+    """Where to continue after OFFSET_OUT_OF_RANGE at ``position`` (``until``: stop)."""
+    earliest = consumer.beginning_offsets([tp]).get(tp)
+    latest = consumer.end_offsets([tp]).get(tp)
+    if earliest is not None and position < earliest:
+        report_data_loss(f"Offsets {position} to {min(earliest, until)} of partition {tp} "
+                         f"were deleted before they could be read (earliest available "
+                         f"offset: {earliest})", options.fail_on_data_loss)
+        return min(earliest, until)
+    report_data_loss(f"Offset {position} of partition {tp} is out of range (the log now ends "
+                     f"at {latest}); offsets {position} to {until} cannot be read",
+                     options.fail_on_data_loss)
+    return until
+
+
+def _stopped_short(consumer: KafkaConsumer[bytes, bytes], tp: TopicPartition, position: int,
+                   until: int, options: SourceOptions) -> bool:
+    """True (after reporting data loss) if the partition can no longer reach ``until``."""
+    topics = consumer.list_topics()
+    if tp.partition >= len(topics.get(tp.topic, ())):
+        report_data_loss(f"Partition {tp} is gone (was the topic deleted?): offsets {position} "
+                         f"to {until} cannot be read", options.fail_on_data_loss)
+        return True
+    latest = consumer.end_offsets([tp]).get(tp)
+    if latest is not None and latest <= position:
+        report_data_loss(f"Partition {tp} now ends at offset {latest}: offsets {position} to "
+                         f"{until} cannot be read (was the topic deleted and re-created?)",
+                         options.fail_on_data_loss)
+        return True
+    return False

@@ -1,0 +1,331 @@
+"""``format("millrace")``: Spark's Kafka source and sink on the Python Data Source API.
+
+Switching a query from ``format("kafka")`` to ``format("millrace")`` is a one-word change:
+option names, offset JSON, semantics and the output schema are those of Spark's built-in
+Kafka source.  Register it with ``millrace.spark.register(spark)``.
+
+Output schema (fixed)::
+
+    key binary, value binary, topic string, partition int, offset long,
+    timestamp timestamp, timestampType int
+    [, headers array<struct<key: string, value: binary>>]   -- with includeHeaders=true
+
+Source options (names are case-insensitive):
+
+``kafka.bootstrap.servers`` (required)
+    host:port of one or more brokers.
+``subscribe`` | ``subscribePattern`` | ``assign`` (exactly one)
+    a comma-separated topic list; a regex matched against whole topic names (topics
+    created later are picked up); or JSON ``{"topicA":[0,1],"topicB":[2]}``.
+``startingOffsets``
+    ``earliest``, ``latest`` or JSON ``{"topicA":{"0":23,"1":-2}}`` (-2 = earliest,
+    -1 = latest; every partition must be named).  Default: latest when streaming,
+    earliest in batch (where ``latest`` is refused).  Only for a new query: a restarted
+    query continues from its checkpoint.
+``startingTimestamp`` / ``startingOffsetsByTimestamp``
+    ms since the epoch for every partition / JSON ``{"topicA":{"0":1700000000000}}``; the
+    first offset with a timestamp at or after it.  Precedence: startingTimestamp, then
+    startingOffsetsByTimestamp, then startingOffsets.
+``startingOffsetsByTimestampStrategy``
+    ``error`` (default: fail when no record is that recent) or ``latest``.
+``endingOffsets`` / ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch only)
+    ``latest`` (default) or JSON (-1 = latest); where a batch read stops (exclusive).
+``maxOffsetsPerTrigger``
+    at most this many records per micro-batch, shared among partitions in proportion to
+    their backlog (Spark's admission control: ``ReadMaxRows``).  Honoured by
+    ``trigger(availableNow=True)``, which then runs several micro-batches.
+``minPartitions``
+    at least this many Spark partitions: big offset ranges are split.
+``failOnDataLoss`` (default true)
+    fail the query when records it should read are gone (retention, deleted records or
+    topic); false: log a warning and continue from the earliest available offset.
+``includeHeaders`` (default false)
+    add the ``headers`` column.
+``kafkaConsumer.pollTimeoutMs`` (default 120000)
+    how long a task waits without progress before failing.
+``kafka.*``
+    passed to the millrace consumer without the prefix (e.g. ``kafka.isolation.level``,
+    ``kafka.max.partition.fetch.bytes``).  Refused: ``kafka.group.id``,
+    ``kafka.auto.offset.reset``, ``kafka.enable.auto.commit``, ``kafka.key.deserializer``,
+    ``kafka.value.deserializer``, ``kafka.interceptor.classes``.
+Accepted and ignored, as Spark's Kafka source has them: ``groupIdPrefix``,
+``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``.
+
+Sink options: ``kafka.bootstrap.servers`` (required), ``topic`` (overrides a ``topic``
+column), ``kafka.*`` for the millrace producer (``acks=all`` unless set; key/value
+serializers and ``transactional.id`` refused).  Input columns: ``value`` (required,
+binary or string), ``key``, ``topic``, ``partition``, ``headers``.
+
+Theory of operation: a streaming position is ``{TopicPartition: next offset}`` (Spark's
+checkpoint holds it as ``{"topic":{"0":123}}``).  On the driver, ``latestOffset`` looks up
+the partitions and their latest offsets (new partitions start at their earliest offset)
+and applies the read limit; ``partitions(start, end)`` plans one range per partition,
+checks for data loss and splits for ``minPartitions``.  Each range is read by a Spark
+task in a Python worker with its own consumer (``reader.read_range``); ranges are exact,
+so a batch replayed from the checkpoint reads the same records.  See ``offsets.py`` and
+``reader.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from millrace.common.errors import ConfigError
+from millrace.spark.offsets import (
+    PartitionOffsets,
+    offsets_from_json,
+    offsets_to_json,
+    plan_ranges,
+    rate_limit,
+    report_data_loss,
+    resolve_offsets,
+    split_ranges,
+)
+from millrace.spark.options import SinkOptions, SourceOptions
+from millrace.spark.reader import KafkaInputPartition, KafkaOffsetReader, arrow_schema, read_range
+from millrace.spark.writer import MillraceCommitMessage, SinkColumns, write_batches
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
+                                     StructField("value", BinaryType())]))
+
+
+def source_schema(include_headers: bool) -> StructType:
+    """The fixed output schema of Spark's Kafka source."""
+    schema = StructType([
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ])
+    if include_headers:
+        schema = schema.add(StructField("headers", HEADERS_TYPE))
+    return schema
+
+
+def _check_schema(given: StructType, options: SourceOptions) -> None:
+    expected = source_schema(options.include_headers)
+    if [(f.name, f.dataType) for f in given.fields] != \
+            [(f.name, f.dataType) for f in expected.fields]:
+        raise ConfigError(f"The millrace source has a fixed schema ({expected.simpleString()}) "
+                          f"and cannot read with {given.simpleString()}; drop the schema() "
+                          "call or set includeHeaders")
+
+
+class MillraceDataSource(DataSource):
+    """The data source class registered under the name ``millrace``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "millrace"
+
+    def schema(self) -> StructType:
+        # Both modes' checks that do not depend on the mode fail here, at load().
+        try:
+            options = SourceOptions.parse(self.options, streaming=True)
+        except ConfigError:
+            options = SourceOptions.parse(self.options, streaming=False)
+        return source_schema(options.include_headers)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        options = SourceOptions.parse(self.options, streaming=False)
+        _check_schema(schema, options)
+        return MillraceBatchReader(options, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        options = SourceOptions.parse(self.options, streaming=True)
+        _check_schema(schema, options)
+        return MillraceStreamReader(options, schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> MillraceBatchWriter:
+        options = SinkOptions.parse(self.options)
+        return MillraceBatchWriter(options, SinkColumns.of(schema, options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> MillraceStreamWriter:
+        options = SinkOptions.parse(self.options)
+        return MillraceStreamWriter(options, SinkColumns.of(schema, options))
+
+
+class _RangeReading:
+    """``read(partition)`` shared by the batch and the stream reader (executor side)."""
+
+    _options: SourceOptions
+    _schema: StructType
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaInputPartition):
+            return iter(())  # Spark's placeholder when there is nothing to read
+        return read_range(self._options, partition, arrow_schema(self._schema))
+
+
+class MillraceBatchReader(_RangeReading, DataSourceReader):
+    """``spark.read.format("millrace")``: startingOffsets to endingOffsets, once."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self._options = options
+        self._schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        options = self._options
+        lookup = KafkaOffsetReader(options)
+        try:
+            current = lookup.topic_partitions()
+            start = resolve_offsets(options.starting, current, lookup, option="startingOffsets",
+                                    timestamp_strategy=options.timestamp_strategy)
+            assert options.ending is not None
+            end = resolve_offsets(options.ending, current, lookup, option="endingOffsets")
+            for tp in sorted(current):
+                if end[tp] < start[tp]:
+                    raise ConfigError(f"The ending offset {end[tp]} of partition {tp} is below "
+                                      f"its starting offset {start[tp]} (options "
+                                      "'startingOffsets' / 'endingOffsets')")
+            ranges = plan_ranges(start, end, lookup, options.fail_on_data_loss)
+        finally:
+            lookup.close()
+        return [KafkaInputPartition.of(r) for r in split_ranges(ranges, options.min_partitions)]
+
+
+class MillraceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("millrace")``; driver methods run in Spark's long-lived
+    Python source process, one instance per query, one call at a time."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self._options = options
+        self._schema = schema
+        self._lookup: KafkaOffsetReader | None = None
+        self._latest: PartitionOffsets | None = None  # of the last latestOffset call
+        self._available_now: PartitionOffsets | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_lookup": None}
+
+    def _offset_reader(self) -> KafkaOffsetReader:
+        if self._lookup is None:
+            self._lookup = KafkaOffsetReader(self._options)
+        return self._lookup
+
+    def initialOffset(self) -> dict[str, Any]:
+        lookup = self._offset_reader()
+        options = self._options
+        start = resolve_offsets(options.starting, lookup.topic_partitions(), lookup,
+                                option="startingOffsets",
+                                timestamp_strategy=options.timestamp_strategy)
+        return offsets_to_json(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self._options.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit is not None else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        lookup = self._offset_reader()
+        self._available_now = lookup.latest_offsets(lookup.topic_partitions())
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        lookup = self._offset_reader()
+        fail = self._options.fail_on_data_loss
+        begin = offsets_from_json(start)
+        current = lookup.topic_partitions()
+        latest = lookup.latest_offsets(current)
+        self._latest = latest
+        gone = sorted(tp for tp in begin if tp not in latest)
+        if gone:
+            report_data_loss(f"Partitions {', '.join(map(str, gone))} are gone (was a topic "
+                             "deleted?); their records after offsets "
+                             f"{', '.join(str(begin[tp]) for tp in gone)} cannot be read", fail)
+        new = [tp for tp in latest if tp not in begin]
+        base = {tp: begin[tp] for tp in latest if tp in begin}
+        base.update(lookup.earliest_offsets(new) if new else {})
+        target = {tp: o for tp, o in latest.items() if tp in base}
+        if self._available_now is not None:
+            cap = self._available_now
+            target = {tp: min(o, cap[tp]) if tp in cap else base[tp]
+                      for tp, o in target.items()}
+        if isinstance(limit, ReadMaxRows):
+            target = rate_limit(base, target, limit.max_rows)
+        return offsets_to_json(target)
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        if self._latest is None:
+            lookup = self._offset_reader()
+            self._latest = lookup.latest_offsets(lookup.topic_partitions())
+        return offsets_to_json(self._latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        ranges = plan_ranges(offsets_from_json(start), offsets_from_json(end),
+                             self._offset_reader(), self._options.fail_on_data_loss)
+        return [KafkaInputPartition.of(r)
+                for r in split_ranges(ranges, self._options.min_partitions)]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
+
+    def stop(self) -> None:
+        if self._lookup is not None:
+            self._lookup.close()
+            self._lookup = None
+
+
+class MillraceBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("millrace")``."""
+
+    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+        self._options = options
+        self._columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> MillraceCommitMessage:
+        return write_batches(iterator, self._options, self._columns)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Every record was acknowledged by ``write``; nothing to finish."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Records written by successful tasks stay written (no transactions)."""
+
+
+class MillraceStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("millrace")``: at least once, like Spark's Kafka sink."""
+
+    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+        self._options = options
+        self._columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> MillraceCommitMessage:
+        return write_batches(iterator, self._options, self._columns)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Every record was acknowledged by ``write``; nothing to finish."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Records written by successful tasks stay written (no transactions)."""
