@@ -2,13 +2,27 @@
 # Installs Debian packages the tests or the pipeline need, when missing.
 # Usage: scripts/system-deps.sh kcat [zookeeper] [postgresql] [java]
 set -euo pipefail
+
+# Spark 4 needs Java 17 or newer
+java_ok() {
+    command -v java >/dev/null 2>&1 || return 1
+    local major
+    major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1)
+    [ -n "$major" ] && [ "$major" -ge 17 ]
+}
+
+# the server binaries (initdb, pg_ctl) that millrace.testing.postgres runs
+pg_ok() {
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1
+}
+
 missing=()
 for dep in "$@"; do
     case "$dep" in
         kcat)       command -v kcat >/dev/null 2>&1 || missing+=(kcat) ;;
-        java)       command -v java >/dev/null 2>&1 || missing+=(default-jre-headless) ;;
+        java)       java_ok || missing+=(default-jre-headless) ;;
         zookeeper)  [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper) ;;
-        postgresql) command -v pg_ctlcluster >/dev/null 2>&1 || missing+=(postgresql) ;;
+        postgresql) pg_ok || missing+=(postgresql) ;;
         *) echo "system-deps: unknown dependency $dep" >&2; exit 2 ;;
     esac
 done

@@ -1,0 +1,343 @@
+"""``Pipeline.run()``: one streaming query per sink, each exactly-once into the database.
+
+Each sink is a Spark streaming query with its own checkpoint
+(``<checkpoint_dir>/<table>``) whose ``foreachBatch`` writer (``SinkWriter``, called on
+the driver) collects the micro-batch as Arrow and hands it to ``Database.commit_batch``:
+one transaction that skips a batch id already recorded in ``millrace_batches`` for this
+query, or upserts the rows and records the id.  Spark re-runs a batch after a crash with
+the same id over the same offsets, so a batch is applied once whatever instant the
+process died at.
+
+The calling thread starts the queries, then polls them: each finished micro-batch is
+reported to ``progress`` as a ``BatchProgress`` (Spark's progress numbers, the lag per
+partition from the source's latest offsets, the rows the writer upserted).  With
+``trigger="available-now"`` run returns when every query has processed what the topic
+held when it started; with ``processing-time`` it runs until ``stop()``, SIGINT or
+SIGTERM (or, with ``until_caught_up=True``, until every query reports no lag), then
+stops the queries cleanly.  A failed query stops the others and raises ``PipelineError``
+with the writer's or Spark's message on one line.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from millrace.common.errors import MillraceError
+from millrace.spark.pipeline.config import PipelineConfig
+from millrace.spark.pipeline.plan import SinkPlan, build_plan, spark_message
+from millrace.spark.sinks import Database, open_database
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+POLL_S = 0.2
+QUERY_ID_WAIT_S = 120.0
+
+
+class PipelineError(MillraceError):
+    """A sink query failed (the message is the first line of the cause)."""
+
+
+@dataclass
+class BatchProgress:
+    """One finished micro-batch of one sink query."""
+
+    query: str  # "<pipeline name>.<table>"
+    batch_id: int
+    input_rows: int
+    input_rows_per_s: float
+    processed_rows_per_s: float
+    lag: dict[str, int]  # "topic-partition" -> records behind the latest offset
+    rows_upserted: int  # rows inserted or changed in the table by this batch
+    table: str
+    skipped: bool = False  # committed before a restart: the replay changed nothing
+    duration_ms: int = 0  # the whole trigger, as Spark measured it
+    spark_ms: int = 0  # the writer's wait for the batch's rows (the Spark job + toArrow)
+    database_ms: int = 0  # the writer's database transaction
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag.values())
+
+
+@dataclass
+class PipelineResult:
+    batches: int  # micro-batches over all sink queries
+    input_rows: int  # records read from the topic (each sink query reads them all: max)
+    rows_upserted: dict[str, int]  # table -> rows inserted or changed
+    elapsed_s: float  # from starting the queries to the last one finishing
+    records_per_s: float  # input_rows / elapsed_s
+    input_rows_by_query: dict[str, int] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)  # at the end, the largest per partition
+    batches_skipped: int = 0  # replays of batches committed before a restart
+    stopped: bool = False  # ended by stop()/a signal instead of catching up
+
+
+class SinkWriter:
+    """The ``foreachBatch`` function of one sink query; owns that sink's connection.
+
+    Called by Spark on a driver callback thread, one batch at a time."""
+
+    def __init__(self, pipeline: str, plan: SinkPlan, database: Database) -> None:
+        self.pipeline = pipeline
+        self.plan = plan
+        self.database = database
+        self.query_id: str | None = None
+        self._query_id_set = threading.Event()
+        self.outcomes: dict[int, int | None] = {}  # batch id -> rows upserted (None: skipped)
+        self.timings: dict[int, tuple[float, float]] = {}  # batch id -> (spark s, database s)
+        self.error: BaseException | None = None
+
+    def started(self, query_id: str) -> None:
+        self.query_id = query_id
+        self._query_id_set.set()
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        try:
+            if not self._query_id_set.wait(QUERY_ID_WAIT_S):
+                raise PipelineError(f"{self.plan.table}: query id not known")
+            assert self.query_id is not None
+            started = time.perf_counter()
+            rows = frame.toArrow()
+            collected = time.perf_counter()
+            outcome = self.database.commit_batch(self.plan.spec, self.pipeline,
+                                                 self.plan.table, self.query_id, batch_id,
+                                                 rows)
+            self.timings[batch_id] = (collected - started, time.perf_counter() - collected)
+            self.outcomes[batch_id] = outcome
+        except BaseException as e:
+            self.error = e
+            # Spark matches the Python error's text with a regular expression that overflows
+            # the stack on a long text (a Java stack inside a Python traceback): hand back
+            # one short line; run() reports self.error itself.
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            raise PipelineError(f"{self.plan.table} batch {batch_id}: "
+                                f"{type(e).__name__}: {first}") from None
+
+
+def offsets_lag(source: dict[str, Any]) -> dict[str, int]:
+    """"topic-partition" -> latestOffset - endOffset from one source's progress."""
+    def load(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except ValueError:
+                return None
+        return value
+
+    end, latest = load(source.get("endOffset")), load(source.get("latestOffset"))
+    if not isinstance(end, dict) or not isinstance(latest, dict):
+        return {}
+    lag: dict[str, int] = {}
+    for topic, partitions in latest.items():
+        if not isinstance(partitions, dict):
+            continue
+        done = end.get(topic) or {}
+        for partition, offset in partitions.items():
+            lag[f"{topic}-{partition}"] = max(int(offset) - int(done.get(partition, 0)), 0)
+    return lag
+
+
+@dataclass
+class _Tracked:
+    name: str
+    plan: SinkPlan
+    writer: SinkWriter
+    query: StreamingQuery
+    reported: set[int] = field(default_factory=set)
+    input_rows: int = 0
+    rows_upserted: int = 0
+    lag: dict[str, int] = field(default_factory=dict)
+    last_batch: int = -1
+
+
+class Pipeline:
+    def __init__(self, config: PipelineConfig, spark: SparkSession | None = None,
+                 source: DataFrame | None = None) -> None:
+        """``source``: a streaming frame with Kafka's columns to use instead of the
+        configured source (tests)."""
+        config.validate()
+        self.config = config
+        self.spark = spark
+        self.source = source
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Ask ``run`` to stop the queries and return (any thread, signal handlers)."""
+        self._stop.set()
+
+    def checkpoint(self, table: str) -> str:
+        return str(Path(self.config.checkpoint_dir) / table)
+
+    # ------------------------------------------------------------------ run
+    def run(self, progress: Callable[[BatchProgress], None] | None = None, *,
+            until_caught_up: bool = False, timeout_s: float | None = None) -> PipelineResult:
+        """Run every sink query (see the module doc); ``timeout_s`` stops it after that long."""
+        own_session = self.spark is None
+        spark = self.spark
+        if spark is None:
+            from pyspark.sql import SparkSession
+
+            own_session = SparkSession.getActiveSession() is None
+            from millrace.spark.session import local_session
+
+            spark = local_session(f"millrace-pipeline-{self.config.name}")
+        restore = self._install_signal_handlers()
+        tracked: list[_Tracked] = []
+        databases: list[Database] = []
+        try:
+            plans = build_plan(spark, self.config, self.source)
+            for plan in plans:
+                database = open_database(self.config.database)
+                databases.append(database)
+                database.ensure_table(plan.spec)
+            started = time.monotonic()
+            for plan, database in zip(plans, databases):
+                tracked.append(self._start(plan, database))
+            stopped = self._watch(tracked, progress, until_caught_up, timeout_s)
+            elapsed = time.monotonic() - started
+        finally:
+            for t in tracked:
+                if t.query.isActive:
+                    t.query.stop()
+            for database in databases:
+                database.close()
+            restore()
+            if own_session:
+                spark.stop()
+        return self._result(tracked, elapsed, stopped)
+
+    def _start(self, plan: SinkPlan, database: Database) -> _Tracked:
+        from millrace.spark.pipeline.config import Trigger
+
+        trigger = Trigger.parse(self.config.trigger)
+        name = f"{self.config.name}.{plan.table}"
+        writer = SinkWriter(self.config.name, plan, database)
+        stream = (plan.frame.writeStream.queryName(name).outputMode(plan.output_mode)
+                  .option("checkpointLocation", self.checkpoint(plan.table))
+                  .foreachBatch(writer))
+        if trigger.kind == "available-now":
+            stream = stream.trigger(availableNow=True)
+        else:
+            stream = stream.trigger(processingTime=trigger.interval)
+        query = stream.start()
+        writer.started(str(query.id))
+        return _Tracked(name, plan, writer, query)
+
+    def _watch(self, tracked: list[_Tracked], progress: Callable[[BatchProgress], None] | None,
+               until_caught_up: bool, timeout_s: float | None) -> bool:
+        """Poll until done; True when ended by stop()/signal/timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            for t in tracked:
+                self._report(t, progress)
+            failed = next((t for t in tracked if not t.query.isActive
+                           and t.query.exception() is not None), None)
+            if failed is not None:
+                raise self._failure(failed)
+            if all(not t.query.isActive for t in tracked):
+                for t in tracked:
+                    self._report(t, progress, drain=True)
+                return False
+            if until_caught_up and all(t.last_batch >= 0 and not any(t.lag.values())
+                                       for t in tracked):
+                return False
+            if self._stop.is_set() or (deadline is not None and time.monotonic() > deadline):
+                for t in tracked:
+                    t.query.stop()
+                for t in tracked:
+                    self._report(t, progress, drain=True)
+                return True
+            self._stop.wait(POLL_S)
+
+    @staticmethod
+    def _failure(t: _Tracked) -> PipelineError:
+        """The error of a failed query: the writer's own exception when it raised one."""
+        error = t.writer.error
+        if isinstance(error, MillraceError):
+            message = str(error)
+        elif error is not None:
+            message = " ".join(f"{type(error).__name__}: {error}".split())
+        else:
+            exception = t.query.exception()
+            message = spark_message(exception) if exception is not None else "stopped"
+        return PipelineError(f"sink query {t.name} failed: {message}")
+
+    def _report(self, t: _Tracked, progress: Callable[[BatchProgress], None] | None,
+                drain: bool = False) -> None:
+        last = t.query.lastProgress
+        if last is None:
+            return
+        entries = [last]
+        if drain or int(last["batchId"]) > t.last_batch + 1:
+            entries = list(t.query.recentProgress)
+        for entry in entries:
+            batch_id = int(entry["batchId"])
+            if batch_id in t.reported or batch_id not in t.writer.outcomes:
+                continue
+            t.reported.add(batch_id)
+            outcome = t.writer.outcomes[batch_id]
+            spark_s, database_s = t.writer.timings.get(batch_id, (0.0, 0.0))
+            sources = entry.get("sources") or []
+            lag: dict[str, int] = {}
+            for source in sources:
+                lag.update(offsets_lag(source))
+            rows = int(entry.get("numInputRows") or 0)
+            t.input_rows += rows
+            t.rows_upserted += outcome or 0
+            if batch_id > t.last_batch:
+                t.last_batch = batch_id
+                t.lag = lag
+            if progress is not None:
+                progress(BatchProgress(
+                    query=t.name, batch_id=batch_id, input_rows=rows,
+                    input_rows_per_s=float(entry.get("inputRowsPerSecond") or 0.0),
+                    processed_rows_per_s=float(entry.get("processedRowsPerSecond") or 0.0),
+                    lag=lag, rows_upserted=outcome or 0, table=t.plan.table,
+                    skipped=outcome is None,
+                    duration_ms=int((entry.get("durationMs") or {}).get("triggerExecution",
+                                                                         0)),
+                    spark_ms=round(spark_s * 1000), database_ms=round(database_s * 1000)))
+
+    def _result(self, tracked: list[_Tracked], elapsed: float, stopped: bool
+                ) -> PipelineResult:
+        input_rows = max((t.input_rows for t in tracked), default=0)
+        lag: dict[str, int] = {}
+        for t in tracked:
+            for partition, behind in t.lag.items():
+                lag[partition] = max(lag.get(partition, 0), behind)
+        return PipelineResult(
+            batches=sum(len(t.reported) for t in tracked), input_rows=input_rows,
+            rows_upserted={t.plan.table: t.rows_upserted for t in tracked},
+            elapsed_s=elapsed, records_per_s=input_rows / elapsed if elapsed > 0 else 0.0,
+            input_rows_by_query={t.name: t.input_rows for t in tracked}, lag=lag,
+            batches_skipped=sum(1 for t in tracked for b in t.reported
+                                if t.writer.outcomes.get(b) is None),
+            stopped=stopped)
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        """SIGINT/SIGTERM -> stop() while running on the main thread; returns the undo."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            self.stop()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, handler)
+
+        def restore() -> None:
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+
+        return restore

@@ -1,0 +1,127 @@
+"""PostgreSQL sinks (psycopg 3): ``COPY`` into a staging table, then one upsert.
+
+Each batch: ``COPY`` the rows as CSV (written by Arrow, no Python loop per row) into a
+session-local temporary table ``LIKE`` the target, then ``INSERT ... SELECT ... ON
+CONFLICT`` into the target, all inside the batch's transaction.  The staging table is
+``ON COMMIT DELETE ROWS`` and reused for the connection's lifetime.  Batches with a
+binary column fall back to ``COPY`` row by row (Arrow's CSV has no ``bytea`` encoding).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from millrace.spark.sinks.database import Database
+from millrace.spark.sinks.table import BATCHES_TABLE, TableSpec, quote
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+class PostgresDatabase(Database):
+    dialect = "postgresql"
+    placeholder = "%s"
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        super().__init__(url)
+        self._conn = psycopg.connect(url, autocommit=True)
+        self._staged: set[str] = set()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock, self._conn.cursor() as cur:
+            cur.execute(sql, tuple(params) or None)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+
+    def close(self) -> None:
+        with self._lock:  # after a batch a Spark callback thread may still be committing
+            self._conn.close()
+
+    def batches_ddl(self) -> str:
+        return (f"CREATE TABLE IF NOT EXISTS {BATCHES_TABLE} (pipeline TEXT NOT NULL, "
+                "sink TEXT NOT NULL, batch_id BIGINT NOT NULL, query_id TEXT NOT NULL, "
+                "rows_upserted BIGINT NOT NULL, "
+                "committed_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now(), "
+                "PRIMARY KEY (pipeline, sink, batch_id))")
+
+    def _execute_script(self, statements: Sequence[str]) -> None:
+        with self._conn.cursor() as cur:
+            for statement in statements:
+                cur.execute(statement.encode())
+
+    def _describe(self, table: str) -> tuple[list[str], list[str]] | None:
+        with self._conn.cursor() as cur:
+            cur.execute("SELECT column_name FROM information_schema.columns WHERE "
+                        "table_schema = current_schema() AND table_name = %s "
+                        "ORDER BY ordinal_position", (table,))
+            columns = [r[0] for r in cur.fetchall()]
+            if not columns:
+                return None
+            cur.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON "
+                        "a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE "
+                        "i.indrelid = to_regclass(%s) AND i.indisprimary "
+                        "ORDER BY array_position(i.indkey, a.attnum)", (quote(table),))
+            key = [r[0] for r in cur.fetchall()]
+        return columns, key
+
+    def _encode(self, spec: TableSpec, rows: pa.Table) -> tuple[bytes | None, pa.Table]:
+        """CSV bytes, or None when a binary column needs the row-by-row path."""
+        import pyarrow as pa
+        import pyarrow.csv as csv
+
+        if any(pa.types.is_binary(t) or pa.types.is_large_binary(t) for t in rows.schema.types):
+            return None, rows
+        buffer = io.BytesIO()
+        if rows.num_rows:
+            csv.write_csv(rows, buffer, csv.WriteOptions(include_header=False))
+        return buffer.getvalue(), rows
+
+    def _stage(self, cur: Any, spec: TableSpec) -> str:
+        stage = f"millrace_stage_{spec.name}"
+        if stage not in self._staged:
+            cur.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {quote(stage)} "
+                        f"(LIKE {quote(spec.name)}) ON COMMIT DELETE ROWS".encode())
+            self._staged.add(stage)
+        return stage
+
+    def _commit(self, spec: TableSpec, pipeline: str, sink: str, query_id: str,
+                batch_id: int, payload: tuple[bytes | None, pa.Table]) -> int | None:
+        try:
+            return self._transaction(spec, pipeline, sink, query_id, batch_id, payload)
+        except BaseException:
+            self._staged.clear()  # a staging table created in a rolled-back transaction
+            raise
+
+    def _transaction(self, spec: TableSpec, pipeline: str, sink: str, query_id: str,
+                     batch_id: int, payload: tuple[bytes | None, pa.Table]) -> int | None:
+        data, rows = payload
+        cols = ", ".join(quote(c) for c in spec.column_names)
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(f"SELECT query_id FROM {BATCHES_TABLE} WHERE pipeline = %s AND "
+                        "sink = %s AND batch_id = %s FOR UPDATE", (pipeline, sink, batch_id))
+            found = cur.fetchone()
+            if found is not None and found[0] == query_id:
+                return None
+            changed = 0
+            if rows.num_rows:
+                stage = quote(self._stage(cur, spec))
+                if data is not None:
+                    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN (FORMAT csv)".encode()
+                                  ) as copy:
+                        copy.write(data)
+                else:
+                    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN".encode()) as copy:
+                        for row in zip(*(rows[c].to_pylist() for c in spec.column_names)):
+                            copy.write_row(row)
+                cur.execute(f"INSERT INTO {quote(spec.name)} ({cols}) SELECT {cols} FROM "
+                            f"{stage} {self.upsert_clause(spec)}".encode())
+                changed = max(cur.rowcount, 0)
+            cur.execute(f"INSERT INTO {BATCHES_TABLE} (pipeline, sink, batch_id, query_id, "
+                        "rows_upserted) VALUES (%s, %s, %s, %s, %s) ON CONFLICT "
+                        "(pipeline, sink, batch_id) DO UPDATE SET query_id = "
+                        "excluded.query_id, rows_upserted = excluded.rows_upserted, "
+                        "committed_at = now()", (pipeline, sink, batch_id, query_id, changed))
+        return changed

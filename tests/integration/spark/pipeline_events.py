@@ -1,0 +1,148 @@
+"""The pipeline tests' own order stream, the tables it must produce, and the comparison.
+
+``events(n, seed)`` is a deterministic stream over a small pool of order ids, so most keys
+are updated many times; event times advance 20 ms per event with up to 30 s of disorder,
+far inside the 10-minute watermark (no event is ever late).  ``fold`` computes the
+tables in plain Python: the last event produced per order id (one key lives in one
+partition, so that is the highest offset), and per product and one-minute window of event
+time the paid revenue and order count.  ``assert_tables`` compares them with the rows a
+pipeline wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from millrace.client.admin import KafkaAdminClient, NewTopic
+from millrace.client.producer import KafkaProducer, ProducerRecord
+from millrace.spark.sinks import open_database
+
+VALUE_SCHEMA = ("order_id STRING, customer STRING, product STRING, quantity INT, "
+                "price DOUBLE, status STRING, event_time TIMESTAMP")
+ORDER_COLUMNS = ("order_id", "customer", "product", "quantity", "price", "status",
+                 "event_time")
+PRODUCTS = {"anvil": 49.5, "bellows": 12.25, "chisel": 7.75, "dowel": 0.35, "easel": 89.0}
+STATUSES = ("created", "paid", "paid", "shipped", "cancelled")
+EPOCH_MS = 1_767_261_600_000  # 2026-01-01 10:00:00 UTC
+WINDOW_MS = 60_000
+
+
+@dataclass(frozen=True)
+class Event:
+    order_id: str
+    customer: str
+    product: str
+    quantity: int
+    price: float
+    status: str
+    event_time_ms: int
+
+    def to_json(self) -> bytes:
+        stamp = dt.datetime.fromtimestamp(self.event_time_ms / 1000, dt.UTC)
+        return json.dumps({
+            "order_id": self.order_id, "customer": self.customer, "product": self.product,
+            "quantity": self.quantity, "price": self.price, "status": self.status,
+            "event_time": stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z",
+        }).encode()
+
+
+def events(count: int, seed: int = 7, keys: int = 250, start: int = 0) -> list[Event]:
+    """Events ``start`` .. ``start + count - 1`` of the stream for ``seed``."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(start + count):
+        product = rng.choice(list(PRODUCTS))
+        event = Event(
+            order_id=f"order-{rng.randrange(keys):04d}", customer=f"c{rng.randrange(40)}",
+            product=product, quantity=rng.randint(1, 5),
+            price=round(PRODUCTS[product] * rng.uniform(0.9, 1.1), 2),
+            status=rng.choice(STATUSES),
+            event_time_ms=EPOCH_MS + i * 20 - rng.randrange(30_000))
+        if i >= start:
+            out.append(event)
+    return out
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions)]).all()
+
+
+def produce(bootstrap: str, topic: str, stream: Iterable[Event]) -> None:
+    failures: list[BaseException] = []
+
+    def on_completion(_metadata: Any, error: BaseException | None) -> None:
+        if error is not None:
+            failures.append(error)
+
+    producer: KafkaProducer[bytes, bytes] = KafkaProducer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    with producer:
+        for event in stream:
+            producer.send(ProducerRecord(topic, event.to_json(), key=event.order_id.encode()),
+                          on_completion)
+        producer.flush()
+    assert not failures, failures[:3]
+
+
+@dataclass
+class Expected:
+    orders: dict[str, Event]
+    revenue: dict[tuple[int, str], tuple[float, int]]  # (window start ms, product)
+
+
+def fold(stream: Iterable[Event]) -> Expected:
+    orders: dict[str, Event] = {}
+    revenue: dict[tuple[int, str], tuple[float, int]] = {}
+    for e in stream:
+        orders[e.order_id] = e
+        if e.status == "paid":
+            key = (e.event_time_ms - e.event_time_ms % WINDOW_MS, e.product)
+            total, n = revenue.get(key, (0.0, 0))
+            revenue[key] = (total + e.quantity * e.price, n + 1)
+    return Expected(orders, revenue)
+
+
+def epoch_ms(value: Any) -> int:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    assert isinstance(value, dt.datetime), value
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return round(value.timestamp() * 1000)
+
+
+def assert_tables(database: str, expected: Expected, orders_table: str = "orders",
+                  revenue_table: str = "revenue_per_minute") -> None:
+    """The tables hold exactly the fold: every key once with its last event, every
+    (window, product) once with its sums."""
+    db = open_database(database)
+    try:
+        orders = db.query(f"SELECT {', '.join(ORDER_COLUMNS)} FROM {orders_table}")
+        revenue = db.query("SELECT window_start, window_end, product, revenue, orders "
+                           f"FROM {revenue_table}")
+    finally:
+        db.close()
+    got_orders = {}
+    for order_id, customer, product, quantity, price, status, event_time in orders:
+        got_orders[order_id] = Event(order_id, customer, product, quantity, price, status,
+                                     epoch_ms(event_time))
+    assert len(got_orders) == len(orders)
+    assert got_orders == expected.orders
+    got_revenue: dict[tuple[int, str], tuple[float, int]] = {}
+    for start, end, product, total, n in revenue:
+        assert epoch_ms(end) - epoch_ms(start) == WINDOW_MS
+        got_revenue[(epoch_ms(start), product)] = (float(total), n)
+    assert len(got_revenue) == len(revenue)
+    assert got_revenue.keys() == expected.revenue.keys()
+    for key, (total, n) in expected.revenue.items():
+        got_total, got_n = got_revenue[key]
+        assert got_n == n, (key, got_n, n)
+        assert math.isclose(got_total, total, rel_tol=1e-9, abs_tol=1e-6), (key, got_total,
+                                                                             total)
