@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The main job. Until the Spark pipeline lands it checks the codec and record formats
-# (`millrace selftest`) and then runs the broker on 127.0.0.1:9092 with
-# config/server.properties (data under ./data) until Ctrl-C / SIGTERM.
-# Extra arguments are passed to `millrace broker` (e.g. --override listeners=...).
+# The main job: `millrace demo`. Sets up .venv with the spark extra (and Java when
+# missing), then starts a broker, produces order events, runs the Spark pipeline into
+# SQLite under ./data/demo and checks every row. Arguments go to `millrace demo`
+# (e.g. --events 20000, --fresh, --bootstrap-server host:9092, --output json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
-.venv/bin/millrace selftest
-exec .venv/bin/millrace broker --config config/server.properties "$@"
+command -v java >/dev/null 2>&1 || bash scripts/system-deps.sh java
+bash scripts/bootstrap.sh spark
+exec .venv/bin/millrace demo "$@"

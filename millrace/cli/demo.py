@@ -1,0 +1,210 @@
+"""``millrace demo``: order events through the broker and the Spark pipeline into a
+database, then a summary and a check of every row against a plain-Python fold.
+
+Progress (a bar while producing, a line per pipeline batch) goes to stderr; the summary
+to stdout, as tables or (``--output json``) one JSON document.  The exit code is 0 when
+the tables match the fold, 1 when they do not (the first differences are printed).
+The work itself is ``millrace.demo.run.run_demo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from millrace.cli.common import CommandError, configure_client_logging, print_json
+from millrace.demo.run import (
+    DEFAULT_EVENTS,
+    DEFAULT_PARTITIONS,
+    DEFAULT_SEED,
+    DEFAULT_TOPIC,
+    DemoConfig,
+    DemoError,
+    DemoListener,
+    run_demo,
+)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+    from rich.status import Status
+
+    from millrace.demo.run import DemoResult
+    from millrace.spark.pipeline import BatchProgress
+
+DEFAULT_DATA_DIR = "./data/demo"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "demo", help="order events -> broker -> Spark -> database, verified",
+        description="Start a broker, produce order events, run the Spark pipeline "
+                    "(latest state per order, paid revenue per product and minute) into a "
+                    "database and check every row against the events. Running it again on "
+                    "the same --data-dir continues the stream from where it stopped.")
+    p.add_argument("--data-dir", default=DEFAULT_DATA_DIR, type=Path,
+                   help=f"broker logs, checkpoints and the SQLite file (default "
+                        f"{DEFAULT_DATA_DIR})")
+    p.add_argument("--events", type=int, default=DEFAULT_EVENTS,
+                   help=f"order events to produce in this run (default {DEFAULT_EVENTS:,})")
+    p.add_argument("--partitions", type=int, default=DEFAULT_PARTITIONS,
+                   help=f"partitions of a new topic (default {DEFAULT_PARTITIONS})")
+    p.add_argument("--topic", default=DEFAULT_TOPIC, help=f"(default {DEFAULT_TOPIC})")
+    p.add_argument("--bootstrap-server", "-b", metavar="HOST:PORT",
+                   help="use this broker or cluster instead of starting one")
+    p.add_argument("--database", metavar="URL",
+                   help="sqlite:///path or postgresql://... (default: SQLite in the data dir)")
+    p.add_argument("--fresh", action="store_true",
+                   help="start over: delete the demo's files in the data dir (and, with "
+                        "--bootstrap-server/--database, the demo's topic and tables)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                   help=f"the event generator's seed (default {DEFAULT_SEED})")
+    p.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    p.set_defaults(func=demo)
+
+
+class ConsoleListener(DemoListener):
+    """Draws the demo's progress on stderr."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+        self.status: Status | None = None
+        self.batch_rows: dict[str, int] = {}
+
+    def phase(self, name: str, detail: str = "") -> None:
+        self.close()
+        if name == "produce":
+            if not self.console.is_terminal:
+                return  # no bar to draw: the line comes when every event is acknowledged
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self.progress = Progress(TextColumn("producing"), BarColumn(),
+                                     MofNCompleteColumn(), TimeElapsedColumn(),
+                                     console=self.console, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task("produce", total=None)
+        elif name == "pipeline":
+            self.console.print(f"[bold]pipeline[/] Spark, trigger available-now -> {detail}")
+            self.status = self.console.status("starting Spark ...")
+            self.status.start()
+        else:
+            self.console.print(f"[bold]{name}[/] {detail}")
+
+    def produced(self, sent: int, total: int) -> None:
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, completed=sent, total=total)
+        if sent == total:
+            self.close()
+            self.console.print(f"[bold]produce[/] {sent:,} events sent and acknowledged")
+
+    def batch(self, progress: BatchProgress) -> None:
+        self.batch_rows[progress.table] = (self.batch_rows.get(progress.table, 0)
+                                           + progress.input_rows)
+        lag = sum(progress.lag.values()) if progress.lag else 0
+        if progress.input_rows:  # batches without rows only move the watermark on
+            self.console.print(
+                f"  {progress.table} batch {progress.batch_id}: {progress.input_rows:,} rows, "
+                f"{progress.processed_rows_per_s:,.0f} rows/s, {progress.rows_upserted:,} "
+                f"rows upserted, lag {lag:,}", highlight=False)
+        if self.status is not None:
+            read = ", ".join(f"{table} {rows:,}" for table, rows in self.batch_rows.items())
+            self.status.update(f"pipeline: rows read by {read}; lag {lag:,}")
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+
+def demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    configure_client_logging()
+    config = DemoConfig(data_dir=args.data_dir, events=args.events, partitions=args.partitions,
+                        bootstrap_servers=args.bootstrap_server, database=args.database,
+                        fresh=args.fresh, topic=args.topic, seed=args.seed)
+    listener = ConsoleListener(Console(stderr=True, soft_wrap=True))
+    try:
+        result = run_demo(config, listener)
+    except DemoError as e:
+        raise CommandError(str(e)) from None
+    finally:
+        listener.close()
+    if args.output == "json":
+        print_json(result.to_dict())
+    else:
+        print_summary(result, Console(highlight=False, soft_wrap=True))
+    return 0 if result.verification.passed else 1
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _table(title: str, headers: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
+    """A heading, then columns as wide as their widest cell; numbers aligned right."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    numeric = [bool(rows) and all(isinstance(row[i], int | float) for row in rows)
+               for i in range(len(headers))]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+
+    def line(values: list[str] | tuple[str, ...]) -> str:
+        return "  ".join(v.rjust(w) if right else v.ljust(w)
+                         for v, w, right in zip(values, widths, numeric)).rstrip()
+
+    return "\n".join([f"\n{title}", line(headers), *(line(r) for r in cells)])
+
+
+def print_summary(result: DemoResult, out: Console) -> None:
+    where = (f"embedded broker {result.bootstrap_servers}" if result.embedded_broker
+             else result.bootstrap_servers)
+    out.print(f"[bold]millrace demo[/], run {result.run} on {result.data_dir}")
+    out.print(f"topic {result.topic!r} ({result.partitions} partitions) on {where}; "
+              f"tables in {result.database}", markup=False)
+    for note in result.notes:
+        out.print(f"note: {note}", markup=False)
+    batches = f"{result.pipeline_batches} batch{'es' if result.pipeline_batches != 1 else ''}"
+    out.print(_table("Throughput", ("step", "records", "seconds", "records/s", "how"), [
+        ("produce", result.events_produced, result.produce_s, round(result.produce_rate),
+         "millrace KafkaProducer, acks=all"),
+        ("pipeline", result.pipeline_input_rows, result.pipeline_s,
+         round(result.pipeline_rate), f"Spark local, {batches}"),
+    ]), markup=False)
+    if result.rows_upserted:
+        upserted = ", ".join(f"{table} {rows:,}" for table, rows in result.rows_upserted.items())
+        out.print(f"rows upserted: {upserted}", markup=False)
+    out.print(_table("Orders by status (latest state per order)", ("status", "orders"),
+                     list(result.orders_by_status)), markup=False)
+    out.print(_table("Paid revenue by product", ("product", "revenue", "orders"),
+                     list(result.revenue_by_product)), markup=False)
+    out.print(_table("Top product-minutes by paid revenue",
+                     ("window start (UTC)", "product", "revenue", "orders"),
+                     list(result.top_windows)), markup=False)
+    v = result.verification
+    out.print()
+    if v.passed:
+        out.print(f"[bold green]verification passed[/]: {v.orders_actual:,} orders and "
+                  f"{v.windows_actual:,} revenue rows match the fold of "
+                  f"{result.events_total:,} events")
+    else:
+        out.print(f"[bold red]verification FAILED[/]: {v.mismatch_count:,} differences "
+                  f"(orders {v.orders_actual:,} of {v.orders_expected:,}, revenue rows "
+                  f"{v.windows_actual:,} of {v.windows_expected:,}); the first:")
+        for mismatch in v.mismatches:
+            out.print(f"  {mismatch.describe()}", markup=False)

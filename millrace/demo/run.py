@@ -1,0 +1,531 @@
+"""The demo as a library: broker, order events, the Spark pipeline, a verified summary.
+
+``run_demo(DemoConfig(data_dir), listener)`` does, in order:
+
+1. start an embedded ``millrace broker`` process with its logs in ``<data_dir>/broker``
+   (unless ``bootstrap_servers`` names an existing cluster);
+2. create the topic (``orders``, 6 partitions) with the admin client;
+3. produce ``events`` order events (``millrace.demo.orders``) with the millrace
+   ``KafkaProducer``, keyed by order id;
+4. run the Spark pipeline (``millrace.spark.pipeline``) with ``trigger=available-now``:
+   it reads the topic through the ``millrace`` connector and upserts the latest state per
+   order into ``orders`` and paid revenue per product and minute into
+   ``revenue_per_minute`` (SQLite in the data dir unless ``database`` says otherwise);
+5. read both tables back and compare them with ``fold`` of every event produced.
+
+Re-runs.  ``<data_dir>/demo.json`` records what earlier runs produced (seed, topic,
+broker, database, event count).  A later run on the same data dir *continues* the same
+seeded stream: it produces the next ``events`` events, the pipeline resumes from its
+checkpoint and processes only those, and the verification folds the whole stream so
+far -- which is what a restarted streaming job must get right.  ``fresh=True`` starts
+over: it deletes the demo's own entries in the data dir (and, for an external cluster or
+database, the demo's topic and tables).  A data dir whose topic does not hold exactly the
+events recorded (an interrupted produce, someone else's records) is refused with a hint
+to use ``--fresh``, since no verification could be meaningful.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from millrace.demo.fold import (
+    ORDER_COLUMNS,
+    REVENUE_COLUMNS,
+    ExpectedTables,
+    Verification,
+    epoch_ms,
+    fold,
+    iso_ms,
+    verify,
+)
+from millrace.demo.orders import OrderEventGenerator
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from millrace.spark.pipeline import BatchProgress, PipelineConfig
+
+DEFAULT_EVENTS = 200_000
+DEFAULT_PARTITIONS = 6
+DEFAULT_TOPIC = "orders"
+DEFAULT_SEED = 42
+STATE_FILE = "demo.json"
+ORDERS_TABLE = "orders"
+REVENUE_TABLE = "revenue_per_minute"
+VALUE_SCHEMA = ("order_id STRING, customer STRING, product STRING, quantity INT, "
+                "price DOUBLE, status STRING, event_time TIMESTAMP")
+# what a demo data dir may contain; --fresh deletes exactly these
+OWNED_ENTRIES = ("broker", "checkpoints", "millrace.db", "millrace.db-journal",
+                 "millrace.db-wal", "millrace.db-shm", "spark-log4j2.properties", STATE_FILE)
+PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 20, "batch.size": 256 * 1024,
+                                   "acks": "all", "client.id": "millrace-demo"}
+PROGRESS_EVERY = 2_000
+# Spark's JVM logs errors only: its start-up and streaming warnings would bury the
+# demo's own progress lines (the data dir keeps this file for the JVM to read)
+SPARK_LOG_CONFIG = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+class DemoError(Exception):
+    """Something the user can fix (a data dir from another setup, a busy topic...)."""
+
+
+@dataclass
+class DemoConfig:
+    data_dir: Path
+    events: int = DEFAULT_EVENTS
+    partitions: int = DEFAULT_PARTITIONS
+    bootstrap_servers: str | None = None  # None: an embedded broker in the data dir
+    database: str | None = None           # None: sqlite:///<data_dir>/millrace.db
+    fresh: bool = False
+    topic: str = DEFAULT_TOPIC
+    seed: int = DEFAULT_SEED
+    max_offsets_per_trigger: int = 200_000
+
+    @property
+    def database_url(self) -> str:
+        return self.database or f"sqlite:///{self.data_dir.resolve() / 'millrace.db'}"
+
+
+class DemoListener:
+    """What the demo reports while it runs; the CLI subclasses it (no-ops here)."""
+
+    def phase(self, name: str, detail: str = "") -> None:
+        """A step starts: "broker", "topic", "produce", "pipeline", "verify"."""
+
+    def produced(self, sent: int, total: int) -> None:
+        """``sent`` of ``total`` events handed to the producer (every few thousand)."""
+
+    def batch(self, progress: BatchProgress) -> None:
+        """A micro-batch of the pipeline completed."""
+
+
+@dataclass
+class DemoState:
+    """``demo.json``: what the runs on this data dir have produced so far."""
+
+    seed: int
+    topic: str
+    bootstrap_servers: str | None
+    database: str
+    partitions: int
+    events: int = 0
+    runs: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> DemoState | None:
+        try:
+            doc = json.loads(path.read_text())
+            return cls(**{k: doc[k] for k in ("seed", "topic", "bootstrap_servers",
+                                                "database", "partitions", "events", "runs")})
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as e:
+            raise DemoError(f"{path} is not a demo state file ({e}); "
+                            "run with --fresh to start over") from None
+
+    def save(self, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n")
+        tmp.replace(path)
+
+
+@dataclass
+class DemoResult:
+    data_dir: str
+    bootstrap_servers: str
+    embedded_broker: bool
+    topic: str
+    partitions: int
+    database: str
+    run: int                  # 1 for the first run on this data dir
+    events_produced: int      # by this run
+    events_total: int         # by every run on this data dir
+    produce_s: float
+    pipeline_batches: int
+    pipeline_input_rows: int
+    pipeline_s: float
+    rows_upserted: dict[str, int]
+    orders_by_status: list[tuple[str, int]]
+    revenue_by_product: list[tuple[str, float, int]]
+    top_windows: list[tuple[str, str, float, int]]
+    verification: Verification
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def produce_rate(self) -> float:
+        return self.events_produced / self.produce_s if self.produce_s > 0 else 0.0
+
+    @property
+    def pipeline_rate(self) -> float:
+        return self.pipeline_input_rows / self.pipeline_s if self.pipeline_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["produce_rate"] = round(self.produce_rate)
+        doc["pipeline_rate"] = round(self.pipeline_rate)
+        doc["verification"]["passed"] = self.verification.passed
+        doc["verification"]["mismatches"] = [m.describe()
+                                             for m in self.verification.mismatches]
+        return doc
+
+
+# ------------------------------------------------------------------ the steps
+
+
+def reset_data_dir(data_dir: Path) -> None:
+    """Delete the demo's own entries (``OWNED_ENTRIES``); nothing else is touched."""
+    for name in OWNED_ENTRIES:
+        path = data_dir / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
+@contextmanager
+def embedded_broker(data_dir: Path) -> Iterator[str]:
+    """A ``millrace broker`` child process with its logs in ``data_dir``; yields the
+    bootstrap address and stops the broker (SIGTERM) on the way out."""
+    from millrace.testing.broker_process import BrokerProcess
+
+    broker = BrokerProcess(data_dir, overrides={"num.partitions": "1"})
+    try:
+        broker.start()
+    except RuntimeError as e:
+        raise DemoError(f"the embedded broker did not start; see {broker.log_path}: "
+                        f"{str(e).splitlines()[0]}") from None
+    try:
+        yield broker.bootstrap
+    except BaseException:
+        broker.kill()
+        raise
+    broker.stop()
+
+
+def topic_end_offsets(bootstrap: str, topic: str) -> dict[int, int] | None:
+    """partition -> (end offset - start offset), or None when the topic does not exist."""
+    from millrace.client.admin import KafkaAdminClient, OffsetSpec, TopicPartition
+    from millrace.common.errors import UnknownTopicOrPartitionError
+
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        try:
+            description = admin.describe_topics([topic]).all()[topic]
+        except UnknownTopicOrPartitionError:
+            return None
+        partitions = [TopicPartition(topic, p.partition) for p in description.partitions]
+        latest = admin.list_offsets({tp: OffsetSpec.latest() for tp in partitions}).all()
+        earliest = admin.list_offsets({tp: OffsetSpec.earliest() for tp in partitions}).all()
+    return {tp.partition: latest[tp].offset - earliest[tp].offset for tp in partitions}
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from millrace.client.admin import KafkaAdminClient, NewTopic
+
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=partitions)]).all()
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from millrace.client.admin import KafkaAdminClient
+    from millrace.common.errors import UnknownTopicOrPartitionError
+
+    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        try:
+            admin.delete_topics([topic]).all()
+        except UnknownTopicOrPartitionError:
+            return
+    # deletion is asynchronous on a real cluster: wait until the name is free again
+    deadline = time.monotonic() + 30
+    while topic_end_offsets(bootstrap, topic) is not None:
+        if time.monotonic() > deadline:
+            raise DemoError(f"topic {topic!r} is still being deleted after 30 s")
+        time.sleep(0.2)
+
+
+def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, skip: int,
+                   count: int, progress: Callable[[int, int], None] | None = None) -> float:
+    """Produce events ``skip`` .. ``skip + count - 1`` of the stream, keyed by order id;
+    returns the seconds from the first send to the end of ``flush``."""
+    from millrace.client.producer import KafkaProducer, ProducerRecord
+
+    failures: list[BaseException] = []
+
+    def on_completion(_metadata: Any, error: BaseException | None) -> None:
+        if error is not None:
+            failures.append(error)
+
+    producer: KafkaProducer[bytes, bytes] = KafkaProducer(
+        {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+    with producer:
+        producer.partitions_for(topic)  # metadata before the clock starts
+        send = producer.send
+        t0 = time.perf_counter()
+        sent = 0
+        for event in generator.take(count, skip):
+            send(ProducerRecord(topic, event.to_json(), key=event.key), on_completion)
+            sent += 1
+            if progress is not None and sent % PROGRESS_EVERY == 0 and sent < count:
+                progress(sent, count)  # the last call comes after flush
+        producer.flush()
+        elapsed = time.perf_counter() - t0
+    if progress is not None:
+        progress(sent, count)
+    if failures:
+        raise DemoError(f"{len(failures)} of {count} events were not delivered, e.g.: "
+                        f"{failures[0]}")
+    return elapsed
+
+
+def pipeline_config(config: DemoConfig, bootstrap: str) -> PipelineConfig:
+    from millrace.spark.pipeline import AggregateSink, PipelineConfig, SourceConfig, StateSink
+
+    return PipelineConfig(
+        name="orders",
+        source=SourceConfig(
+            bootstrap_servers=bootstrap, subscribe=config.topic,
+            options={"startingOffsets": "earliest",
+                     "maxOffsetsPerTrigger": str(config.max_offsets_per_trigger)}),
+        value_format="json",
+        value_schema=VALUE_SCHEMA,
+        transform=None,
+        state_sinks=[StateSink(table=ORDERS_TABLE, key=["order_id"])],
+        aggregate_sinks=[AggregateSink(
+            table=REVENUE_TABLE, event_time="event_time", window="1 minute",
+            watermark="10 minutes", group_by=["product"],
+            aggregates={"revenue": "sum(quantity * price)", "orders": "count(*)"},
+            where="status = 'paid'")],
+        database=config.database_url,
+        checkpoint_dir=str((config.data_dir / "checkpoints").resolve()),
+        trigger="available-now",
+    )
+
+
+def demo_session(data_dir: Path, app_name: str = "millrace-demo") -> SparkSession:
+    """The embedded local session (``local_session``) with Spark's own logging at ERROR."""
+    import warnings
+
+    from millrace.spark.session import local_session
+
+    log_config = data_dir / "spark-log4j2.properties"
+    log_config.write_text(SPARK_LOG_CONFIG)
+    with warnings.catch_warnings():
+        # pyspark checks the pandas version at start-up and warns about pandas 3
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
+                                category=FutureWarning)
+        spark = local_session(app_name, conf={
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config}"})
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def read_tables(database_url: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(orders rows, revenue rows) in ``ORDER_COLUMNS`` / ``REVENUE_COLUMNS`` order."""
+    from millrace.spark.sinks import open_database
+
+    db = open_database(database_url)
+    try:
+        orders = db.query(f"SELECT {', '.join(ORDER_COLUMNS)} FROM {ORDERS_TABLE}")
+        revenue = db.query(f"SELECT {', '.join(REVENUE_COLUMNS)} FROM {REVENUE_TABLE}")
+    finally:
+        db.close()
+    return [tuple(r) for r in orders], [tuple(r) for r in revenue]
+
+
+def drop_tables(database_url: str) -> None:
+    from millrace.spark.sinks import open_database
+
+    db = open_database(database_url)
+    try:
+        for table in (ORDERS_TABLE, REVENUE_TABLE):
+            db.query(f"DROP TABLE IF EXISTS {table}")
+    finally:
+        db.close()
+
+
+def table_rows(database_url: str, table: str) -> int | None:
+    """Rows in ``table``, or None when it does not exist (or cannot be read)."""
+    from millrace.spark.sinks import open_database
+
+    db = open_database(database_url)
+    try:
+        return int(db.query(f"SELECT COUNT(*) FROM {table}")[0][0])
+    except Exception:  # no such table: the message and class depend on the driver
+        return None
+    finally:
+        db.close()
+
+
+# ------------------------------------------------------------------ summaries
+
+
+def summarize(orders_rows: list[tuple[Any, ...]], revenue_rows: list[tuple[Any, ...]],
+              top: int = 10) -> tuple[list[tuple[str, int]], list[tuple[str, float, int]],
+                                      list[tuple[str, str, float, int]]]:
+    """(orders by status, paid revenue by product, the ``top`` product-minutes by revenue)
+    of the tables as the pipeline wrote them."""
+    by_status: dict[str, int] = {}
+    for row in orders_rows:
+        by_status[row[5]] = by_status.get(row[5], 0) + 1
+    by_product: dict[str, tuple[float, int]] = {}
+    for _start, _end, product, revenue, orders in revenue_rows:
+        total, count = by_product.get(product, (0.0, 0))
+        by_product[product] = (total + float(revenue), count + int(orders))
+    windows = sorted(revenue_rows, key=lambda r: (-float(r[3]), str(r[2])))[:top]
+    return (sorted(by_status.items(), key=lambda kv: -kv[1]),
+            sorted(((p, round(t, 2), n) for p, (t, n) in by_product.items()),
+                   key=lambda r: -r[1]),
+            [(iso_ms(epoch_ms(r[0])), str(r[2]), round(float(r[3]), 2), int(r[4]))
+             for r in windows])
+
+
+# ------------------------------------------------------------------ the run
+
+
+def _check_state(state: DemoState, config: DemoConfig, state_path: Path) -> None:
+    wanted = {"seed": config.seed, "topic": config.topic,
+              "bootstrap_servers": config.bootstrap_servers,
+              "database": config.database_url}
+    for key, value in wanted.items():
+        if getattr(state, key) != value:
+            raise DemoError(f"{state_path} holds a demo run with {key}={getattr(state, key)!r}, "
+                            f"not {value!r}; run with --fresh to start over, or use another "
+                            "--data-dir")
+
+
+def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoResult:
+    listener = listener or DemoListener()
+    if config.events < 0:
+        raise DemoError(f"--events must be >= 0, got {config.events}")
+    if config.partitions < 1:
+        raise DemoError(f"--partitions must be >= 1, got {config.partitions}")
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    notes: list[str] = []
+    data_dir = config.data_dir.resolve()
+    if config.fresh:
+        reset_data_dir(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    state_path = data_dir / STATE_FILE
+    state = DemoState.load(state_path)
+    if state is not None:
+        _check_state(state, config, state_path)
+
+    embedded = config.bootstrap_servers is None
+    with _broker(config, data_dir, listener) as bootstrap:
+        timings["broker_start_s"] = time.perf_counter() - started
+
+        t = time.perf_counter()
+        listener.phase("topic", config.topic)
+        if config.fresh and not embedded:
+            delete_topic(bootstrap, config.topic)
+        if config.fresh and config.database is not None:
+            drop_tables(config.database_url)
+        stored = topic_end_offsets(bootstrap, config.topic)
+        if state is None:
+            if stored is not None:
+                raise DemoError(f"topic {config.topic!r} already exists on {bootstrap} and this "
+                                "data dir has no record of it; run with --fresh to delete it, "
+                                "or choose another --topic")
+            if config.database is not None:
+                for table in (ORDERS_TABLE, REVENUE_TABLE):
+                    if table_rows(config.database_url, table):
+                        raise DemoError(f"table {table!r} in {config.database} already holds "
+                                        "rows; run with --fresh to drop it")
+            create_topic(bootstrap, config.topic, config.partitions)
+            state = DemoState(config.seed, config.topic, config.bootstrap_servers,
+                              config.database_url, config.partitions)
+            state.save(state_path)
+        else:
+            total = None if stored is None else sum(stored.values())
+            if total != state.events:
+                found = "no such topic" if total is None else f"{total} records"
+                raise DemoError(f"topic {config.topic!r} should hold the {state.events} events "
+                                f"of earlier runs but has {found} (an interrupted run?); "
+                                "run with --fresh to start over")
+            if stored is not None and len(stored) != config.partitions:
+                notes.append(f"topic {config.topic!r} exists with {len(stored)} partitions; "
+                             f"--partitions {config.partitions} applies to a new topic only")
+        state.runs += 1
+        timings["topic_s"] = time.perf_counter() - t
+
+        listener.phase("produce", f"{config.events:,} events")
+        skip = state.events
+        generator = OrderEventGenerator(config.seed)
+        produce_s = produce_events(bootstrap, config.topic, generator, skip, config.events,
+                                   listener.produced) if config.events else 0.0
+        state.events += config.events
+        state.save(state_path)
+        timings["produce_s"] = produce_s
+
+        listener.phase("pipeline", config.database_url)
+        from millrace.spark.pipeline import Pipeline, PipelineError
+
+        t = time.perf_counter()
+        spark = demo_session(data_dir)
+        timings["spark_start_s"] = time.perf_counter() - t
+        try:
+            result = Pipeline(pipeline_config(config, bootstrap), spark).run(
+                progress=listener.batch)
+        except PipelineError as e:
+            raise DemoError(f"{_first_words(str(e))} -- the checkpoint keeps what was "
+                            "committed: run the demo again on the same --data-dir to "
+                            "resume") from None
+        finally:
+            spark.stop()
+        timings["pipeline_s"] = time.perf_counter() - t
+        if result.stopped:
+            raise DemoError("the pipeline was stopped before it caught up; run the demo "
+                            "again on the same --data-dir to continue")
+
+    listener.phase("verify", f"{state.events:,} events")
+    t = time.perf_counter()
+    orders_rows, revenue_rows = read_tables(config.database_url)
+    expected: ExpectedTables = fold(generator.take(state.events))
+    verification = verify(expected, orders_rows, revenue_rows)
+    by_status, by_product, top_windows = summarize(orders_rows, revenue_rows)
+    timings["verify_s"] = time.perf_counter() - t
+    timings["total_s"] = time.perf_counter() - started
+
+    return DemoResult(
+        data_dir=str(data_dir), bootstrap_servers=bootstrap, embedded_broker=embedded,
+        topic=config.topic, partitions=state.partitions, database=config.database_url,
+        run=state.runs, events_produced=config.events, events_total=state.events,
+        produce_s=produce_s, pipeline_batches=result.batches,
+        pipeline_input_rows=result.input_rows, pipeline_s=result.elapsed_s,
+        rows_upserted=dict(result.rows_upserted), orders_by_status=by_status,
+        revenue_by_product=by_product, top_windows=top_windows, verification=verification,
+        timings=timings, notes=notes)
+
+
+def _first_words(text: str, limit: int = 300) -> str:
+    """At most ``limit`` characters of a one-line message (a Java error carries its
+    whole stack)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+@contextmanager
+def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener) -> Iterator[str]:
+    if config.bootstrap_servers is not None:
+        listener.phase("broker", config.bootstrap_servers)
+        yield config.bootstrap_servers
+        return
+    listener.phase("broker", f"embedded, logs in {data_dir / 'broker'}")
+    with embedded_broker(data_dir / "broker") as bootstrap:
+        yield bootstrap
