@@ -22,6 +22,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.configs",
     "millrace.cli.cluster",
     "millrace.cli.console",
+    "millrace.cli.pipeline",
+    "millrace.cli.perf",
+    "millrace.cli.demo",
 )
 
 
