@@ -58,8 +58,13 @@ class SinkPlan:
 def spark_message(error: BaseException) -> str:
     """The first line of a Spark error, without the JVM stack."""
     text = getattr(error, "getMessage", lambda: str(error))() or str(error)
-    return " ".join(text.strip().splitlines()[0].split()) if text.strip() else type(
-        error).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    # Py4J's first line only names the JVM call; the cause is on the next one
+    if lines[0].startswith("An error occurred while calling") and len(lines) > 1:
+        return " ".join(lines[1].lstrip(": ").split())[:500]
+    return " ".join(lines[0].split())[:500]
 
 
 @contextmanager

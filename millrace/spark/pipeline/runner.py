@@ -40,7 +40,26 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 POLL_S = 0.2
+# how long a sink query may take to create its sources before the next one starts anyway
+SOURCE_INIT_TIMEOUT_S = 120.0
 QUERY_ID_WAIT_S = 120.0
+
+
+def _await_sources(query: StreamingQuery, timeout_s: float = SOURCE_INIT_TIMEOUT_S) -> None:
+    """Wait until ``query`` has created its sources (or stopped), at most ``timeout_s``.
+
+    Spark's Python streaming source runner adds its environment variables to the data
+    source's shared ``PythonFunction`` map when a query creates its source; another query
+    serialising a task that holds the same map at that instant writes a corrupt task
+    (``java.io.OptionalDataException`` in every task of the stage).  Once one query has
+    created its source the keys exist and later queries only replace their values, so the
+    pipeline starts its sink queries one after the other.
+    """
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and time.monotonic() < deadline:
+        if not str(query.status.get("message", "")).startswith("Initializing"):
+            return
+        time.sleep(0.05)
 
 
 class PipelineError(MillraceError):
@@ -202,6 +221,8 @@ class Pipeline:
                 database.ensure_table(plan.spec)
             started = time.monotonic()
             for plan, database in zip(plans, databases):
+                if tracked:
+                    _await_sources(tracked[-1].query)
                 tracked.append(self._start(plan, database))
             stopped = self._watch(tracked, progress, until_caught_up, timeout_s)
             elapsed = time.monotonic() - started
@@ -266,7 +287,8 @@ class Pipeline:
         if isinstance(error, MillraceError):
             message = str(error)
         elif error is not None:
-            message = " ".join(f"{type(error).__name__}: {error}".split())
+            # the first line only: a Py4J error carries the whole JVM stack after it
+            message = f"{type(error).__name__}: {spark_message(error)}"
         else:
             exception = t.query.exception()
             message = spark_message(exception) if exception is not None else "stopped"
