@@ -5,6 +5,6 @@
 # (e.g. --events 20000, --fresh, --bootstrap-server host:9092, --output json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v java >/dev/null 2>&1 || bash scripts/system-deps.sh java
+bash scripts/system-deps.sh java      # Spark 4 needs Java >= 17
 bash scripts/bootstrap.sh spark
 exec .venv/bin/millrace demo "$@"
