@@ -1,7 +1,9 @@
-"""Build hook for the optional C accelerator; everything else is in pyproject.toml.
+"""Build hook for the optional C accelerators; everything else is in pyproject.toml.
 
-``millrace.record._speedups`` speeds up record encoding and decoding.  It is optional: a
-machine without a C compiler still installs millrace and runs the pure-Python codec
+``millrace.record._speedups`` speeds up record encoding and decoding;
+``millrace.client.producer._internals._speedups`` the producer's per-record append (it
+uses the record encoder through a capsule, so it needs the first).  Both are optional: a
+machine without a C compiler still installs millrace and runs the pure-Python code
 (``MILLRACE_NO_SPEEDUPS=1`` forces that at run time too).
 """
 
@@ -12,7 +14,15 @@ setup(
         Extension(
             "millrace.record._speedups",
             sources=["millrace/record/_speedups.c"],
+            depends=["millrace/record/millrace_record_capi.h"],
             optional=True,
-        )
+        ),
+        Extension(
+            "millrace.client.producer._internals._speedups",
+            sources=["millrace/client/producer/_internals/_speedups.c"],
+            include_dirs=["millrace/record"],
+            depends=["millrace/record/millrace_record_capi.h"],
+            optional=True,
+        ),
     ],
 )

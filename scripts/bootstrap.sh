@@ -13,9 +13,14 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 stamp=".venv/.millrace-installed-${extras:-base}"
-# setup.py builds the optional C record codec: a change to it or its source reinstalls too
+# setup.py builds the optional C accelerators: a change to it or their sources reinstalls
+c_changed=""
+for src in millrace/record/_speedups.c millrace/record/millrace_record_capi.h \
+        millrace/client/producer/_internals/_speedups.c; do
+    [ "$src" -nt "$stamp" ] && c_changed=1
+done
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-        || [ millrace/record/_speedups.c -nt "$stamp" ]; then
+        || [ -n "$c_changed" ]; then
     .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
     if [ -n "$extras" ]; then
         .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"

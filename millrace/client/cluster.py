@@ -50,9 +50,21 @@ class PartitionInfo(NamedTuple):
 class Cluster:
     """Immutable; build a new one to change anything."""
 
-    __slots__ = ("_available", "_by_node", "_by_topic", "_counts", "_leaders", "_nodes",
-                 "cluster_id", "controller", "internal_topics", "invalid_topics",
-                 "is_bootstrap", "topic_errors", "unauthorized_topics")
+    __slots__ = (
+        "_available",
+        "_by_node",
+        "_by_topic",
+        "_leaders",
+        "_nodes",
+        "cluster_id",
+        "controller",
+        "internal_topics",
+        "invalid_topics",
+        "is_bootstrap",
+        "partition_counts",
+        "topic_errors",
+        "unauthorized_topics",
+    )
 
     def __init__(
         self,
@@ -88,7 +100,8 @@ class Cluster:
         self._by_topic = {t: tuple(ps) for t, ps in by_topic.items()}
         self._by_node = {n: tuple(ps) for n, ps in by_node.items()}
         self._leaders = leaders
-        self._counts = {t: len(ps) for t, ps in self._by_topic.items()}
+        # topic -> number of partitions; read on the producer's per-record path
+        self.partition_counts: dict[str, int] = {t: len(ps) for t, ps in self._by_topic.items()}
         self._available = {t: tuple(p for p in ps if p.leader is not None)
                            for t, ps in self._by_topic.items()}
 
@@ -116,7 +129,7 @@ class Cluster:
 
     def partition_count(self, topic: str) -> int | None:
         """Number of partitions, or None when the topic is not in this snapshot."""
-        return self._counts.get(topic)
+        return self.partition_counts.get(topic)
 
     def partitions_for_topic(self, topic: str) -> tuple[PartitionInfo, ...]:
         return self._by_topic.get(topic, ())

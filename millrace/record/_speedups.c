@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "millrace_record_capi.h"
+
 static PyObject *CorruptBatchError;   /* millrace.common.errors.CorruptBatchError */
 static PyObject *empty_tuple;
 
@@ -592,43 +594,32 @@ PyDoc_STRVAR(encode_record_doc,
 "Append one record to the bytearray out; returns its size.  scratch is unused (kept for\n"
 "the reference's signature).  Same bytes and errors as default_record.encode_record.");
 
-static PyObject *
-encode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+/* Append one record to the bytearray out; its size, or -1 with an exception set.  The
+ * deltas are already range-checked.  Shared with other extensions through the capsule
+ * below (the producer's batch appender), so there is one encoder. */
+static Py_ssize_t
+encode_record_c(PyObject *out, int32_t offset_delta, int64_t ts_delta, PyObject *key_obj,
+                PyObject *value_obj, PyObject *headers_obj)
 {
-    long long offset_delta, ts_delta;
     Py_buffer key = {0}, value = {0};
     HeaderItem *items = NULL;
     Py_ssize_t n_headers = 0, h = 0;
     PyObject *seq = NULL;
-    PyObject *result = NULL;
+    Py_ssize_t result = -1;
 
-    if (nargs != 7) {
-        PyErr_Format(PyExc_TypeError, "encode_record expects 7 arguments, got %zd", nargs);
-        return NULL;
-    }
-    PyObject *out = args[0];
-    if (!PyByteArray_Check(out)) {
-        PyErr_SetString(PyExc_TypeError, "out must be a bytearray");
-        return NULL;
-    }
-    /* the reference checks the timestamp delta first, then the offset delta */
-    if (as_ranged(args[3], INT64_MIN, INT64_MAX, "varlong", &ts_delta) < 0)
-        return NULL;
-    if (as_ranged(args[2], INT32_MIN, INT32_MAX, "varint", &offset_delta) < 0)
-        return NULL;
-    if (args[4] != Py_None && PyObject_GetBuffer(args[4], &key, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (args[5] != Py_None && PyObject_GetBuffer(args[5], &value, PyBUF_SIMPLE) < 0)
+    if (key_obj != Py_None && PyObject_GetBuffer(key_obj, &key, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (value_obj != Py_None && PyObject_GetBuffer(value_obj, &value, PyBUF_SIMPLE) < 0)
         goto done;
 
     Py_ssize_t body = 1 + varint_size(zz64(ts_delta)) + varint_size(zz32(offset_delta));
     body += key.obj ? varint_size(zz32(key.len)) + key.len : 1;
     body += value.obj ? varint_size(zz32(value.len)) + value.len : 1;
-    int has_headers = PyObject_IsTrue(args[6]);
+    int has_headers = PyObject_IsTrue(headers_obj);
     if (has_headers < 0)
         goto done;
     if (has_headers) {
-        seq = PySequence_Fast(args[6], "headers must be a sequence of (str, bytes) pairs");
+        seq = PySequence_Fast(headers_obj, "headers must be a sequence of (str, bytes) pairs");
         if (seq == NULL)
             goto done;
         n_headers = PySequence_Fast_GET_SIZE(seq);
@@ -728,7 +719,7 @@ encode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     else {
         *p++ = 0;
     }
-    result = PyLong_FromSsize_t(total);
+    result = total;
 
 done:
     if (items != NULL) {
@@ -744,6 +735,30 @@ done:
     if (value.obj)
         PyBuffer_Release(&value);
     return result;
+}
+
+static PyObject *
+encode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    long long offset_delta, ts_delta;
+
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "encode_record expects 7 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyObject *out = args[0];
+    if (!PyByteArray_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "out must be a bytearray");
+        return NULL;
+    }
+    /* the reference checks the timestamp delta first, then the offset delta */
+    if (as_ranged(args[3], INT64_MIN, INT64_MAX, "varlong", &ts_delta) < 0)
+        return NULL;
+    if (as_ranged(args[2], INT32_MIN, INT32_MAX, "varint", &offset_delta) < 0)
+        return NULL;
+    Py_ssize_t size = encode_record_c(out, (int32_t)offset_delta, (int64_t)ts_delta, args[4],
+                                      args[5], args[6]);
+    return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 
 /* ------------------------------------------------------------------ module */
@@ -780,5 +795,16 @@ PyInit__speedups(void)
     empty_tuple = PyTuple_New(0);
     if (empty_tuple == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    /* the encoder for other extensions: see millrace_record_capi.h */
+    static MillraceRecordCAPI capi = {MILLRACE_RECORD_CAPI_VERSION, encode_record_c};
+    PyObject *capsule = PyCapsule_New(&capi, MILLRACE_RECORD_CAPSULE, NULL);
+    if (capsule == NULL || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -53,7 +53,7 @@ from millrace.client.serialization import (
     resolve_serializer,
 )
 from millrace.common.errors import ConfigError, RecordTooLargeError
-from millrace.common.time import SYSTEM_TIME, Time
+from millrace.common.time import SYSTEM_TIME, SystemTime, Time
 from millrace.record import HEADER_SIZE
 from millrace.record.default_record import record_size_upper_bound
 
@@ -185,7 +185,9 @@ class KafkaProducer(Generic[K, V]):
             transaction_manager=self._transaction_manager,
             max_in_flight_requests=max_in_flight)
         # bound once: the per-record path avoids attribute chains
-        self._clock = time.milliseconds
+        # the clock in nanoseconds: the system clock is read without a Python call
+        self._clock_ns = _time.time_ns if type(time) is SystemTime else \
+            (lambda: time.milliseconds() * 1_000_000)
         self._lookup = self._metadata.lookup
         self._append = self._accumulator.append
         self._wakeup = self._client.wakeup
@@ -226,13 +228,13 @@ class KafkaProducer(Generic[K, V]):
             # The hot path: everything below runs once per record.
             topic = record.topic
             partition = record.partition
-            now = self._clock()
+            now = self._clock_ns() // 1_000_000
             cluster, count = self._lookup(topic, now)
             remaining: float = self._max_block_ms
             if count is None or (partition is not None and partition >= count):
                 cluster, waited = self._wait_on_metadata(topic, partition, now, remaining)
                 remaining = max(remaining - waited, 0)
-                now = self._clock()
+                now = self._clock_ns() // 1_000_000
                 count = cluster.partition_count(topic)
                 assert count is not None
             headers = _normalize_headers(record.headers) if record.headers else ()

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from millrace.client.cluster import TopicPartition
 
@@ -14,16 +14,14 @@ V = TypeVar("V")
 HeadersArg = Iterable[tuple[str, bytes | None]] | Mapping[str, bytes | None] | None
 
 
-class ProducerRecord(Generic[K, V]):
-    """A record to send: a topic and value, optionally key, partition, timestamp, headers.
-
-    ``timestamp`` is milliseconds since the epoch (None: the producer's clock at send);
-    ``headers`` is a list of ``(str, bytes | None)`` pairs or a mapping.
-    """
+class PyRecordCore:
+    """The fields of ``ProducerRecord`` and the checks its constructor makes; the
+    reference for the C ``RecordCore`` (``_internals/_speedups.c``), used when that is not
+    built."""
 
     __slots__ = ("headers", "key", "partition", "timestamp", "topic", "value")
 
-    def __init__(self, topic: str, value: V | None = None, key: K | None = None,
+    def __init__(self, topic: str, value: Any = None, key: Any = None,
                  partition: int | None = None, timestamp: int | None = None,
                  headers: HeadersArg = None) -> None:
         if not isinstance(topic, str) or not topic:
@@ -41,6 +39,45 @@ class ProducerRecord(Generic[K, V]):
         self.timestamp = timestamp
         self.headers = headers
 
+
+if TYPE_CHECKING:
+    _RecordCore = PyRecordCore
+else:
+    try:  # the C twin: a record costs about half as much to make
+        from millrace.client.producer._internals._speedups import (
+            RecordCore as _RecordCore,
+        )
+        from millrace.client.producer._internals._speedups import (
+            install_record_vectorcall as _install_record_vectorcall,
+        )
+    except ImportError:
+        _RecordCore = PyRecordCore
+        _install_record_vectorcall = None
+
+
+class ProducerRecord(_RecordCore, Generic[K, V]):
+    """A record to send: a topic and value, optionally key, partition, timestamp, headers.
+
+    ``ProducerRecord(topic, value=None, key=None, partition=None, timestamp=None,
+    headers=None)``; ``timestamp`` is milliseconds since the epoch (None: the producer's
+    clock at send); ``headers`` is a list of ``(str, bytes | None)`` pairs or a mapping.
+    A negative timestamp or partition, or an empty topic, raises ValueError.
+    """
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        topic: str
+        value: V | None
+        key: K | None
+        partition: int | None
+        timestamp: int | None
+        headers: HeadersArg
+
+        def __init__(self, topic: str, value: V | None = None, key: K | None = None,
+                     partition: int | None = None, timestamp: int | None = None,
+                     headers: HeadersArg = None) -> None: ...
+
     def __repr__(self) -> str:
         return (f"ProducerRecord(topic={self.topic}, partition={self.partition}, "
                 f"headers={self.headers!r}, key={self.key!r}, value={self.value!r}, "
@@ -49,9 +86,13 @@ class ProducerRecord(Generic[K, V]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ProducerRecord):
             return NotImplemented
-        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+        return all(getattr(self, n) == getattr(other, n) for n in PyRecordCore.__slots__)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+if not TYPE_CHECKING and _install_record_vectorcall is not None:
+    _install_record_vectorcall(ProducerRecord)
 
 
 class RecordMetadata:

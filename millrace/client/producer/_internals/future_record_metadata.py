@@ -16,10 +16,10 @@ from __future__ import annotations
 import threading
 import time as _time
 from collections.abc import Callable
-from typing import Any
 
 from millrace.client.cluster import TopicPartition
 from millrace.client.errors import KafkaTimeoutError
+from millrace.client.producer._internals.batch_core import FutureCore, set_future_type
 from millrace.client.producer.producer_record import RecordMetadata
 
 _EVENT_LOCK = threading.Lock()  # creating/setting the lazily-made events
@@ -79,19 +79,13 @@ class ProduceRequestResult:
         return self.error
 
 
-class FutureRecordMetadata:
-    """The future ``send`` returns: ``get(timeout)`` -> ``RecordMetadata`` or raises."""
+class FutureRecordMetadata(FutureCore):
+    """The future ``send`` returns: ``get(timeout)`` -> ``RecordMetadata`` or raises.
 
-    __slots__ = ("_callback", "_index", "_key_size", "_result", "_timestamp", "_value_size")
+    ``FutureRecordMetadata(result, index, timestamp, key_size, value_size, callback=None)``;
+    the fields live in ``batch_core.FutureCore`` (C when built)."""
 
-    def __init__(self, result: ProduceRequestResult, index: int, timestamp: int,
-                 key_size: int, value_size: int, callback: Any = None) -> None:
-        self._result = result
-        self._index = index
-        self._timestamp = timestamp
-        self._key_size = key_size
-        self._value_size = value_size
-        self._callback = callback
+    __slots__ = ()
 
     def get(self, timeout: float | None = None) -> RecordMetadata:
         """Wait for the outcome (seconds; None = forever): metadata, or raise the error."""
@@ -149,3 +143,6 @@ class FutureRecordMetadata:
         state = "done" if self.done() else "pending"
         return f"FutureRecordMetadata({self._result.topic_partition}, #{self._index}, {state})"
 
+
+# the class of the futures ProducerBatch.try_append makes
+set_future_type(FutureRecordMetadata)

@@ -25,10 +25,9 @@ from __future__ import annotations
 import enum
 import logging
 import struct
-from collections.abc import Sequence
-from typing import Any
 
 from millrace.client.cluster import TopicPartition
+from millrace.client.producer._internals.batch_core import BatchCore
 from millrace.client.producer._internals.future_record_metadata import (
     FutureRecordMetadata,
     ProduceRequestResult,
@@ -43,10 +42,8 @@ from millrace.record.batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
-    NO_TIMESTAMP,
     TRANSACTIONAL_FLAG_MASK,
 )
-from millrace.record.default_record import encode_record as _encode_record
 
 log = logging.getLogger(__name__)
 
@@ -67,31 +64,21 @@ def increment_sequence(sequence: int, increment: int) -> int:
     return sequence + increment
 
 
-class ProducerBatch:
+class ProducerBatch(BatchCore):
     __slots__ = (
-        "_base_timestamp",
-        "_buf",
         "_built",
         "_closed",
         "_compression",
         "_compression_level",
         "_final_state",
         "_is_transactional",
-        "_max_timestamp",
         "_producer_state",
-        "_scratch",
-        "_thunks",
-        "_write_limit",
         "attempts",
         "buffer_size",
         "created_ms",
         "drained_ms",
-        "full",
         "is_split_batch",
         "last_attempt_ms",
-        "last_record_size",
-        "produce_future",
-        "record_count",
         "retry",
         "retry_backoff_ms",
         "sequence_has_been_reset",
@@ -101,14 +88,11 @@ class ProducerBatch:
     def __init__(self, tp: TopicPartition, created_ms: int, write_limit: int, *,
                  compression: CompressionType = CompressionType.NONE,
                  compression_level: int | None = None, is_split_batch: bool = False) -> None:
+        # _buf, the write limit, record_count, full, produce_future, ...: batch_core.py
+        super().__init__(bytearray(HEADER_SIZE), write_limit, ProduceRequestResult(tp))
         self.topic_partition = tp
-        self._buf = bytearray(HEADER_SIZE)
-        self._scratch = bytearray()  # working space of the pure-Python encoder
-        self._write_limit = write_limit
         self._compression = compression
         self._compression_level = compression_level
-        self._base_timestamp = NO_TIMESTAMP
-        self._max_timestamp = NO_TIMESTAMP
         self._is_transactional = False
         self.created_ms = created_ms
         self.last_attempt_ms = created_ms
@@ -116,11 +100,6 @@ class ProducerBatch:
         self.attempts = 0
         self.retry = False
         self.retry_backoff_ms = 0
-        self.record_count = 0
-        self.last_record_size = 0  # bytes the last append added
-        self.full = False  # at or over the write limit, or closed
-        self.produce_future = ProduceRequestResult(tp)
-        self._thunks: list[FutureRecordMetadata] = []  # the records that have a callback
         self._final_state: FinalState | None = None
         self._closed = False
         self._built: bytes | None = None
@@ -130,39 +109,6 @@ class ProducerBatch:
         self._producer_state: tuple[int, int, int] | None = None  # (id, epoch, base sequence)
 
     # ------------------------------------------------------------------ appending
-    def try_append(self, timestamp: int, key: bytes | None, value: bytes | None,
-                   headers: Sequence[tuple[str, bytes | None]], callback: Any,
-                   now_ms: int) -> FutureRecordMetadata | None:
-        """Append one record, or None if the batch has no room (or is closed)."""
-        if self.full:
-            return None
-        count = self.record_count
-        if count:
-            delta = timestamp - self._base_timestamp
-        else:
-            if timestamp < 0:
-                raise ValueError(f"invalid negative timestamp {timestamp}")
-            self._base_timestamp = timestamp
-            delta = 0
-        buf = self._buf
-        before = len(buf)
-        size = _encode_record(buf, self._scratch, count, delta, key, value, headers)
-        if count and before + size > self._write_limit:
-            del buf[before:]  # no room: this record opens the next batch
-            return None
-        if before + size >= self._write_limit:
-            self.full = True
-        if timestamp > self._max_timestamp:
-            self._max_timestamp = timestamp
-        future = FutureRecordMetadata(self.produce_future, count, timestamp,
-                                      -1 if key is None else len(key),
-                                      -1 if value is None else len(value), callback)
-        if callback is not None:
-            self._thunks.append(future)
-        self.record_count = count + 1
-        self.last_record_size = size
-        return future
-
     def appended_size(self) -> int:
         return len(self._buf)
 

@@ -46,7 +46,7 @@ class ProducerMetadata(Metadata):
         cluster = self._cluster
         if topic in self._topics:
             self._topics[topic] = now_ms + self._idle_ms
-            return cluster, cluster.partition_count(topic)
+            return cluster, cluster.partition_counts.get(topic)
         return cluster, None
 
     def contains_topic(self, topic: str) -> bool:
