@@ -30,6 +30,7 @@ from millrace.client.errors import IllegalStateError, KafkaTimeoutError, Seriali
 from millrace.client.metadata import parse_bootstrap_servers
 from millrace.client.metrics import Metrics
 from millrace.client.network_client import NetworkClient
+from millrace.client.producer._internals.batch_core import wall_clock_ms
 from millrace.client.producer._internals.buffer_pool import BufferPool
 from millrace.client.producer._internals.built_in_partitioner import partition_for_key
 from millrace.client.producer._internals.future_record_metadata import FutureRecordMetadata
@@ -185,10 +186,8 @@ class KafkaProducer(Generic[K, V]):
             transaction_manager=self._transaction_manager,
             max_in_flight_requests=max_in_flight)
         # bound once: the per-record path avoids attribute chains
-        # the clock in nanoseconds: the system clock is read without a Python call
-        self._clock_ns = _time.time_ns if type(time) is SystemTime else \
-            (lambda: time.milliseconds() * 1_000_000)
-        self._lookup = self._metadata.lookup
+        # the system clock is read without a Python call on the per-record path
+        self._clock_ms = wall_clock_ms if type(time) is SystemTime else time.milliseconds
         self._append = self._accumulator.append
         self._wakeup = self._client.wakeup
         self._send_errors = sender_metrics.record_error
@@ -228,13 +227,22 @@ class KafkaProducer(Generic[K, V]):
             # The hot path: everything below runs once per record.
             topic = record.topic
             partition = record.partition
-            now = self._clock_ns() // 1_000_000
-            cluster, count = self._lookup(topic, now)
+            now = self._clock_ms()
+            # touch the topic (metadata.max.idle.ms) and read its partition count from the
+            # current snapshot: ProducerMetadata's fields, read here to save two calls
+            metadata = self._metadata
+            cluster = metadata._cluster
+            tracked = metadata._topics
+            if topic in tracked:
+                tracked[topic] = now + metadata._idle_ms
+                count = cluster.partition_counts.get(topic)
+            else:
+                count = None
             remaining: float = self._max_block_ms
             if count is None or (partition is not None and partition >= count):
                 cluster, waited = self._wait_on_metadata(topic, partition, now, remaining)
                 remaining = max(remaining - waited, 0)
-                now = self._clock_ns() // 1_000_000
+                now = self._clock_ms()
                 count = cluster.partition_count(topic)
                 assert count is not None
             headers = _normalize_headers(record.headers) if record.headers else ()

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "millrace_record_capi.h"
 
@@ -549,6 +550,15 @@ set_future_type(PyObject *self, PyObject *cls)
 }
 
 static PyObject *
+wall_clock_ms(PyObject *self, PyObject *unused)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+}
+
+static PyObject *
 install_record_vectorcall(PyObject *self, PyObject *cls)
 {
     if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &RecordCoreType)) {
@@ -567,6 +577,8 @@ install_record_vectorcall(PyObject *self, PyObject *cls)
 }
 
 static PyMethodDef methods[] = {
+    {"wall_clock_ms", wall_clock_ms, METH_NOARGS,
+     "Milliseconds since the epoch (time.time_ns() // 1_000_000, without the bigint)."},
     {"install_record_vectorcall", install_record_vectorcall, METH_O,
      "Let calls of this RecordCore subclass (which must not override __init__ or __new__) "
      "skip the argument tuple and keyword dict."},

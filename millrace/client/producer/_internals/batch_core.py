@@ -24,6 +24,7 @@ travels.  ``full`` turns true once the buffer reaches the limit.
 
 from __future__ import annotations
 
+import time as _time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -113,21 +114,29 @@ def _set_py_future_type(cls: type[Any]) -> None:
     PyBatchCore._future_type = cls
 
 
+def py_wall_clock_ms() -> int:
+    """Milliseconds since the epoch: ``SystemTime.milliseconds`` for the per-record path."""
+    return _time.time_ns() // 1_000_000
+
+
 if TYPE_CHECKING:
     BatchCore = PyBatchCore
     FutureCore = PyFutureCore
     SPEEDUPS: bool
     set_future_type = _set_py_future_type
+    wall_clock_ms = py_wall_clock_ms
 else:
     try:
         from millrace.client.producer._internals._speedups import (
             BatchCore,
             FutureCore,
             set_future_type,
+            wall_clock_ms,
         )
     except ImportError:  # no compiler at install time, or MILLRACE_NO_SPEEDUPS set
         BatchCore, FutureCore = PyBatchCore, PyFutureCore
         set_future_type = _set_py_future_type
+        wall_clock_ms = py_wall_clock_ms
         SPEEDUPS = False
     else:
         SPEEDUPS = True

@@ -19,7 +19,10 @@ class ProducerMetadata(Metadata):
                  metadata_max_idle_ms: int = 300_000) -> None:
         super().__init__(refresh_backoff_ms, refresh_backoff_max_ms, metadata_max_age_ms)
         self._idle_ms = metadata_max_idle_ms
-        self._topics: dict[str, int] = {}  # topic -> expiry ms; guarded by _topics_lock
+        # topic -> expiry ms; guarded by _topics_lock, except on KafkaProducer.send's
+        # per-record path, which reads _cluster and touches an existing key without it
+        # (the store of an existing key is atomic, and expiry is only a hint)
+        self._topics: dict[str, int] = {}
         self._topics_lock = threading.Lock()
 
     def add(self, topic: str, now_ms: int) -> None:
@@ -39,15 +42,6 @@ class ProducerMetadata(Metadata):
             self._topics[topic] = now_ms + self._idle_ms
             return True
         return False
-
-    def lookup(self, topic: str, now_ms: int) -> tuple[Cluster, int | None]:
-        """(snapshot, partition count) for a send; the count is None unless the topic is
-        tracked and in the snapshot.  Touches the topic (the per-record path)."""
-        cluster = self._cluster
-        if topic in self._topics:
-            self._topics[topic] = now_ms + self._idle_ms
-            return cluster, cluster.partition_counts.get(topic)
-        return cluster, None
 
     def contains_topic(self, topic: str) -> bool:
         return topic in self._topics
