@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 import json
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from millrace.client.errors import SerializationError
@@ -38,7 +38,7 @@ class Serializer(Generic[T]):
         """Called once with the client's configuration."""
 
     def serialize(self, topic: str, data: T | None,
-                  headers: list[tuple[str, bytes | None]] | None = None) -> bytes | None:
+                  headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -50,7 +50,7 @@ class Deserializer(Generic[T]):
         """Called once with the client's configuration."""
 
     def deserialize(self, topic: str, data: bytes | None,
-                    headers: list[tuple[str, bytes | None]] | None = None) -> T | None:
+                    headers: Sequence[tuple[str, bytes | None]] | None = None) -> T | None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -66,7 +66,7 @@ class ByteArraySerializer(Serializer[bytes]):
     """Passes bytes through (``bytearray``/``memoryview`` are copied to ``bytes``)."""
 
     def serialize(self, topic: str, data: Any,
-                  headers: list[tuple[str, bytes | None]] | None = None) -> bytes | None:
+                  headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
         if data is None or type(data) is bytes:
             return data
         if isinstance(data, bytes | bytearray | memoryview):
@@ -83,7 +83,7 @@ class StringSerializer(Serializer[str]):
         self.encoding = configs.get(name, configs.get("serializer.encoding", self.encoding))
 
     def serialize(self, topic: str, data: Any,
-                  headers: list[tuple[str, bytes | None]] | None = None) -> bytes | None:
+                  headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
         if data is None:
             return None
         if not isinstance(data, str):
@@ -100,7 +100,7 @@ class _StructSerializer(Serializer[Any]):
     _accepts: tuple[type, ...] = (int,)
 
     def serialize(self, topic: str, data: Any,
-                  headers: list[tuple[str, bytes | None]] | None = None) -> bytes | None:
+                  headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
         if data is None:
             return None
         if isinstance(data, bool) or not isinstance(data, self._accepts):
@@ -139,7 +139,7 @@ class JsonSerializer(Serializer[Any]):
         self._kwargs = {"separators": (",", ":"), "ensure_ascii": False, **dumps_kwargs}
 
     def serialize(self, topic: str, data: Any,
-                  headers: list[tuple[str, bytes | None]] | None = None) -> bytes | None:
+                  headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
         if data is None:
             return None
         try:
@@ -155,7 +155,7 @@ class FunctionSerializer(Serializer[Any]):
         self._fn = fn
 
     def serialize(self, topic: str, data: Any,
-                  headers: list[tuple[str, bytes | None]] | None = None) -> bytes | None:
+                  headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
         if data is None:
             return None
         try:
@@ -174,7 +174,7 @@ class FunctionSerializer(Serializer[Any]):
 
 class ByteArrayDeserializer(Deserializer[bytes]):
     def deserialize(self, topic: str, data: bytes | None,
-                    headers: list[tuple[str, bytes | None]] | None = None) -> bytes | None:
+                    headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
         return data
 
 
@@ -183,7 +183,7 @@ class StringDeserializer(Deserializer[str]):
         self.encoding = encoding
 
     def deserialize(self, topic: str, data: bytes | None,
-                    headers: list[tuple[str, bytes | None]] | None = None) -> str | None:
+                    headers: Sequence[tuple[str, bytes | None]] | None = None) -> str | None:
         return None if data is None else data.decode(self.encoding)
 
 
@@ -191,7 +191,7 @@ class _StructDeserializer(Deserializer[Any]):
     _struct: struct.Struct
 
     def deserialize(self, topic: str, data: bytes | None,
-                    headers: list[tuple[str, bytes | None]] | None = None) -> Any:
+                    headers: Sequence[tuple[str, bytes | None]] | None = None) -> Any:
         if data is None:
             return None
         if len(data) != self._struct.size:
@@ -222,7 +222,7 @@ class FloatDeserializer(_StructDeserializer):
 
 class JsonDeserializer(Deserializer[Any]):
     def deserialize(self, topic: str, data: bytes | None,
-                    headers: list[tuple[str, bytes | None]] | None = None) -> Any:
+                    headers: Sequence[tuple[str, bytes | None]] | None = None) -> Any:
         return None if data is None else json.loads(data)
 
 

@@ -27,6 +27,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +146,7 @@ typedef struct {
     Py_ssize_t n;                       /* number of names (7 per-record + constants) */
     PyObject *names[MAX_FIELDS];        /* borrowed; NULL = skip */
     PyObject *descr[MAX_FIELDS];        /* owned data descriptors, or NULL: generic setattr */
+    Py_ssize_t slot[MAX_FIELDS];        /* > 0: offset of a __slots__ member in cls */
     PyObject *const *constants;         /* borrowed, n - 7 of them */
 } Shape;
 
@@ -198,6 +200,14 @@ shape_init(Shape *s, PyObject *cls, PyObject *fields, PyObject *constants)
         }
         else if (Py_TYPE(d)->tp_descr_set != NULL) {
             s->descr[k] = d;  /* e.g. a __slots__ member */
+            /* A __slots__ member of cls itself: the object is new (every slot NULL), so
+             * shape_set can store into it directly, as the descriptor would. */
+            if (Py_IS_TYPE(d, &PyMemberDescr_Type)
+                    && ((PyDescrObject *)d)->d_type == s->cls) {
+                PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+                if (m->type == T_OBJECT_EX && !(m->flags & READONLY) && m->offset > 0)
+                    s->slot[k] = m->offset;
+            }
         }
         else {
             Py_DECREF(d);
@@ -213,6 +223,11 @@ shape_set(Shape *s, PyObject *obj, Py_ssize_t k, PyObject *value)
     int rc = 0;
     if (value == NULL)
         return -1;
+    if (s->slot[k] > 0) {
+        PyObject **field = (PyObject **)((char *)obj + s->slot[k]);
+        Py_XSETREF(*field, value);  /* the reference moves into the object */
+        return 0;
+    }
     if (s->names[k] != NULL) {
         PyObject *d = s->descr[k];
         if (d != NULL)
@@ -311,7 +326,9 @@ decode_headers(const uint8_t *d, Py_ssize_t len, Py_ssize_t *pi, Py_ssize_t rec_
             goto fail;
     }
     *pi = i;
-    return headers;
+    PyObject *frozen = PyList_AsTuple(headers);  /* records' headers are immutable */
+    Py_DECREF(headers);
+    return frozen;
 fail:
     Py_DECREF(headers);
     return NULL;
@@ -416,6 +433,11 @@ decode_records_as(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     n = count < max_records ? count : max_records;
+    /* No reference cycle can form while the objects are built, and all of them stay
+     * alive until the list is returned: collecting now would only walk them (and promote
+     * them), several times per call once a call builds hundreds of objects.  So the
+     * cyclic GC waits until the list is complete. */
+    int gc_was_enabled = PyGC_Disable();
     PyObject *out = PyList_New(n);
     if (out == NULL)
         goto error;
@@ -452,7 +474,7 @@ decode_records_as(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
         if (d[i] == 0) {
-            headers = PyList_New(0);
+            headers = Py_NewRef(empty_tuple);  /* no headers: the shared () */
             i += 1;
         }
         else {
@@ -514,6 +536,8 @@ decode_records_as(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     shape_clear(&shape);
     PyBuffer_Release(&view);
+    if (gc_was_enabled)
+        PyGC_Enable();
     PyObject *result = Py_BuildValue("(Nn)", out, i);
     return result;
 
@@ -521,6 +545,8 @@ error:
     Py_XDECREF(out);  /* NULL slots of a partly filled list are fine */
     shape_clear(&shape);
     PyBuffer_Release(&view);
+    if (gc_was_enabled)
+        PyGC_Enable();
     return NULL;
 }
 

@@ -31,7 +31,7 @@ same bytes, objects and errors.  ``encode_record``, ``decode_records`` and
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from millrace.common.errors import CorruptBatchError
@@ -69,7 +69,7 @@ class Record:
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
 def record_size_upper_bound(
@@ -254,7 +254,7 @@ def py_decode_record_run(
                 i += n
             b = data[i]
             if b == 0:
-                headers: list[tuple[str, bytes | None]] = []
+                headers: tuple[tuple[str, bytes | None], ...] = ()
                 i += 1
             else:
                 headers, i = _decode_headers(data, i, rec_end)
@@ -273,7 +273,7 @@ def py_decode_record_run(
 
 def _decode_headers(
     data: bytes, i: int, rec_end: int
-) -> tuple[list[tuple[str, bytes | None]], int]:
+) -> tuple[tuple[tuple[str, bytes | None], ...], int]:
     count, i = decode_varint(data, i)
     if count < 0 or count > (rec_end - i) // 2:
         raise CorruptBatchError(f"invalid header count {count}")
@@ -308,7 +308,7 @@ def _decode_headers(
         else:
             append((name, data[i : i + n]))
             i += n
-    return headers, i
+    return tuple(headers), i
 
 
 RECORD_FIELDS = ("offset", "timestamp", "key", "value", "headers", None, None)

@@ -183,7 +183,7 @@ class LegacyRecordBatch:
     def record_list(self, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> list[Record]:
         codec = self.compression
         if codec == CompressionType.NONE:
-            return [Record(self.offset, self.timestamp, self.key, self.value, [])]
+            return [Record(self.offset, self.timestamp, self.key, self.value, ())]
         if self.value is None:
             raise CorruptBatchError("compressed legacy message has a null value")
         payload: bytes = self.value
@@ -202,7 +202,7 @@ class LegacyRecordBatch:
         shift = self.offset - inner[-1][0] if self.magic > 0 else 0
         append_time = self.magic > 0 and bool(self.attributes & 0x08)
         return [
-            Record(offset + shift, self.timestamp if append_time else timestamp, key, value, [])
+            Record(offset + shift, self.timestamp if append_time else timestamp, key, value, ())
             for offset, _magic, _attributes, timestamp, key, value in inner
         ]
 

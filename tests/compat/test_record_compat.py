@@ -81,7 +81,7 @@ def test_kafka_python_batches_decode_with_ours(codec: CompressionType) -> None:
     header = validate_batch(data, check_offsets=True)
     assert header.compression == codec  # the payloads compress, so kafka-python keeps the codec
     records = RecordBatch(data).record_list()
-    assert records == [Record(i, ts, k, v, _kafka_python_headers(h))
+    assert records == [Record(i, ts, k, v, tuple(_kafka_python_headers(h)))
                        for i, (ts, k, v, h) in enumerate(RECORDS)]
 
 
@@ -317,7 +317,7 @@ def test_librdkafka_batches_decode_with_ours(
             timestamp = 1_700_000_000_000 + i
             producer.produce(TOPIC, key=key, value=value, headers=headers, timestamp=timestamp,
                              on_delivery=on_delivery)
-            sent.append((timestamp, key, value, headers))
+            sent.append((timestamp, key, value, tuple(headers)))  # decoded: a tuple
         assert producer.flush(10) == 0, "librdkafka could not deliver to the fake broker"
     finally:
         producer.close()

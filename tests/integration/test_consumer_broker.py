@@ -119,7 +119,7 @@ def test_assign_consumes_everything_in_order(broker: BrokerProcess) -> None:
             assert c.position(TopicPartition(topic, p)) == 200
         first = next(r for r in records if r.partition == 0)
         assert (first.key, first.value, first.topic) == (b"k0", b"v0", topic)
-        assert first.headers == [("i", b"0")]
+        assert first.headers == (("i", b"0"),)
         assert first.timestamp > 0 and first.serialized_value_size == 2
         assert first.leader_epoch == 0
         assert c.poll(100).is_empty()

@@ -18,7 +18,10 @@ from millrace.record import TimestampType
 K = TypeVar("K")
 V = TypeVar("V")
 
-Headers = list[tuple[str, bytes | None]]
+# A consumed record's headers: (key, value) pairs in wire order, immutable (Java's Headers
+# of a received record are read-only too); () when there are none -- one shared object, so
+# a poll of records without headers allocates no container per record.
+Headers = tuple[tuple[str, bytes | None], ...]
 
 
 class ConsumerRecord(Generic[K, V]):
@@ -38,7 +41,7 @@ class ConsumerRecord(Generic[K, V]):
         self.timestamp_type = timestamp_type
         self.key = key
         self.value = value
-        self.headers: Headers = headers if headers is not None else []
+        self.headers: Headers = headers if headers is not None else ()
         self.serialized_key_size = serialized_key_size
         self.serialized_value_size = serialized_value_size
         self.leader_epoch = leader_epoch

@@ -12,7 +12,7 @@ partition and offset (the fetcher wraps the exception).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from millrace.client.serialization import (
@@ -42,7 +42,7 @@ class FunctionDeserializer(Deserializer[Any]):
         self._fn = fn
 
     def deserialize(self, topic: str, data: bytes | None,
-                    headers: list[tuple[str, bytes | None]] | None = None) -> Any:
+                    headers: Sequence[tuple[str, bytes | None]] | None = None) -> Any:
         return None if data is None else self._fn(data)
 
     def __repr__(self) -> str:

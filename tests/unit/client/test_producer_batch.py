@@ -57,7 +57,7 @@ def test_compressed_batches_equal_builder_and_decode(recs: list, codec: Compress
     assert ours == theirs
     decoded = RecordBatch(ours).record_list()
     assert [(r.key, r.value, r.headers) for r in decoded] == \
-        [(k, v, list(h)) for _, k, v, h in recs]
+        [(k, v, tuple(h)) for _, k, v, h in recs]
 
 
 def test_large_offsets_and_negative_deltas_take_the_slow_varint_path() -> None:
@@ -174,7 +174,7 @@ def test_split_keeps_every_record_and_redirects_futures() -> None:
     assert sorted(calls) == [(i, 50 + i) for i in range(30)]
     decoded = [r for p in parts for r in RecordBatch(p.records()).record_list()]
     assert [r.key for r in decoded] == [str(i).encode() for i in range(30)]
-    assert decoded[0].headers == [("h", b"1")]
+    assert decoded[0].headers == (("h", b"1"),)
 
 
 def test_sequence_numbers_wrap_at_int32_max() -> None:

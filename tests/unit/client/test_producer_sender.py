@@ -68,7 +68,7 @@ def test_records_arrive_with_offsets_and_metadata(cluster: FakeCluster) -> None:
     assert (md[0].serialized_key_size, md[0].serialized_value_size) == (1, 2)
     records = cluster.records(TP0)
     assert [(r.key, r.value, r.headers, r.timestamp) for r in records] == [
-        (b"k", f"v{i}".encode(), [("h", b"1")], 1000 + i) for i in range(3)]
+        (b"k", f"v{i}".encode(), (("h", b"1"),), 1000 + i) for i in range(3)]
     producer.close()
 
 

@@ -36,7 +36,7 @@ def build(
 
 
 def expected(specs: list[RecordSpec], base_offset: int = 0) -> list[Record]:
-    return [Record(base_offset + i, ts, k, v, list(h)) for i, (ts, k, v, h) in enumerate(specs)]
+    return [Record(base_offset + i, ts, k, v, tuple(h)) for i, (ts, k, v, h) in enumerate(specs)]
 
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")

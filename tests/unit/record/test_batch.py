@@ -415,5 +415,5 @@ def test_compute_crc_errors() -> None:
 
 def test_record_repr_and_equality() -> None:
     rec = Record(1, 2, b"k", None)
-    assert rec.headers == [] and rec == Record(1, 2, b"k", None, [])
+    assert rec.headers == () and rec == Record(1, 2, b"k", None, ())
     assert "RecordBatch(base_offset=0" in repr(RecordBatch(build(SPECS)))

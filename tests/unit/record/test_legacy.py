@@ -19,8 +19,8 @@ COMPRESSED = [c for c in CompressionType if c != CompressionType.NONE]
 def test_v0_message_set() -> None:
     data = legacy_message(5, b"k", b"v", magic=0) + legacy_message(6, None, None, magic=0)
     assert list(iter_legacy_records(data)) == [
-        Record(5, -1, b"k", b"v", []),
-        Record(6, -1, None, None, []),
+        Record(5, -1, b"k", b"v", ()),
+        Record(6, -1, None, None, ()),
     ]
     batch = LegacyRecordBatch(data)
     batch.validate()
@@ -34,8 +34,8 @@ def test_v1_message_set_timestamps() -> None:
     create = legacy_message(1, b"a", b"b", timestamp=1234)
     append = legacy_message(2, b"c", b"", timestamp=5678, attributes=0x08)
     assert list(iter_legacy_records(create + append)) == [
-        Record(1, 1234, b"a", b"b", []),
-        Record(2, 5678, b"c", b"", []),
+        Record(1, 1234, b"a", b"b", ()),
+        Record(2, 5678, b"c", b"", ()),
     ]
     assert LegacyRecordBatch(create).timestamp_type == TimestampType.CREATE_TIME
     assert LegacyRecordBatch(append).timestamp_type == TimestampType.LOG_APPEND_TIME
@@ -58,7 +58,7 @@ def test_v1_wrapper_has_relative_inner_offsets(codec: CompressionType) -> None:
     assert batch.compression == codec
     assert (batch.base_offset, batch.last_offset) == (100, 102)
     assert list(batch.records()) == [
-        Record(100 + i, 1000 + i, b"key%d" % i, b"value%d" % i, []) for i in range(3)
+        Record(100 + i, 1000 + i, b"key%d" % i, b"value%d" % i, ()) for i in range(3)
     ]
 
 
@@ -151,9 +151,9 @@ def test_memory_records_mixes_formats() -> None:
     assert [b.magic for b in batches] == [1, 2, 0]
     assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 0), (1, 1), (2, 2)]
     assert list(records.records()) == [
-        Record(0, 10, b"old", b"v1", []),
-        Record(1, 20, b"new", b"v2", [("h", b"1")]),
-        Record(2, -1, b"older", b"v0", []),
+        Record(0, 10, b"old", b"v1", ()),
+        Record(1, 20, b"new", b"v2", (("h", b"1"),)),
+        Record(2, -1, b"older", b"v0", ()),
     ]
     assert records.valid_bytes() == len(v1 + v2 + v0)
     assert len(records) == len(v1 + v2 + v0) + 30

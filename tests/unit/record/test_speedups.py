@@ -153,7 +153,7 @@ def test_decode_produces_identical_records(specs: list[tuple[Any, ...]], base_of
     assert py == c
     assert py[0] == "ok"
     assert [(r.key, r.value, r.headers) for r in py[1]] == \
-        [(s[2], s[3], [tuple(h) for h in s[4]]) for s in specs]
+        [(s[2], s[3], tuple(tuple(h) for h in s[4])) for s in specs]
 
 
 class _Slotted:
@@ -189,12 +189,16 @@ def test_decode_as_in_runs_matches_the_reference(specs: list[tuple[Any, ...]],
 
 
 @needs_c
-def test_each_record_gets_its_own_headers_list() -> None:
-    data = _encode([(0, 0, None, b"a", []), (1, 0, None, b"b", [])])
-    records, _ = _speedups.decode_records_as(Record, RECORD_FIELDS, (), data, 0, len(data),
-                                             2, 0, 0, None, 2)
-    records[0].headers.append(("x", None))
-    assert records[1].headers == []
+def test_decoded_headers_are_immutable_tuples() -> None:
+    """No container per record without headers (one shared ``()``), and a tuple of pairs
+    otherwise, so records cannot alter each other's headers."""
+    data = _encode([(0, 0, None, b"a", []), (1, 0, None, b"b", []),
+                    (2, 0, None, b"c", [("h", b"1"), ("n", None)])])
+    for decode in (_speedups.decode_records_as, py_decode_records_as):
+        records, _ = decode(Record, RECORD_FIELDS, (), data, 0, len(data), 3, 0, 0, None, 3)
+        assert records[0].headers == () and records[1].headers == ()
+        assert records[2].headers == (("h", b"1"), ("n", None))
+        assert all(type(r.headers) is tuple for r in records)
 
 
 # ------------------------------------------------------------------ hostile input

@@ -260,7 +260,7 @@ def test_record_fields() -> None:
     env.fetch(partition_data(0, batch(0, [b"v"], timestamp=1234, keys=[b"k"])))
     [r] = env.fetcher.collect_fetch()[T0]
     assert (r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, r.headers) == \
-        ("t", 0, 0, 1234, b"k", b"v", [])
+        ("t", 0, 0, 1234, b"k", b"v", ())
     assert r.timestamp_type.name == "CREATE_TIME"
 
 
