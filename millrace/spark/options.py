@@ -68,10 +68,13 @@ UNSUPPORTED_SINK_OPTIONS = {
     "kafka.transactional.id": "the millrace sink writes at least once, without transactions",
 }
 
-# What the readers run with unless the user says otherwise: large fetches and polls (the
-# executors read whole offset ranges), never a group, a commit or a silent offset reset.
+# What the readers run with unless the user says otherwise: large fetches (the executors
+# read whole offset ranges), never a group, a commit or a silent offset reset.  Polls stay
+# small: a poll's records are alive together, and the fewer there are when the cyclic GC
+# runs the less it walks (1,000: about twice as fast as 20,000); the reader gathers several
+# polls into one Arrow batch (reader.ARROW_BATCH_ROWS).
 READER_CONSUMER_DEFAULTS: dict[str, Any] = {
-    "max.poll.records": 20000,
+    "max.poll.records": 1000,
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
     "fetch.max.bytes": 64 * 1024 * 1024,
     "receive.buffer.bytes": 1024 * 1024,

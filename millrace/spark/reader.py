@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_MS = 500
+# rows per Arrow batch handed to Spark (spark.sql.execution.arrow.maxRecordsPerBatch's
+# default); the consumer polls fewer at a time (options.READER_CONSUMER_DEFAULTS)
+ARROW_BATCH_ROWS = 10_000
 STALL_CHECK_MS = 2_000
 _ids = itertools.count(1)
 _offset_of = attrgetter("offset")
@@ -130,7 +133,10 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
 
 class _BatchBuilder:
-    """ConsumerRecords of one partition -> Arrow record batches of the source's schema."""
+    """ConsumerRecords of one partition -> Arrow record batches of the source's schema.
+
+    ``add`` keeps only the columns (bytes and ints: nothing the cyclic GC walks), so the
+    records of a poll die with it; ``build`` makes one batch of everything added since."""
 
     def __init__(self, schema: pa.Schema, topic: str, partition: int) -> None:
         import pyarrow as pa
@@ -144,21 +150,44 @@ class _BatchBuilder:
         self._headers_type = schema.field("headers").type if "headers" in schema.names \
             else None
 
-    def build(self, records: list[Any]) -> pa.RecordBatch:
+        self._clear()
+
+    def _clear(self) -> None:
+        self._keys: list[bytes | None] = []
+        self._values: list[bytes | None] = []
+        self._offsets: list[int] = []
+        self._timestamps: list[int] = []
+        self._types: list[int] = []
+        self._headers: list[Any] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self._offsets)
+
+    def add(self, records: list[Any]) -> None:
+        self._keys += [r.key for r in records]
+        self._values += [r.value for r in records]
+        self._offsets += [r.offset for r in records]
+        self._timestamps += [r.timestamp for r in records]
+        self._types += [r.timestamp_type for r in records]
+        if self._headers_type is not None:
+            self._headers += [r.headers or None for r in records]
+
+    def build(self) -> pa.RecordBatch:
         pa = self._pa
-        n = len(records)
+        n = self.rows
         columns = [
-            pa.array([r.key for r in records], pa.binary()),
-            pa.array([r.value for r in records], pa.binary()),
+            pa.array(self._keys, pa.binary()),
+            pa.array(self._values, pa.binary()),
             pa.repeat(self._topic, n),
             pa.repeat(self._partition, n),
-            pa.array([r.offset for r in records], pa.int64()),
-            pa.array([r.timestamp for r in records], self._timestamp_ms)
-              .cast(self._timestamp_us),
-            pa.array([r.timestamp_type for r in records], pa.int32()),
+            pa.array(self._offsets, pa.int64()),
+            pa.array(self._timestamps, self._timestamp_ms).cast(self._timestamp_us),
+            pa.array(self._types, pa.int32()),
         ]
         if self._headers_type is not None:
-            columns.append(pa.array([r.headers or None for r in records], self._headers_type))
+            columns.append(pa.array(self._headers, self._headers_type))
+        self._clear()
         return pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
 
@@ -191,8 +220,9 @@ def read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Sch
             if records:
                 if records[-1].offset >= until:
                     records = records[:bisect.bisect_left(records, until, key=_offset_of)]
-                if records:
-                    yield builder.build(records)
+                builder.add(records)
+                if builder.rows >= ARROW_BATCH_ROWS:
+                    yield builder.build()
             moved = consumer.position(tp)
             now = time.monotonic()
             if moved != position:
@@ -202,12 +232,14 @@ def read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Sch
             if now - last_check >= STALL_CHECK_MS / 1000:
                 last_check = now
                 if _stopped_short(consumer, tp, position, until, options):
-                    return
+                    break  # what was read before the loss is still handed out
             if now - progress_at >= options.poll_timeout_ms / 1000:
                 raise TimeoutError(
                     f"Reading partition {tp} made no progress at offset {position} for "
                     f"{options.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs); the range "
                     f"to read ends at {until}")
+        if builder.rows:
+            yield builder.build()
     finally:
         consumer.close()
 
