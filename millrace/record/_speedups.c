@@ -805,12 +805,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    const char *off = getenv("MILLRACE_NO_SPEEDUPS");
-    if (off != NULL && off[0] != '\0' && strcmp(off, "0") != 0) {
-        PyErr_SetString(PyExc_ImportError,
-                        "millrace.record._speedups disabled by MILLRACE_NO_SPEEDUPS");
+    if (millrace_speedups_refused("millrace.record._speedups"))
         return NULL;
-    }
     PyObject *errors = PyImport_ImportModule("millrace.common.errors");
     if (errors == NULL)
         return NULL;

@@ -595,12 +595,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    const char *off = getenv("MILLRACE_NO_SPEEDUPS");
-    if (off != NULL && off[0] != '\0' && strcmp(off, "0") != 0) {
-        PyErr_SetString(PyExc_ImportError, "millrace.client.producer._internals._speedups "
-                                           "disabled by MILLRACE_NO_SPEEDUPS");
+    if (millrace_speedups_refused("millrace.client.producer._internals._speedups"))
         return NULL;
-    }
     record_api = (const MillraceRecordCAPI *)PyCapsule_Import(MILLRACE_RECORD_CAPSULE, 0);
     if (record_api == NULL)
         return NULL;
