@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copyreg
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -77,6 +78,12 @@ class ProducerRecord(_RecordCore, Generic[K, V]):
         def __init__(self, topic: str, value: V | None = None, key: K | None = None,
                      partition: int | None = None, timestamp: int | None = None,
                      headers: HeadersArg = None) -> None: ...
+
+    def __getstate__(self) -> tuple[None, dict[str, Any]]:
+        """For pickle and copy: the fields by name (they live in a base class, C when it
+        is built, which pickle cannot see), plus a subclass's own slots."""
+        names = (*PyRecordCore.__slots__, *copyreg._slotnames(type(self)))  # type: ignore[attr-defined]
+        return None, {n: getattr(self, n) for n in dict.fromkeys(names) if hasattr(self, n)}
 
     def __repr__(self) -> str:
         return (f"ProducerRecord(topic={self.topic}, partition={self.partition}, "

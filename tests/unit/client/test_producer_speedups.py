@@ -214,3 +214,20 @@ def test_a_subclass_of_producer_record_constructs_normally() -> None:
     t = Tagged("t", b"v", "x")
     assert (t.topic, t.value, t.tag, t.partition) == ("t", b"v", "x", None)
     assert t == ProducerRecord("t", b"v")
+
+
+def test_producer_records_pickle_and_copy() -> None:
+    import copy
+    import pickle
+
+    r = ProducerRecord("t", b"v", key=b"k", partition=1, timestamp=5, headers=[("h", b"1")])
+    for clone in (pickle.loads(pickle.dumps(r)), copy.copy(r), copy.deepcopy(r)):
+        assert type(clone) is ProducerRecord and clone == r
+
+    class Tagged(ProducerRecord[bytes, bytes]):
+        __slots__ = ("tag",)
+
+    t = Tagged("t", b"v")
+    t.tag = "x"
+    clone = copy.copy(t)  # (a local class: pickle could not find it by name)
+    assert (type(clone), clone.topic, clone.value, clone.tag) == (Tagged, "t", b"v", "x")
