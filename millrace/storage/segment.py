@@ -400,7 +400,10 @@ class LogSegment:
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError if an index cannot be trusted for this log: structural
-        checks on both, and the last offset entry must point at the batch it names."""
+        checks on both; the last offset entry must point at the batch it names, and the
+        last time entry must name the last offset of a batch with that max timestamp (how
+        ``append`` writes them) -- a zeroed one-entry time index passes the structural
+        check, and would make the segment's max timestamp 0."""
         self._offset_index.sanity_check(self._size)
         oi = self._offset_index
         if oi.entries:
@@ -409,8 +412,14 @@ class LogSegment:
             if header is None or header.last_offset != off:
                 raise CorruptIndexError(f"{oi.path}: last entry (offset {off}, position {pos}) "
                                         "does not name a batch of the log")
-        if self._time_index.entries:
-            self._time_index.sanity_check(self._next_offset() - 1)
+        ti = self._time_index
+        if ti.entries:
+            ti.sanity_check(self._next_offset() - 1)
+            ts, off = ti.last_entry()
+            found = self._translate(off)
+            if found is None or found[1].last_offset != off or found[1].max_timestamp != ts:
+                raise CorruptIndexError(f"{ti.path}: last entry (timestamp {ts}, offset {off}) "
+                                        "does not name a batch with that timestamp")
 
     def recover(self, max_batch_size: int | None = None) -> int:
         """Rebuild both indexes from the log, checking every batch; truncate the log at the

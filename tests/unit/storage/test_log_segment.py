@@ -3,8 +3,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from millrace.record.batch import iter_batches, set_base_offset, validate_batch
 from millrace.storage import LogConfig, LogSegment
+from millrace.storage.index import CorruptIndexError
 from millrace.storage.segment import AppendedBatch
 from tests.unit.storage.storagegen import T0, batch, config, records
 
@@ -163,3 +166,25 @@ def test_find_offset_by_timestamp_returns_first_record_at_or_after(tmp_path: Pat
     assert found is not None and found.offset == 5
     assert seg.find_offset_by_timestamp(T0 + 10_000, 0) is None
     seg.close()
+
+
+def test_a_zeroed_one_entry_time_index_fails_the_sanity_check(tmp_path: Path) -> None:
+    """(0, base offset) is a structurally valid time index entry; only the log can say the
+    segment's largest timestamp is not 0.  Found by the kill -9 storage test, which zeroes
+    a time index that sometimes has one entry."""
+    seg = _segment(tmp_path, config(index_interval_bytes=10**6))
+    nxt = 0
+    for i in range(3):
+        nxt = _append(seg, nxt, 2, ts=T0 + i)
+    seg.on_become_inactive()  # the roll's final entry: (largest timestamp, its offset)
+    assert seg.time_index.entries == 1
+    seg.sanity_check()
+    seg.close()
+    path = tmp_path / "00000000000000000000.timeindex"
+    path.write_bytes(b"\x00" * len(path.read_bytes()))
+    again = _segment(tmp_path, config(index_interval_bytes=10**6))
+    with pytest.raises(CorruptIndexError, match="does not name a batch with that timestamp"):
+        again.sanity_check()
+    again.recover()
+    assert again.max_timestamp == T0 + 2
+    again.close()
