@@ -81,6 +81,23 @@ def _chunks(count: int, budget_s: float) -> tuple[float, list[int]]:
     return deadline, [min(CHUNK, count - i) for i in range(0, count, CHUNK)]
 
 
+def _timed_sends(send_chunk: Callable[[int], None], flush: Callable[[], object], count: int,
+                 budget_s: float) -> tuple[int, float]:
+    """The clock of a synchronous client: ``send_chunk(n)`` sends n records (its own loop,
+    so the per-record cost is the client's alone) until ``count`` or the budget, then
+    ``flush()``; returns (records sent, seconds)."""
+    t0 = time.perf_counter()
+    deadline, chunks = _chunks(count, budget_s)
+    sent = 0
+    for chunk in chunks:
+        send_chunk(chunk)
+        sent += chunk
+        if time.perf_counter() > deadline:
+            break
+    flush()
+    return sent, time.perf_counter() - t0
+
+
 def run_millrace(bootstrap: str, topic: str, payload: bytes, count: int, acks: str,
                  budget_s: float) -> tuple[int, float]:
     from millrace.client.producer import KafkaProducer, ProducerRecord
@@ -91,17 +108,12 @@ def run_millrace(bootstrap: str, topic: str, payload: bytes, count: int, acks: s
     try:
         p.partitions_for(topic)
         send = p.send
-        t0 = time.perf_counter()
-        deadline, chunks = _chunks(count, budget_s)
-        sent = 0
-        for chunk in chunks:
-            for _ in range(chunk):
+
+        def send_chunk(n: int) -> None:
+            for _ in range(n):
                 send(ProducerRecord(topic, payload, partition=0))
-            sent += chunk
-            if time.perf_counter() > deadline:
-                break
-        p.flush()
-        return sent, time.perf_counter() - t0
+
+        return _timed_sends(send_chunk, p.flush, count, budget_s)
     finally:
         p.close()
 
@@ -116,17 +128,12 @@ def run_kafka_python(bootstrap: str, topic: str, payload: bytes, count: int, ack
     try:
         p.partitions_for(topic)
         send = p.send
-        t0 = time.perf_counter()
-        deadline, chunks = _chunks(count, budget_s)
-        sent = 0
-        for chunk in chunks:
-            for _ in range(chunk):
+
+        def send_chunk(n: int) -> None:
+            for _ in range(n):
                 send(topic, payload, partition=0)
-            sent += chunk
-            if time.perf_counter() > deadline:
-                break
-        p.flush()
-        return sent, time.perf_counter() - t0
+
+        return _timed_sends(send_chunk, p.flush, count, budget_s)
     finally:
         p.close()
 
