@@ -616,9 +616,9 @@ typedef struct {
 } HeaderItem;
 
 PyDoc_STRVAR(encode_record_doc,
-"encode_record(out, scratch, offset_delta, timestamp_delta, key, value, headers) -> int\n\n"
-"Append one record to the bytearray out; returns its size.  scratch is unused (kept for\n"
-"the reference's signature).  Same bytes and errors as default_record.encode_record.");
+"encode_record(out, offset_delta, timestamp_delta, key, value, headers) -> int\n\n"
+"Append one record to the bytearray out; returns its size.  Same bytes and errors as\n"
+"default_record.py_encode_record.");
 
 /* Append one record to the bytearray out; its size, or -1 with an exception set.  The
  * deltas are already range-checked.  Shared with other extensions through the capsule
@@ -768,8 +768,8 @@ encode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     long long offset_delta, ts_delta;
 
-    if (nargs != 7) {
-        PyErr_Format(PyExc_TypeError, "encode_record expects 7 arguments, got %zd", nargs);
+    if (nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "encode_record expects 6 arguments, got %zd", nargs);
         return NULL;
     }
     PyObject *out = args[0];
@@ -778,12 +778,12 @@ encode_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     /* the reference checks the timestamp delta first, then the offset delta */
-    if (as_ranged(args[3], INT64_MIN, INT64_MAX, "varlong", &ts_delta) < 0)
+    if (as_ranged(args[2], INT64_MIN, INT64_MAX, "varlong", &ts_delta) < 0)
         return NULL;
-    if (as_ranged(args[2], INT32_MIN, INT32_MAX, "varint", &offset_delta) < 0)
+    if (as_ranged(args[1], INT32_MIN, INT32_MAX, "varint", &offset_delta) < 0)
         return NULL;
-    Py_ssize_t size = encode_record_c(out, (int32_t)offset_delta, (int64_t)ts_delta, args[4],
-                                      args[5], args[6]);
+    Py_ssize_t size = encode_record_c(out, (int32_t)offset_delta, (int64_t)ts_delta, args[3],
+                                      args[4], args[5]);
     return size < 0 ? NULL : PyLong_FromSsize_t(size);
 }
 

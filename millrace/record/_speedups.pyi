@@ -3,7 +3,6 @@ from typing import Any
 
 def encode_record(
     out: bytearray,
-    scratch: bytearray,
     offset_delta: int,
     timestamp_delta: int,
     key: bytes | None,

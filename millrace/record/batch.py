@@ -159,7 +159,6 @@ class RecordBatchBuilder:
         "_partition_leader_epoch",
         "_producer_epoch",
         "_producer_id",
-        "_scratch",
         "_timestamp_type",
     )
 
@@ -190,7 +189,6 @@ class RecordBatchBuilder:
         self._base_offset = base_offset
         self._partition_leader_epoch = partition_leader_epoch
         self._buf = bytearray(HEADER_SIZE)
-        self._scratch = bytearray()
         self._count = 0
         self._last_delta = -1
         self._base_timestamp = NO_TIMESTAMP
@@ -232,7 +230,7 @@ class RecordBatchBuilder:
         if self._count == 0:
             self._base_timestamp = timestamp
         delta = self._last_delta + 1
-        size = encode_record(self._buf, self._scratch, delta, timestamp - self._base_timestamp,
+        size = encode_record(self._buf, delta, timestamp - self._base_timestamp,
                              key, value, headers)
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp

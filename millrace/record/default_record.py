@@ -92,15 +92,13 @@ _NULL = b"\x01"  # varint -1: a null key, value or header value
 
 def py_encode_record(
     out: bytearray,
-    scratch: bytearray,
     offset_delta: int,
     timestamp_delta: int,
     key: bytes | None,
     value: bytes | None,
     headers: Sequence[tuple[str, bytes | None]],
 ) -> int:
-    """Append one record to ``out``; returns its size.  (``scratch`` is not used any more;
-    it stays in the signature the C version shares.)"""
+    """Append one record to ``out``; returns its size."""
     varint = _VARINT
     if 0 <= timestamp_delta < _TABLE:
         head = _ATTRIBUTES_AND_DELTA[timestamp_delta]

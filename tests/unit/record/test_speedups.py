@@ -88,7 +88,7 @@ record_args_st = st.tuples(small_or_any, st.one_of(st.integers(-5, 20_000), int6
 def _encode(specs: list[tuple[Any, ...]]) -> bytes:
     out = bytearray()
     for spec in specs:
-        py_encode_record(out, bytearray(), *spec)
+        py_encode_record(out, *spec)
     return bytes(out)
 
 
@@ -98,8 +98,8 @@ def _encode(specs: list[tuple[Any, ...]]) -> bytes:
 def test_encode_produces_identical_bytes(specs: list[tuple[Any, ...]]) -> None:
     py_out, c_out = bytearray(b"prefix"), bytearray(b"prefix")
     for spec in specs:
-        assert py_encode_record(py_out, bytearray(), *spec) == \
-            _speedups.encode_record(c_out, bytearray(), *spec)
+        assert py_encode_record(py_out, *spec) == \
+            _speedups.encode_record(c_out, *spec)
     assert py_out == c_out
 
 
@@ -114,7 +114,7 @@ def test_encode_rejects_out_of_range_deltas_alike(bad32: int, bad64: int) -> Non
             out = bytearray()
             outs.append(out)
             results.append(_outcome(lambda e=encode, o=out, d=offset_delta, t=ts_delta:
-                                    e(o, bytearray(), d, t, None, b"v", ())))
+                                    e(o, d, t, None, b"v", ())))
         assert results[0] == results[1]
         assert results[0][0] == "ValueError"
         assert outs == [b"", b""]  # nothing appended
@@ -123,8 +123,8 @@ def test_encode_rejects_out_of_range_deltas_alike(bad32: int, bad64: int) -> Non
 @needs_c
 @pytest.mark.parametrize("headers", [[(b"bytes-key", b"v")], [("k", 5)], [("k", "str")]])
 def test_encode_rejects_bad_header_types_alike(headers: Any) -> None:
-    py = _outcome(lambda: py_encode_record(bytearray(), bytearray(), 0, 0, None, b"", headers))
-    c = _outcome(lambda: _speedups.encode_record(bytearray(), bytearray(), 0, 0, None, b"",
+    py = _outcome(lambda: py_encode_record(bytearray(), 0, 0, None, b"", headers))
+    c = _outcome(lambda: _speedups.encode_record(bytearray(), 0, 0, None, b"",
                                                  headers))
     assert py[0] == c[0] == "TypeError"
 

@@ -54,14 +54,13 @@ class PyFutureCore:
 class PyBatchCore:
     """The append state of ``ProducerBatch``; owned by whoever holds the accumulator's lock."""
 
-    __slots__ = ("_base_timestamp", "_buf", "_max_timestamp", "_scratch", "_thunks",
-                 "_write_limit", "full", "last_record_size", "produce_future", "record_count")
+    __slots__ = ("_base_timestamp", "_buf", "_max_timestamp", "_thunks", "_write_limit",
+                 "full", "last_record_size", "produce_future", "record_count")
 
     _future_type: type[Any] = PyFutureCore
 
     def __init__(self, buf: bytearray, write_limit: int, produce_future: Any) -> None:
         self._buf = buf
-        self._scratch = bytearray()  # working space of the pure-Python encoder
         self._write_limit = write_limit
         self.produce_future = produce_future
         self._thunks: list[Any] = []  # the futures of the records that have a callback
@@ -91,7 +90,7 @@ class PyBatchCore:
             delta = 0
         buf = self._buf
         before = len(buf)
-        size = encode_record(buf, self._scratch, count, delta, key, value, headers)
+        size = encode_record(buf, count, delta, key, value, headers)
         if count and before + size > self._write_limit:
             del buf[before:]  # no room: this record opens the next batch
             return None
