@@ -6,6 +6,15 @@
         rows --select--> state sink frame        (latest row per key, append mode)
         rows --where/watermark/groupBy(window)--> aggregate sink frame  (update mode)
 
+Reading once.  Every state sink, and every aggregate sink whose aggregates all combine
+across batches (``sum``, ``count``, ``min``, ``max`` of any expression, no ``DISTINCT``),
+also has a ``batch`` form: what to do with one micro-batch of ``rows``.  The runner
+streams ``rows`` once for all of them (one query, one read of the topic, one transaction
+per micro-batch); an aggregate's batch form is a plain ``groupBy`` whose partial results
+the database merges (``TableSpec`` merge mode, the watermark kept by the database).  An
+aggregate sink with another aggregate (``avg``, ``count(DISTINCT ...)``, ...) keeps its
+own query on Spark's stateful aggregation (replace mode).
+
 ``events`` has the parsed value columns (json: ``from_json`` with the value schema; raw:
 ``key`` and ``value`` as binary) plus ``key`` (as string), ``topic``, ``partition``,
 ``offset`` and ``timestamp`` -- a metadata column is left out when the value has a column
@@ -19,10 +28,11 @@ one-line ``ConfigError`` naming the sink or field.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from millrace.common.errors import ConfigError
 from millrace.spark.pipeline.config import (
@@ -31,28 +41,65 @@ from millrace.spark.pipeline.config import (
     AggregateSink,
     PipelineConfig,
     StateSink,
+    interval_seconds,
     parse_interval,
 )
-from millrace.spark.sinks.table import TableSpec, columns_from_spark
+from millrace.spark.sinks.table import MergeFunction, TableSpec, columns_from_spark
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 EVENTS_VIEW = "events"
+MAX_EVENT_TIME = "__max_event_time"  # the batch form's extra column: greatest event time
 T = TypeVar("T")
+_MERGEABLE = re.compile(r"^\s*(sum|count|min|max)\s*\(", re.IGNORECASE)
+_DISTINCT = re.compile(r"^\s*distinct\b", re.IGNORECASE)
 
 
 @dataclass
 class SinkPlan:
     kind: Literal["state", "aggregate"]
     table: str
-    frame: DataFrame
-    spec: TableSpec
+    frame: DataFrame  # the sink's own streaming frame (a query of its own)
+    spec: TableSpec  # the table; its mode says how the stateful query's rows are written
+    rows: DataFrame | None = None  # the streaming frame a batch form reads
+    # one micro-batch of ``rows`` -> the sink's rows; None: the sink needs its own query
+    batch: Callable[[DataFrame], DataFrame] | None = None
+    batch_spec: TableSpec | None = None  # the table as the batch form writes it
+    watermark_delay_ms: int = 0
 
     @property
     def output_mode(self) -> str:
         return "append" if self.kind == "state" else "update"
+
+
+def merge_function(expression: str) -> MergeFunction | None:
+    """``sum``/``count``/``min``/``max`` when ``expression`` is exactly one call of that
+    aggregate (any argument, no ``DISTINCT``): its per-batch results combine into the
+    whole stream's.  None for anything else (``avg(x)``, ``sum(x) + 1``, ``sum(x) FILTER
+    (WHERE ...)``)."""
+    match = _MERGEABLE.match(expression)
+    if match is None:
+        return None
+    depth, quote_char = 0, ""
+    start = match.end() - 1
+    for i in range(start, len(expression)):
+        ch = expression[i]
+        if quote_char:
+            if ch == quote_char:
+                quote_char = ""
+        elif ch in "'\"`":
+            quote_char = ch
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                if expression[i + 1:].strip() or _DISTINCT.match(expression[start + 1:i]):
+                    return None
+                return cast(MergeFunction, match[1].lower())
+    return None
 
 
 def spark_message(error: BaseException) -> str:
@@ -146,7 +193,8 @@ def state_plan(sink: StateSink, rows: DataFrame, table_columns: list[str]) -> Si
     frame = rows.select(*columns)
     spec = TableSpec(sink.table, columns_from_spark(frame.schema, sink.table),
                      key=tuple(sink.key), mode="latest", order=tuple(sink.order_by))
-    return SinkPlan("state", sink.table, frame, spec)
+    return SinkPlan("state", sink.table, frame, spec, rows=rows,
+                    batch=lambda batch: batch.select(*columns), batch_spec=spec)
 
 
 def aggregate_plan(sink: AggregateSink, rows: DataFrame) -> SinkPlan:
@@ -180,17 +228,31 @@ def aggregate_plan(sink: AggregateSink, rows: DataFrame) -> SinkPlan:
         with spark_errors(f"{what}: aggregate {name}"):
             aggregates.append(F.expr(expression).alias(name))
 
-    def build() -> DataFrame:
-        grouped = (frame.withWatermark(sink.event_time, watermark)
-                   .groupBy(bucket.alias("__window"), *sink.group_by).agg(*aggregates))
-        return grouped.select(F.col("__window.start").alias("window_start"),
-                              F.col("__window.end").alias("window_end"),
-                              *sink.group_by, *sink.aggregates)
+    def grouped(source: DataFrame, *extra: Column) -> DataFrame:
+        out = source.groupBy(bucket.alias("__window"), *sink.group_by).agg(*aggregates,
+                                                                           *extra)
+        return out.select(F.col("__window.start").alias("window_start"),
+                          F.col("__window.end").alias("window_end"),
+                          *sink.group_by, *sink.aggregates,
+                          *[F.col(MAX_EVENT_TIME) for _ in extra])
 
-    out = _analysed(f"{what}", build)
-    spec = TableSpec(sink.table, columns_from_spark(out.schema, sink.table),
-                     key=(*AGGREGATE_KEY_COLUMNS, *sink.group_by), mode="replace")
-    return SinkPlan("aggregate", sink.table, out, spec)
+    out = _analysed(f"{what}", lambda: grouped(frame.withWatermark(sink.event_time,
+                                                                   watermark)))
+    columns = columns_from_spark(out.schema, sink.table)
+    key = (*AGGREGATE_KEY_COLUMNS, *sink.group_by)
+    spec = TableSpec(sink.table, columns, key=key, mode="replace")
+    plan = SinkPlan("aggregate", sink.table, out, spec)
+    functions = {name: merge_function(e) for name, e in sink.aggregates.items()}
+    if all(functions.values()):
+        merge = tuple((name, f) for name, f in functions.items() if f is not None)
+        condition = sink.where
+        plan.rows = rows
+        plan.batch_spec = TableSpec(sink.table, columns, key=key, mode="merge", merge=merge)
+        plan.watermark_delay_ms = round(interval_seconds(watermark) * 1000)
+        plan.batch = lambda batch: grouped(batch.where(F.expr(condition)) if condition
+                                           else batch,
+                                           F.max(sink.event_time).alias(MAX_EVENT_TIME))
+    return plan
 
 
 def build_plan(spark: SparkSession, config: PipelineConfig,

@@ -1,15 +1,19 @@
-"""``Pipeline.run()``: one streaming query per sink, each exactly-once into the database.
+"""``Pipeline.run()``: the sinks' streaming queries, each exactly-once into the database.
 
-Each sink is a Spark streaming query with its own checkpoint
-(``<checkpoint_dir>/<table>``) whose ``foreachBatch`` writer (``SinkWriter``, called on
-the driver) collects the micro-batch as Arrow and hands it to ``Database.commit_batch``:
-one transaction that skips a batch id already recorded in ``millrace_batches`` for this
-query, or upserts the rows and records the id.  Spark re-runs a batch after a crash with
-the same id over the same offsets, so a batch is applied once whatever instant the
-process died at.
+The sinks that have a batch form (``plan.py``: state sinks and aggregates that merge)
+share one Spark streaming query over the pipeline's rows, checkpointed in
+``<checkpoint_dir>/shared-query``: the topic is read and parsed once per micro-batch,
+which the writer caches while each sink computes its rows from it.  Every other sink is
+a query of its own on Spark's stateful aggregation (``<checkpoint_dir>/<table>``).  Each
+query's ``foreachBatch`` writer (``SinkWriter``, called on the driver) collects its
+sinks' rows as Arrow and hands them to ``Database.commit``: one transaction that, per
+sink, skips a batch id already recorded in ``millrace_batches`` for this query, or
+upserts the rows and records the id.  Spark re-runs a batch after a crash with the same
+id over the same offsets, so a batch is applied once whatever instant the process died
+at -- and the tables of one query always reflect the same offsets.
 
 The calling thread starts the queries, then polls them: each finished micro-batch is
-reported to ``progress`` as a ``BatchProgress`` (Spark's progress numbers, the lag per
+reported to ``progress`` as one ``BatchProgress`` per sink (Spark's progress numbers, the lag per
 partition from the source's latest offsets, the rows the writer upserted).  With
 ``trigger="available-now"`` run returns when every query has processed what the topic
 held when it started; with ``processing-time`` it runs until ``stop()``, SIGINT or
@@ -32,14 +36,20 @@ from typing import TYPE_CHECKING, Any
 
 from millrace.common.errors import MillraceError
 from millrace.spark.pipeline.config import PipelineConfig
-from millrace.spark.pipeline.plan import SinkPlan, build_plan, spark_message
-from millrace.spark.sinks import Database, open_database
+from millrace.spark.pipeline.plan import (
+    MAX_EVENT_TIME,
+    SinkPlan,
+    build_plan,
+    spark_message,
+)
+from millrace.spark.sinks import Database, SinkBatch, open_database
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 POLL_S = 0.2
+SHARED_CHECKPOINT = "shared-query"  # not a valid table name: never a sink's own checkpoint
 # how long a sink query may take to create its sources before the next one starts anyway
 SOURCE_INIT_TIMEOUT_S = 120.0
 QUERY_ID_WAIT_S = 120.0
@@ -68,9 +78,9 @@ class PipelineError(MillraceError):
 
 @dataclass
 class BatchProgress:
-    """One finished micro-batch of one sink query."""
+    """One finished micro-batch, as one sink saw it."""
 
-    query: str  # "<pipeline name>.<table>"
+    query: str  # the sink: "<pipeline name>.<table>" (sinks may share one Spark query)
     batch_id: int
     input_rows: int
     input_rows_per_s: float
@@ -91,30 +101,39 @@ class BatchProgress:
 @dataclass
 class PipelineResult:
     batches: int  # micro-batches over all sink queries
-    input_rows: int  # records read from the topic (each sink query reads them all: max)
+    input_rows: int  # records read from the topic (every sink sees them all: max)
     rows_upserted: dict[str, int]  # table -> rows inserted or changed
     elapsed_s: float  # from starting the queries to the last one finishing
     records_per_s: float  # input_rows / elapsed_s
-    input_rows_by_query: dict[str, int] = field(default_factory=dict)
+    input_rows_by_query: dict[str, int] = field(default_factory=dict)  # by sink
     lag: dict[str, int] = field(default_factory=dict)  # at the end, the largest per partition
     batches_skipped: int = 0  # replays of batches committed before a restart
     stopped: bool = False  # ended by stop()/a signal instead of catching up
 
 
 class SinkWriter:
-    """The ``foreachBatch`` function of one sink query; owns that sink's connection.
+    """The ``foreachBatch`` function of one query and its sinks; owns their connection.
 
-    Called by Spark on a driver callback thread, one batch at a time."""
+    Called by Spark on a driver callback thread, one batch at a time.  With several
+    sinks (a shared query) the micro-batch is cached while each sink's batch form
+    computes its rows from it; a single sink on its own query writes the batch as is."""
 
-    def __init__(self, pipeline: str, plan: SinkPlan, database: Database) -> None:
+    def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database,
+                 shared: bool) -> None:
         self.pipeline = pipeline
-        self.plan = plan
+        self.plans = plans
         self.database = database
+        self.shared = shared
         self.query_id: str | None = None
         self._query_id_set = threading.Event()
-        self.outcomes: dict[int, int | None] = {}  # batch id -> rows upserted (None: skipped)
+        # batch id -> table -> rows upserted (None: skipped, committed before a restart)
+        self.outcomes: dict[int, dict[str, int | None]] = {}
         self.timings: dict[int, tuple[float, float]] = {}  # batch id -> (spark s, database s)
         self.error: BaseException | None = None
+
+    @property
+    def label(self) -> str:
+        return "+".join(plan.table for plan in self.plans)
 
     def started(self, query_id: str) -> None:
         self.query_id = query_id
@@ -123,14 +142,12 @@ class SinkWriter:
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         try:
             if not self._query_id_set.wait(QUERY_ID_WAIT_S):
-                raise PipelineError(f"{self.plan.table}: query id not known")
+                raise PipelineError(f"{self.label}: query id not known")
             assert self.query_id is not None
             started = time.perf_counter()
-            rows = frame.toArrow()
+            parts = self._collect(frame)
             collected = time.perf_counter()
-            outcome = self.database.commit_batch(self.plan.spec, self.pipeline,
-                                                 self.plan.table, self.query_id, batch_id,
-                                                 rows)
+            outcome = self.database.commit(self.pipeline, self.query_id, batch_id, parts)
             self.timings[batch_id] = (collected - started, time.perf_counter() - collected)
             self.outcomes[batch_id] = outcome
         except BaseException as e:
@@ -139,8 +156,33 @@ class SinkWriter:
             # the stack on a long text (a Java stack inside a Python traceback): hand back
             # one short line; run() reports self.error itself.
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-            raise PipelineError(f"{self.plan.table} batch {batch_id}: "
+            raise PipelineError(f"{self.label} batch {batch_id}: "
                                 f"{type(e).__name__}: {first}") from None
+
+    def _collect(self, frame: DataFrame) -> list[SinkBatch]:
+        if not self.shared:
+            plan = self.plans[0]
+            return [SinkBatch(plan.table, plan.spec, frame.toArrow())]
+        frame.persist()
+        try:
+            return [self._batch_rows(plan, frame) for plan in self.plans]
+        finally:
+            frame.unpersist()
+
+    @staticmethod
+    def _batch_rows(plan: SinkPlan, frame: DataFrame) -> SinkBatch:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        assert plan.batch is not None and plan.batch_spec is not None
+        rows = plan.batch(frame).toArrow()
+        if plan.batch_spec.mode != "merge":
+            return SinkBatch(plan.table, plan.batch_spec, rows)
+        # microseconds since the epoch (Spark's timestamps reach Arrow in microseconds)
+        latest = pc.max(pc.cast(rows[MAX_EVENT_TIME], pa.int64())).as_py()
+        return SinkBatch(plan.table, plan.batch_spec, rows.drop_columns([MAX_EVENT_TIME]),
+                         max_event_time_us=latest,
+                         watermark_delay_ms=plan.watermark_delay_ms)
 
 
 def offsets_lag(source: dict[str, Any]) -> dict[str, int]:
@@ -168,15 +210,19 @@ def offsets_lag(source: dict[str, Any]) -> dict[str, int]:
 
 @dataclass
 class _Tracked:
-    name: str
-    plan: SinkPlan
+    name: str  # the Spark query's name
     writer: SinkWriter
     query: StreamingQuery
     reported: set[int] = field(default_factory=set)
     input_rows: int = 0
-    rows_upserted: int = 0
+    rows_upserted: dict[str, int] = field(default_factory=dict)  # table -> rows
+    skipped: int = 0  # sink batches replayed after a restart
     lag: dict[str, int] = field(default_factory=dict)
     last_batch: int = -1
+
+    @property
+    def plans(self) -> list[SinkPlan]:
+        return self.writer.plans
 
 
 class Pipeline:
@@ -194,8 +240,9 @@ class Pipeline:
         """Ask ``run`` to stop the queries and return (any thread, signal handlers)."""
         self._stop.set()
 
-    def checkpoint(self, table: str) -> str:
-        return str(Path(self.config.checkpoint_dir) / table)
+    def checkpoint(self, table: str | None) -> str:
+        """The checkpoint of a sink's own query, or (None) of the shared query."""
+        return str(Path(self.config.checkpoint_dir) / (table or SHARED_CHECKPOINT))
 
     # ------------------------------------------------------------------ run
     def run(self, progress: Callable[[BatchProgress], None] | None = None, *,
@@ -215,15 +262,21 @@ class Pipeline:
         databases: list[Database] = []
         try:
             plans = build_plan(spark, self.config, self.source)
-            for plan in plans:
+            shared = [plan for plan in plans if plan.batch is not None]
+            groups = [(shared, True)] if shared else []
+            groups += [([plan], False) for plan in plans if plan.batch is None]
+            for group, is_shared in groups:
                 database = open_database(self.config.database)
                 databases.append(database)
-                database.ensure_table(plan.spec)
+                for plan in group:
+                    spec = plan.batch_spec if is_shared else plan.spec
+                    assert spec is not None
+                    database.ensure_table(spec)
             started = time.monotonic()
-            for plan, database in zip(plans, databases):
+            for (group, is_shared), database in zip(groups, databases):
                 if tracked:
                     _await_sources(tracked[-1].query)
-                tracked.append(self._start(plan, database))
+                tracked.append(self._start(group, is_shared, database))
             stopped = self._watch(tracked, progress, until_caught_up, timeout_s)
             elapsed = time.monotonic() - started
         finally:
@@ -237,22 +290,28 @@ class Pipeline:
                 spark.stop()
         return self._result(tracked, elapsed, stopped)
 
-    def _start(self, plan: SinkPlan, database: Database) -> _Tracked:
+    def _start(self, plans: list[SinkPlan], shared: bool, database: Database) -> _Tracked:
         from millrace.spark.pipeline.config import Trigger
 
         trigger = Trigger.parse(self.config.trigger)
-        name = f"{self.config.name}.{plan.table}"
-        writer = SinkWriter(self.config.name, plan, database)
-        stream = (plan.frame.writeStream.queryName(name).outputMode(plan.output_mode)
-                  .option("checkpointLocation", self.checkpoint(plan.table))
-                  .foreachBatch(writer))
+        writer = SinkWriter(self.config.name, plans, database, shared)
+        if shared:
+            assert plans[0].rows is not None
+            name, frame, mode, checkpoint = (self.config.name, plans[0].rows, "append",
+                                             self.checkpoint(None))
+        else:
+            plan = plans[0]
+            name, frame, mode, checkpoint = (f"{self.config.name}.{plan.table}", plan.frame,
+                                             plan.output_mode, self.checkpoint(plan.table))
+        stream = (frame.writeStream.queryName(name).outputMode(mode)
+                  .option("checkpointLocation", checkpoint).foreachBatch(writer))
         if trigger.kind == "available-now":
             stream = stream.trigger(availableNow=True)
         else:
             stream = stream.trigger(processingTime=trigger.interval)
         query = stream.start()
         writer.started(str(query.id))
-        return _Tracked(name, plan, writer, query)
+        return _Tracked(name, writer, query)
 
     def _watch(self, tracked: list[_Tracked], progress: Callable[[BatchProgress], None] | None,
                until_caught_up: bool, timeout_s: float | None) -> bool:
@@ -280,8 +339,7 @@ class Pipeline:
                 return True
             self._stop.wait(POLL_S)
 
-    @staticmethod
-    def _failure(t: _Tracked) -> PipelineError:
+    def _failure(self, t: _Tracked) -> PipelineError:
         """The error of a failed query: the writer's own exception when it raised one."""
         error = t.writer.error
         if isinstance(error, MillraceError):
@@ -292,7 +350,9 @@ class Pipeline:
         else:
             exception = t.query.exception()
             message = spark_message(exception) if exception is not None else "stopped"
-        return PipelineError(f"sink query {t.name} failed: {message}")
+        # named by its sinks: "<pipeline>.<table>[+<table>...]"
+        return PipelineError(f"sink query {self.config.name}.{t.writer.label} failed: "
+                             f"{message}")
 
     def _report(self, t: _Tracked, progress: Callable[[BatchProgress], None] | None,
                 drain: bool = False) -> None:
@@ -307,7 +367,7 @@ class Pipeline:
             if batch_id in t.reported or batch_id not in t.writer.outcomes:
                 continue
             t.reported.add(batch_id)
-            outcome = t.writer.outcomes[batch_id]
+            outcomes = t.writer.outcomes[batch_id]
             spark_s, database_s = t.writer.timings.get(batch_id, (0.0, 0.0))
             sources = entry.get("sources") or []
             lag: dict[str, int] = {}
@@ -315,16 +375,21 @@ class Pipeline:
                 lag.update(offsets_lag(source))
             rows = int(entry.get("numInputRows") or 0)
             t.input_rows += rows
-            t.rows_upserted += outcome or 0
             if batch_id > t.last_batch:
                 t.last_batch = batch_id
                 t.lag = lag
-            if progress is not None:
+            for plan in t.plans:
+                outcome = outcomes.get(plan.table)
+                t.rows_upserted[plan.table] = t.rows_upserted.get(plan.table, 0) + (outcome or 0)
+                t.skipped += outcome is None
+                if progress is None:
+                    continue
                 progress(BatchProgress(
-                    query=t.name, batch_id=batch_id, input_rows=rows,
+                    query=f"{self.config.name}.{plan.table}", batch_id=batch_id,
+                    input_rows=rows,
                     input_rows_per_s=float(entry.get("inputRowsPerSecond") or 0.0),
                     processed_rows_per_s=float(entry.get("processedRowsPerSecond") or 0.0),
-                    lag=lag, rows_upserted=outcome or 0, table=t.plan.table,
+                    lag=lag, rows_upserted=outcome or 0, table=plan.table,
                     skipped=outcome is None,
                     duration_ms=int((entry.get("durationMs") or {}).get("triggerExecution",
                                                                          0)),
@@ -338,13 +403,14 @@ class Pipeline:
             for partition, behind in t.lag.items():
                 lag[partition] = max(lag.get(partition, 0), behind)
         return PipelineResult(
-            batches=sum(len(t.reported) for t in tracked), input_rows=input_rows,
-            rows_upserted={t.plan.table: t.rows_upserted for t in tracked},
+            batches=sum(len(t.reported) * len(t.plans) for t in tracked),
+            input_rows=input_rows,
+            rows_upserted={plan.table: t.rows_upserted.get(plan.table, 0)
+                           for t in tracked for plan in t.plans},
             elapsed_s=elapsed, records_per_s=input_rows / elapsed if elapsed > 0 else 0.0,
-            input_rows_by_query={t.name: t.input_rows for t in tracked}, lag=lag,
-            batches_skipped=sum(1 for t in tracked for b in t.reported
-                                if t.writer.outcomes.get(b) is None),
-            stopped=stopped)
+            input_rows_by_query={f"{self.config.name}.{plan.table}": t.input_rows
+                                 for t in tracked for plan in t.plans}, lag=lag,
+            batches_skipped=sum(t.skipped for t in tracked), stopped=stopped)
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         """SIGINT/SIGTERM -> stop() while running on the main thread; returns the undo."""

@@ -10,7 +10,7 @@ makes a replayed micro-batch a no-op, ``table.py`` for type mapping and write mo
 from __future__ import annotations
 
 from millrace.common.errors import ConfigError
-from millrace.spark.sinks.database import Database
+from millrace.spark.sinks.database import Database, SinkBatch
 from millrace.spark.sinks.table import (
     BATCHES_TABLE,
     Column,
@@ -23,8 +23,8 @@ from millrace.spark.sinks.table import (
 
 SCHEMES = ("sqlite", "postgresql", "postgres")
 
-__all__ = ["BATCHES_TABLE", "SCHEMES", "Column", "Database", "TableSpec", "WriteMode",
-           "check_database_url", "columns_from_spark", "latest_per_key", "open_database",
+__all__ = ["BATCHES_TABLE", "SCHEMES", "Column", "Database", "SinkBatch", "TableSpec",
+           "WriteMode", "check_database_url", "columns_from_spark", "latest_per_key", "open_database",
            "sql_type"]
 
 

@@ -10,7 +10,8 @@ binary column fall back to ``COPY`` row by row (Arrow's CSV has no ``bytea`` enc
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from millrace.spark.sinks.database import Database
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 class PostgresDatabase(Database):
     dialect = "postgresql"
     placeholder = "%s"
+    lock_clause = " FOR UPDATE"
+    now_sql = "now()"
 
     def __init__(self, url: str) -> None:
         import psycopg
@@ -30,6 +33,7 @@ class PostgresDatabase(Database):
         super().__init__(url)
         self._conn = psycopg.connect(url, autocommit=True)
         self._staged: set[str] = set()
+        self._cur: Any = None  # the open transaction's cursor
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._conn.cursor() as cur:
@@ -87,41 +91,45 @@ class PostgresDatabase(Database):
             self._staged.add(stage)
         return stage
 
-    def _commit(self, spec: TableSpec, pipeline: str, sink: str, query_id: str,
-                batch_id: int, payload: tuple[bytes | None, pa.Table]) -> int | None:
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
         try:
-            return self._transaction(spec, pipeline, sink, query_id, batch_id, payload)
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                self._cur = cur
+                yield
         except BaseException:
             self._staged.clear()  # a staging table created in a rolled-back transaction
             raise
+        finally:
+            self._cur = None
 
-    def _transaction(self, spec: TableSpec, pipeline: str, sink: str, query_id: str,
-                     batch_id: int, payload: tuple[bytes | None, pa.Table]) -> int | None:
+    def _cursor(self) -> Any:
+        assert self._cur is not None, "outside a transaction"
+        return self._cur
+
+    def _fetch_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        cur = self._cursor()
+        cur.execute(sql.encode(), tuple(params) or None)
+        row = cur.fetchone()
+        return None if row is None else tuple(row)
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._cursor().execute(sql.encode(), tuple(params) or None)
+
+    def _upsert(self, spec: TableSpec, payload: tuple[bytes | None, pa.Table]) -> int:
         data, rows = payload
+        if not rows.num_rows:
+            return 0
+        cur = self._cursor()
         cols = ", ".join(quote(c) for c in spec.column_names)
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(f"SELECT query_id FROM {BATCHES_TABLE} WHERE pipeline = %s AND "
-                        "sink = %s AND batch_id = %s FOR UPDATE", (pipeline, sink, batch_id))
-            found = cur.fetchone()
-            if found is not None and found[0] == query_id:
-                return None
-            changed = 0
-            if rows.num_rows:
-                stage = quote(self._stage(cur, spec))
-                if data is not None:
-                    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN (FORMAT csv)".encode()
-                                  ) as copy:
-                        copy.write(data)
-                else:
-                    with cur.copy(f"COPY {stage} ({cols}) FROM STDIN".encode()) as copy:
-                        for row in zip(*(rows[c].to_pylist() for c in spec.column_names)):
-                            copy.write_row(row)
-                cur.execute(f"INSERT INTO {quote(spec.name)} ({cols}) SELECT {cols} FROM "
-                            f"{stage} {self.upsert_clause(spec)}".encode())
-                changed = max(cur.rowcount, 0)
-            cur.execute(f"INSERT INTO {BATCHES_TABLE} (pipeline, sink, batch_id, query_id, "
-                        "rows_upserted) VALUES (%s, %s, %s, %s, %s) ON CONFLICT "
-                        "(pipeline, sink, batch_id) DO UPDATE SET query_id = "
-                        "excluded.query_id, rows_upserted = excluded.rows_upserted, "
-                        "committed_at = now()", (pipeline, sink, batch_id, query_id, changed))
-        return changed
+        stage = quote(self._stage(cur, spec))
+        if data is not None:
+            with cur.copy(f"COPY {stage} ({cols}) FROM STDIN (FORMAT csv)".encode()) as copy:
+                copy.write(data)
+        else:
+            with cur.copy(f"COPY {stage} ({cols}) FROM STDIN".encode()) as copy:
+                for row in zip(*(rows[c].to_pylist() for c in spec.column_names)):
+                    copy.write_row(row)
+        cur.execute(f"INSERT INTO {quote(spec.name)} ({cols}) SELECT {cols} FROM {stage} "
+                    f"{self.upsert_clause(spec)}".encode())
+        return max(cur.rowcount, 0)

@@ -13,10 +13,10 @@ so text order is time order and an ``order_by`` timestamp compares correctly), d
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from millrace.spark.sinks.database import Database
@@ -43,6 +43,7 @@ def sqlite_path(url: str) -> str:
 class SQLiteDatabase(Database):
     dialect = "sqlite"
     placeholder = "?"
+    now_sql = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
@@ -105,32 +106,26 @@ class SQLiteDatabase(Database):
         return (f"INSERT INTO {quote(spec.name)} ({cols}) VALUES ({marks}) "
                 + self.upsert_clause(spec))
 
-    def _commit(self, spec: TableSpec, pipeline: str, sink: str, query_id: str,
-                batch_id: int, payload: list[tuple[Any, ...]]) -> int | None:
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
-            found = conn.execute(f"SELECT query_id FROM {BATCHES_TABLE} WHERE pipeline = ? "
-                                 "AND sink = ? AND batch_id = ?",
-                                 (pipeline, sink, batch_id)).fetchone()
-            if found is not None and found[0] == query_id:
-                conn.execute("ROLLBACK")
-                return None
-            changed = 0
-            if payload:
-                cur = conn.executemany(self._insert_sql(spec), payload)
-                changed = max(cur.rowcount, 0)
-            conn.execute(
-                f"INSERT INTO {BATCHES_TABLE} (pipeline, sink, batch_id, query_id, "
-                "rows_upserted, committed_at) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (pipeline, sink, batch_id) DO UPDATE SET "
-                "query_id = excluded.query_id, rows_upserted = excluded.rows_upserted, "
-                "committed_at = excluded.committed_at",
-                (pipeline, sink, batch_id, query_id, changed,
-                 dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")))
+            yield
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return changed
+
+    def _fetch_one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row = self._conn.execute(sql, tuple(params)).fetchone()
+        return None if row is None else tuple(row)
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._conn.execute(sql, tuple(params))
+
+    def _upsert(self, spec: TableSpec, payload: list[tuple[Any, ...]]) -> int:
+        if not payload:
+            return 0
+        return max(self._conn.executemany(self._insert_sql(spec), payload).rowcount, 0)

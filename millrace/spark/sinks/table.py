@@ -7,13 +7,17 @@ into it.  Column types are Spark's simple type names (``string``, ``bigint``,
 (arrays, maps, structs) are refused: a sink table holds atomic values, so flatten them in
 the transform.
 
-Two write modes:
+Three write modes:
 
 - ``latest`` (state sinks): one row per key, the one with the greatest ``order`` columns.
   Within a batch ``latest_per_key`` keeps the last row per key; in the database the upsert
   only replaces a row whose order columns are smaller, so a replayed or reordered batch
   never moves a row backwards.
-- ``replace`` (aggregate sinks): the batch's row for a key replaces the stored one.
+- ``replace`` (aggregate sinks fed by Spark's stateful aggregation): the batch's row for a
+  key replaces the stored one (Spark's state holds the running total).
+- ``merge`` (aggregate sinks computed per micro-batch): the batch's partial aggregate is
+  combined with the stored one column by column (``merge``: ``sum`` and ``count`` add,
+  ``min`` and ``max`` keep the smaller or greater; a null side leaves the other).
 """
 
 from __future__ import annotations
@@ -29,10 +33,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql.types import StructType
 
-WriteMode = Literal["latest", "replace"]
+WriteMode = Literal["latest", "replace", "merge"]
+MergeFunction = Literal["sum", "count", "min", "max"]
 Dialect = Literal["sqlite", "postgresql"]
 
 BATCHES_TABLE = "millrace_batches"
+WATERMARKS_TABLE = "millrace_watermarks"
 TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 _INTEGERS = {"tinyint", "smallint", "int", "bigint"}
@@ -60,6 +66,7 @@ class TableSpec:
     key: tuple[str, ...]
     mode: WriteMode = "replace"
     order: tuple[str, ...] = ()  # latest mode: the greatest of these wins
+    merge: tuple[tuple[str, MergeFunction], ...] = ()  # merge mode: (column, function)
 
     def __post_init__(self) -> None:
         check_table_name(self.name)
@@ -76,6 +83,12 @@ class TableSpec:
                                   f"not among the columns ({', '.join(names)})")
         if self.mode == "latest" and not self.order:
             raise ConfigError(f"table {self.name}: latest mode needs order columns")
+        if self.mode == "merge":
+            merged = [c for c, _ in self.merge]
+            if sorted(merged) != sorted(self.value_columns):
+                raise ConfigError(f"table {self.name}: merge mode needs one function per "
+                                  f"value column ({', '.join(self.value_columns)}), got "
+                                  f"{', '.join(merged) or 'none'}")
 
     @property
     def column_names(self) -> list[str]:
@@ -91,8 +104,8 @@ def check_table_name(name: str) -> str:
     if not TABLE_NAME.match(name):
         raise ConfigError(f"table name {name!r} must be a plain SQL identifier "
                           "(letters, digits, underscores; not starting with a digit)")
-    if name == BATCHES_TABLE:
-        raise ConfigError(f"table name {name!r} is reserved for the batch log")
+    if name in (BATCHES_TABLE, WATERMARKS_TABLE):
+        raise ConfigError(f"table name {name!r} is reserved for the pipeline's own records")
     return name
 
 

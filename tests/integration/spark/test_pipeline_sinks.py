@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from pipeline_events import (
+    EPOCH_MS,
     VALUE_SCHEMA,
     assert_tables,
     create_topic,
@@ -283,3 +284,49 @@ def test_what_spark_rejects_is_a_one_line_config_error(
     with pytest.raises(ConfigError, match=message) as info:
         build_plan(spark, config)
     assert "\n" not in str(info.value)
+
+
+def test_merged_aggregates_equal_sparks_stateful_aggregation_late_events_included(
+        spark: SparkSession, broker: BrokerProcess, tmp_path: Path) -> None:
+    """The shared query's per-batch aggregates, merged by the database under its own
+    watermark, against Spark's stateful aggregation of the same batches: an ``avg`` puts
+    the second sink on Spark's state store; every other column must come out equal, and
+    some events are late enough for both to drop them."""
+    topic = "orders-late"
+    create_topic(broker.bootstrap, topic, 1)
+    stream = [replace(e, event_time_ms=EPOCH_MS + (i // 200) * 6 * 60_000 + (i % 200) * 100
+                      - (30 * 60_000 if i % 50 == 49 else 0))
+              for i, e in enumerate(events(2000, seed=11))]
+    produce(broker.bootstrap, topic, stream)
+    aggregates = {"revenue": "sum(quantity * price)", "orders": "count(*)",
+                  "cheapest": "min(price)", "dearest": "MAX(price)"}
+
+    def sink(table: str, extra: dict[str, str]) -> AggregateSink:
+        return AggregateSink(table=table, event_time="event_time", window="1 minute",
+                             watermark="10 minutes", group_by=["product"],
+                             aggregates={**aggregates, **extra}, where="status = 'paid'")
+
+    database = f"sqlite:///{tmp_path / 'millrace.db'}"
+    config = job(broker.bootstrap, topic, database, tmp_path / "checkpoints",
+                 source=SourceConfig(bootstrap_servers=broker.bootstrap, subscribe=topic,
+                                     options={"startingOffsets": "earliest",
+                                              "maxOffsetsPerTrigger": "200"}),
+                 state_sinks=[], aggregate_sinks=[sink("merged", {}),
+                                                  sink("stateful", {"mean": "avg(price)"})])
+    plans = build_plan(spark, config)
+    assert [(p.table, p.batch is not None) for p in plans] == [("merged", True),
+                                                               ("stateful", False)]
+    result = Pipeline(config, spark).run()
+    assert result.input_rows == 2000
+    columns = "window_start, window_end, product, revenue, orders, cheapest, dearest"
+    db = open_database(database)
+    try:
+        merged = db.query(f"SELECT {columns} FROM merged ORDER BY 1, 3")
+        stateful = db.query(f"SELECT {columns} FROM stateful ORDER BY 1, 3")
+    finally:
+        db.close()
+    assert [r[:3] for r in merged] == [r[:3] for r in stateful]
+    for mine, sparks in zip(merged, stateful):
+        assert mine[3] == pytest.approx(sparks[3], rel=1e-9) and mine[4:] == sparks[4:]
+    paid = sum(1 for e in stream if e.status == "paid")
+    assert 0 < sum(r[4] for r in merged) < paid  # late events were dropped

@@ -11,8 +11,10 @@ import pyarrow as pa
 import pytest
 
 from millrace.common.errors import ConfigError
+from millrace.spark.pipeline.plan import merge_function
 from millrace.spark.sinks import (
     Column,
+    SinkBatch,
     TableSpec,
     check_database_url,
     columns_from_spark,
@@ -256,3 +258,116 @@ def test_database_urls() -> None:
         open_database("mysql://h/db")
     with pytest.raises(ConfigError, match="no file path"):
         open_database("sqlite://")
+
+
+MERGED = TableSpec("sales", (Column("window_start", "timestamp"),
+                             Column("window_end", "timestamp"), Column("product", "string"),
+                             Column("revenue", "double"), Column("orders", "bigint"),
+                             Column("cheapest", "double"), Column("dearest", "double")),
+                   key=("window_start", "window_end", "product"), mode="merge",
+                   merge=(("revenue", "sum"), ("orders", "count"), ("cheapest", "min"),
+                          ("dearest", "max")))
+MINUTE_MS = 60_000
+
+
+def partials(*rows: tuple[int, str, float | None, int, float | None, float | None]
+             ) -> pa.Table:
+    """(minute, product, revenue, orders, cheapest, dearest): one-minute windows from T0."""
+    def at(minute: int) -> dt.datetime:
+        return T0 + dt.timedelta(minutes=minute)
+
+    return pa.table({
+        "window_start": pa.array([at(r[0]) for r in rows], pa.timestamp("us", tz="UTC")),
+        "window_end": pa.array([at(r[0] + 1) for r in rows], pa.timestamp("us", tz="UTC")),
+        "product": pa.array([r[1] for r in rows], pa.string()),
+        "revenue": pa.array([r[2] for r in rows], pa.float64()),
+        "orders": pa.array([r[3] for r in rows], pa.int64()),
+        "cheapest": pa.array([r[4] for r in rows], pa.float64()),
+        "dearest": pa.array([r[5] for r in rows], pa.float64())})
+
+
+def merge_batch(db: SQLiteDatabase, batch_id: int, rows: pa.Table, latest_minute: float,
+                query: str = "q", delay_minutes: int = 10) -> int | None:
+    part = SinkBatch("sales", MERGED, rows,
+                     max_event_time_us=int((T0.timestamp() * 1000 + latest_minute * MINUTE_MS)
+                                           * 1000),
+                     watermark_delay_ms=delay_minutes * MINUTE_MS)
+    return db.commit("p", query, batch_id, [part])["sales"]
+
+
+def sales(db: SQLiteDatabase) -> dict[tuple[str, str], tuple[object, ...]]:
+    return {(r[0][11:16], r[1]): r[2:] for r in db.query(
+        "SELECT window_start, product, revenue, orders, cheapest, dearest FROM sales")}
+
+
+def test_merge_mode_combines_each_batch_with_the_stored_aggregate(db: SQLiteDatabase) -> None:
+    db.ensure_table(MERGED)
+    assert merge_batch(db, 0, partials((0, "anvil", 10.0, 1, 10.0, 10.0),
+                                       (1, "anvil", None, 1, None, None)), 1.5) == 2
+    assert merge_batch(db, 1, partials((0, "anvil", 5.5, 2, 2.0, 3.5),
+                                       (1, "anvil", 4.0, 1, 4.0, 4.0)), 1.6) == 2
+    # a replay of a committed batch changes nothing
+    assert merge_batch(db, 1, partials((0, "anvil", 5.5, 2, 2.0, 3.5)), 1.6) is None
+    assert sales(db) == {("10:00", "anvil"): (15.5, 3, 2.0, 10.0),
+                         ("10:01", "anvil"): (4.0, 2, 4.0, 4.0)}  # a null side keeps the other
+
+
+def test_merge_mode_drops_windows_as_late_as_sparks_watermark_does(db: SQLiteDatabase) -> None:
+    """Spark's rule, measured: batch k drops windows ending at or before W(k-1), where W(j)
+    is the latest event time of the batches before j minus the delay."""
+    db.ensure_table(MERGED)
+    merge_batch(db, 0, partials((30, "anvil", 1.0, 1, 1.0, 1.0)), 30.5)  # W(0) = 0
+    # W(1) = 10:20:30: this batch still filters with W(0), so 10:05 counts
+    merge_batch(db, 1, partials((5, "anvil", 1.0, 1, 1.0, 1.0)), 5.5)
+    # W(2) = W(1); filtered with W(1) = 10:20:30: 10:20 (ends 10:21) counts, 10:19 does not
+    merge_batch(db, 2, partials((19, "anvil", 1.0, 1, 1.0, 1.0),
+                                (20, "anvil", 1.0, 1, 1.0, 1.0)), 20.5)
+    assert set(sales(db)) == {("10:30", "anvil"), ("10:05", "anvil"), ("10:20", "anvil")}
+    assert db.query("SELECT max_event_ms, watermark_ms FROM millrace_watermarks") == [
+        (int(T0.timestamp() * 1000) + int(30.5 * MINUTE_MS),
+         int(T0.timestamp() * 1000) + int(20.5 * MINUTE_MS))]
+
+
+def test_merge_mode_refuses_rows_merged_under_another_checkpoint(db: SQLiteDatabase) -> None:
+    db.ensure_table(MERGED)
+    merge_batch(db, 0, partials((0, "anvil", 1.0, 1, 1.0, 1.0)), 0.5, query="old")
+    with pytest.raises(ConfigError, match=r"table sales holds aggregates that pipeline p "
+                                          r"merged under another checkpoint \(query old\)"):
+        merge_batch(db, 0, partials((0, "anvil", 1.0, 1, 1.0, 1.0)), 0.5, query="new")
+    assert sales(db) == {("10:00", "anvil"): (1.0, 1, 1.0, 1.0)}
+    # emptied, the table is rebuilt by the new checkpoint
+    db.query("DELETE FROM sales")
+    assert merge_batch(db, 0, partials((0, "anvil", 2.0, 1, 2.0, 2.0)), 0.5, query="new") == 1
+    assert sales(db) == {("10:00", "anvil"): (2.0, 1, 2.0, 2.0)}
+
+
+def test_one_transaction_applies_a_batch_to_every_sink_or_to_none(db: SQLiteDatabase) -> None:
+    db.ensure_table(MERGED)
+    orders = SinkBatch("orders", STATE, state_rows(("a", "paid", 1.0, 10)))
+
+    def window(revenue: float | None) -> SinkBatch:
+        return SinkBatch("sales", MERGED, partials((0, "anvil", revenue, 1, 1.0, 1.0)),
+                         max_event_time_us=int(T0.timestamp() * 1e6), watermark_delay_ms=0)
+
+    assert db.commit("p", "q", 0, [orders, window(1.0)]) == {"orders": 1, "sales": 1}
+    db.query("CREATE TRIGGER refuse BEFORE UPDATE ON sales BEGIN "
+             "SELECT RAISE(ABORT, 'no sales today'); END")
+    later = SinkBatch("orders", STATE, state_rows(("a", "shipped", 1.0, 20)))
+    with pytest.raises(sqlite3.IntegrityError, match="no sales today"):
+        db.commit("p", "q", 1, [later, window(2.0)])
+    assert table(db)["a"][0] == "paid" and db.committed_batches("p") == 2
+    db.query("DROP TRIGGER refuse")
+    assert db.commit("p", "q", 1, [later, window(2.0)]) == {"orders": 1, "sales": 1}
+    assert db.commit("p", "q", 1, [later, window(2.0)]) == {"orders": None, "sales": None}
+    assert table(db)["a"][0] == "shipped" and sales(db)[("10:00", "anvil")][:2] == (3.0, 2)
+
+
+@pytest.mark.parametrize(("expression", "function"), [
+    ("sum(quantity * price)", "sum"), ("COUNT(*)", "count"), (" min(price) ", "min"),
+    ("max(coalesce(a, ')'))", "max"), ("sum(if(x > 0, x, 0))", "sum"),
+    ("avg(price)", None), ("count(DISTINCT customer)", None), ("sum(a) + sum(b)", None),
+    ("sum(a) FILTER (WHERE b)", None), ("summary(a)", None), ("sum(a", None),
+])
+def test_merge_function_accepts_one_call_of_an_aggregate_that_combines(
+        expression: str, function: str | None) -> None:
+    assert merge_function(expression) == function
