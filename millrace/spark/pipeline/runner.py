@@ -13,10 +13,10 @@ id over the same offsets, so a batch is applied once whatever instant the proces
 at -- and the tables of one query always reflect the same offsets.
 
 The calling thread starts the queries, then polls them: each finished micro-batch is
-reported to ``progress`` as one ``BatchProgress`` per sink (Spark's progress numbers, the lag per
-partition from the source's latest offsets, the rows the writer upserted).  With
-``trigger="available-now"`` run returns when every query has processed what the topic
-held when it started; with ``processing-time`` it runs until ``stop()``, SIGINT or
+reported to ``progress`` as one ``BatchProgress`` per sink (Spark's progress numbers,
+the lag per partition from the source's latest offsets, the rows the writer upserted).
+With ``trigger="available-now"`` run returns when every query has processed what the
+topic held when it started; with ``processing-time`` it runs until ``stop()``, SIGINT or
 SIGTERM (or, with ``until_caught_up=True``, until every query reports no lag), then
 stops the queries cleanly.  A failed query stops the others and raises ``PipelineError``
 with the writer's or Spark's message on one line.
@@ -163,6 +163,8 @@ class SinkWriter:
         if not self.shared:
             plan = self.plans[0]
             return [SinkBatch(plan.table, plan.spec, frame.toArrow())]
+        if len(self.plans) == 1:  # one read of the batch: nothing to cache
+            return [self._batch_rows(self.plans[0], frame)]
         frame.persist()
         try:
             return [self._batch_rows(plan, frame) for plan in self.plans]
