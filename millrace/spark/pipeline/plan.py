@@ -73,6 +73,17 @@ class SinkPlan:
     def output_mode(self) -> str:
         return "append" if self.kind == "state" else "update"
 
+    @property
+    def shares_query(self) -> bool:
+        """True when the sink reads the pipeline's shared query (it has a batch form)."""
+        return self.batch is not None
+
+    @property
+    def table_spec(self) -> TableSpec:
+        """The table as this sink writes it: the batch form's, or its own query's."""
+        return self.batch_spec if self.batch_spec is not None and self.shares_query \
+            else self.spec
+
 
 def merge_function(expression: str) -> MergeFunction | None:
     """``sum``/``count``/``min``/``max`` when ``expression`` is exactly one call of that

@@ -118,12 +118,11 @@ class SinkWriter:
     sinks (a shared query) the micro-batch is cached while each sink's batch form
     computes its rows from it; a single sink on its own query writes the batch as is."""
 
-    def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database,
-                 shared: bool) -> None:
+    def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database) -> None:
         self.pipeline = pipeline
         self.plans = plans
         self.database = database
-        self.shared = shared
+        self.shared = plans[0].shares_query
         self.query_id: str | None = None
         self._query_id_set = threading.Event()
         # batch id -> table -> rows upserted (None: skipped, committed before a restart)
@@ -176,13 +175,14 @@ class SinkWriter:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        assert plan.batch is not None and plan.batch_spec is not None
+        assert plan.batch is not None
+        spec = plan.table_spec
         rows = plan.batch(frame).toArrow()
-        if plan.batch_spec.mode != "merge":
-            return SinkBatch(plan.table, plan.batch_spec, rows)
+        if spec.mode != "merge":
+            return SinkBatch(plan.table, spec, rows)
         # microseconds since the epoch (Spark's timestamps reach Arrow in microseconds)
         latest = pc.max(pc.cast(rows[MAX_EVENT_TIME], pa.int64())).as_py()
-        return SinkBatch(plan.table, plan.batch_spec, rows.drop_columns([MAX_EVENT_TIME]),
+        return SinkBatch(plan.table, spec, rows.drop_columns([MAX_EVENT_TIME]),
                          max_event_time_us=latest,
                          watermark_delay_ms=plan.watermark_delay_ms)
 
@@ -264,21 +264,19 @@ class Pipeline:
         databases: list[Database] = []
         try:
             plans = build_plan(spark, self.config, self.source)
-            shared = [plan for plan in plans if plan.batch is not None]
-            groups = [(shared, True)] if shared else []
-            groups += [([plan], False) for plan in plans if plan.batch is None]
-            for group, is_shared in groups:
+            shared = [plan for plan in plans if plan.shares_query]
+            groups = [shared] if shared else []
+            groups += [[plan] for plan in plans if not plan.shares_query]
+            for group in groups:
                 database = open_database(self.config.database)
                 databases.append(database)
                 for plan in group:
-                    spec = plan.batch_spec if is_shared else plan.spec
-                    assert spec is not None
-                    database.ensure_table(spec)
+                    database.ensure_table(plan.table_spec)
             started = time.monotonic()
-            for (group, is_shared), database in zip(groups, databases):
+            for group, database in zip(groups, databases):
                 if tracked:
                     _await_sources(tracked[-1].query)
-                tracked.append(self._start(group, is_shared, database))
+                tracked.append(self._start(group, database))
             stopped = self._watch(tracked, progress, until_caught_up, timeout_s)
             elapsed = time.monotonic() - started
         finally:
@@ -292,12 +290,12 @@ class Pipeline:
                 spark.stop()
         return self._result(tracked, elapsed, stopped)
 
-    def _start(self, plans: list[SinkPlan], shared: bool, database: Database) -> _Tracked:
+    def _start(self, plans: list[SinkPlan], database: Database) -> _Tracked:
         from millrace.spark.pipeline.config import Trigger
 
         trigger = Trigger.parse(self.config.trigger)
-        writer = SinkWriter(self.config.name, plans, database, shared)
-        if shared:
+        writer = SinkWriter(self.config.name, plans, database)
+        if writer.shared:
             assert plans[0].rows is not None
             name, frame, mode, checkpoint = (self.config.name, plans[0].rows, "append",
                                              self.checkpoint(None))
