@@ -10,7 +10,9 @@ is due when
   UNKNOWN_TOPIC_OR_PARTITION or a disconnect, ``send()`` for a topic it has not seen --
 
 but never sooner than the refresh backoff after the previous attempt (exponential from
-``retry.backoff.ms`` to ``retry.backoff.max.ms`` while attempts keep failing).  Each
+``retry.backoff.ms`` to ``retry.backoff.max.ms`` while attempts keep failing), except for
+topics the snapshot does not cover yet (``request_update_for_new_topics``: a subscription,
+a producer's first send to a topic, an offsets lookup), which are asked for at once.  Each
 successful update bumps ``update_version``; threads waiting for a topic block on
 ``await_update`` until the version moves past the one they saw.
 
@@ -119,6 +121,16 @@ class Metadata:
             self._request_version += 1
             return self._update_version
 
+    def request_update_for_new_topics(self) -> int:
+        """``request_update`` for topics the snapshot does not cover yet (a subscription, a
+        first send, an offsets lookup): due at once, without the refresh backoff, as the
+        answer about other topics says nothing about these."""
+        with self._cond:
+            self._last_refresh_ms = 0
+            self._need_update = True
+            self._request_version += 1
+            return self._update_version
+
     def _set_attempts(self, attempts: int) -> None:
         self._attempts = attempts
         self._backoff_ms = self._refresh_backoff.backoff(max(attempts - 1, 0))
@@ -179,49 +191,7 @@ class Metadata:
         """Hook for subclasses (e.g. expire unused producer topics)."""
 
     def _build_cluster(self, response: Any, old: Cluster) -> tuple[Cluster, bool]:
-        nodes = {b.node_id: Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
-        partitions: list[PartitionInfo] = []
-        unauthorized: list[str] = []
-        invalid: list[str] = []
-        internal: list[str] = []
-        errors: dict[str, int] = {}
-        retry = False
-        for t in response.topics:
-            name = t.name
-            if name is None:
-                continue
-            if t.error_code:
-                errors[name] = t.error_code
-                if t.error_code == TOPIC_AUTHORIZATION_FAILED:
-                    unauthorized.append(name)
-                elif t.error_code == INVALID_TOPIC_EXCEPTION:
-                    invalid.append(name)
-                else:
-                    retry = True  # e.g. LEADER_NOT_AVAILABLE while a topic is created
-                continue
-            if t.is_internal:
-                internal.append(name)
-            for p in t.partitions:
-                info = PartitionInfo(
-                    name, p.partition_index,
-                    nodes.get(p.leader_id) if p.leader_id >= 0 else None,
-                    tuple(p.replica_nodes), tuple(p.isr_nodes), tuple(p.offline_replicas),
-                    p.leader_epoch)
-                if info.leader is None:
-                    retry = True
-                previous = old.partition(TopicPartition(name, p.partition_index))
-                if previous is not None and 0 <= info.leader_epoch < previous.leader_epoch:
-                    log.debug("ignoring stale metadata for %s-%d: epoch %d < cached %d",
-                              name, p.partition_index, info.leader_epoch, previous.leader_epoch)
-                    leader = nodes.get(previous.leader.id) if previous.leader else None
-                    info = previous._replace(leader=leader)
-                    retry = True
-                partitions.append(info)
-        controller = nodes.get(response.controller_id)
-        cluster = Cluster(nodes.values(), partitions, cluster_id=response.cluster_id,
-                          controller=controller, unauthorized_topics=unauthorized,
-                          invalid_topics=invalid, internal_topics=internal, topic_errors=errors)
-        return cluster, retry
+        return cluster_from_response(response, old)
 
     # ------------------------------------------------------------------ waiting
     def await_update(self, last_version: int, timeout_ms: float) -> bool:
@@ -250,3 +220,52 @@ class Metadata:
         with self._cond:
             self._closed = True
             self._cond.notify_all()
+
+
+def cluster_from_response(response: Any, old: Cluster) -> tuple[Cluster, bool]:
+    """A MetadataResponse as a ``Cluster`` and whether to ask again soon (a topic error
+    such as LEADER_NOT_AVAILABLE, a partition without a leader, a stale leader epoch).
+    ``old`` supplies leaders newer than the response's (their epoch is higher)."""
+    nodes = {b.node_id: Node(b.node_id, b.host, b.port, b.rack) for b in response.brokers}
+    partitions: list[PartitionInfo] = []
+    unauthorized: list[str] = []
+    invalid: list[str] = []
+    internal: list[str] = []
+    errors: dict[str, int] = {}
+    retry = False
+    for t in response.topics:
+        name = t.name
+        if name is None:
+            continue
+        if t.error_code:
+            errors[name] = t.error_code
+            if t.error_code == TOPIC_AUTHORIZATION_FAILED:
+                unauthorized.append(name)
+            elif t.error_code == INVALID_TOPIC_EXCEPTION:
+                invalid.append(name)
+            else:
+                retry = True  # e.g. LEADER_NOT_AVAILABLE while a topic is created
+            continue
+        if t.is_internal:
+            internal.append(name)
+        for p in t.partitions:
+            info = PartitionInfo(
+                name, p.partition_index,
+                nodes.get(p.leader_id) if p.leader_id >= 0 else None,
+                tuple(p.replica_nodes), tuple(p.isr_nodes), tuple(p.offline_replicas),
+                p.leader_epoch)
+            if info.leader is None:
+                retry = True
+            previous = old.partition(TopicPartition(name, p.partition_index))
+            if previous is not None and 0 <= info.leader_epoch < previous.leader_epoch:
+                log.debug("ignoring stale metadata for %s-%d: epoch %d < cached %d",
+                          name, p.partition_index, info.leader_epoch, previous.leader_epoch)
+                leader = nodes.get(previous.leader.id) if previous.leader else None
+                info = previous._replace(leader=leader)
+                retry = True
+            partitions.append(info)
+    controller = nodes.get(response.controller_id)
+    cluster = Cluster(nodes.values(), partitions, cluster_id=response.cluster_id,
+                      controller=controller, unauthorized_topics=unauthorized,
+                      invalid_topics=invalid, internal_topics=internal, topic_errors=errors)
+    return cluster, retry

@@ -148,6 +148,7 @@ class KafkaConsumer(Generic[K, V]):
         self._fetch_metrics = parts.fetch_metrics
         self._fetcher = parts.fetcher
         self._offset_fetcher = parts.offset_fetcher
+        self._topic_metadata_fetcher = parts.topic_metadata_fetcher
         self._coordinator = parts.coordinator
         self._closed = False
         if topic_names:
@@ -199,7 +200,7 @@ class KafkaConsumer(Generic[K, V]):
                                                           .assigned_partitions()))
                 self._subscriptions.subscribe_pattern(topics, listener)
                 self._coordinator.update_pattern_subscription(self._metadata.fetch())
-                self._metadata.request_update()
+                self._metadata.request_update_for_new_topics()
                 return
             names = [topics] if isinstance(topics, str) else list(topics)
             if not names:
@@ -213,7 +214,7 @@ class KafkaConsumer(Generic[K, V]):
                           if tp.topic not in names}
             self._fetcher.clear_buffered_data_for(unassigned)
             if self._subscriptions.subscribe(names, listener):
-                self._metadata.request_update()
+                self._metadata.request_update_for_new_topics()
         finally:
             self._release()
 
@@ -236,7 +237,7 @@ class KafkaConsumer(Generic[K, V]):
                 # offsets of partitions given up are committed first, as in Java
                 self._coordinator.maybe_auto_commit_offsets_async(self._time.milliseconds())
             if self._subscriptions.assign_from_user(wanted):
-                self._metadata.request_update()
+                self._metadata.request_update_for_new_topics()
         finally:
             self._release()
 
@@ -542,19 +543,13 @@ class KafkaConsumer(Generic[K, V]):
             self._release()
 
     def list_topics(self, timeout_ms: float | None = None) -> dict[str, list[PartitionInfo]]:
+        """Every topic the broker lists (internal ones with ``exclude.internal.topics=false``)
+        and its partitions; a request of its own, the cached metadata stays as it is."""
         self._acquire_and_ensure_open()
         try:
             timeout = self._default_api_timeout_ms if timeout_ms is None else timeout_ms
-            self._metadata.request_all_topics(True)
-            try:
-                if not self._client.await_metadata_update(timeout):
-                    raise KafkaTimeoutError(f"Timeout of {int(timeout)}ms expired before the "
-                                            "list of topics could be fetched")
-            finally:
-                self._metadata.request_all_topics(False)
-            cluster = self._metadata.fetch()
-            return {t: list(cluster.partitions_for_topic(t)) for t in sorted(cluster.topics)
-                    if t not in cluster.internal_topics}
+            return self._topic_metadata_fetcher.all_topics(
+                timeout, include_internal=self._metadata.include_internal_topics)
         finally:
             self._release()
 

@@ -83,6 +83,17 @@ def test_refresh_timing_and_backoff() -> None:
     assert 640 <= md.time_to_next_update(2000) <= 960
 
 
+def test_new_topics_are_asked_for_without_the_backoff() -> None:
+    md = Metadata(refresh_backoff_ms=100, metadata_max_age_ms=10_000)
+    md.update(response([topic("t", [0])]), md.request_version(), 1000)
+    version = md.request_update_for_new_topics()  # e.g. a first send to topic "u"
+    assert md.update_requested() and md.time_to_next_update(1001) == 0
+    md.update(response([topic("t", [0]), topic("u", [0])]), md.request_version(), 1001)
+    assert md.update_version > version and not md.update_requested()
+    md.request_update()  # anything else still waits for the backoff
+    assert md.time_to_next_update(1002) > 0
+
+
 def test_a_request_made_while_a_fetch_is_in_flight_stays_pending() -> None:
     md = Metadata()
     md.bootstrap([("h", 1)])

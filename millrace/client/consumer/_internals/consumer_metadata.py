@@ -26,27 +26,20 @@ class ConsumerMetadata(Metadata):
         self._allow_auto_topic_creation = allow_auto_topic_creation
         self._transient: set[str] = set()  # guarded by _transient_lock
         self._transient_lock = threading.Lock()
-        self._all_topics = False
 
     def add_transient_topics(self, topics: Iterable[str]) -> None:
         with self._transient_lock:
             new = set(topics) - self._transient
             self._transient |= new
         if new and not new <= self.fetch().topics:
-            self.request_update()
+            self.request_update_for_new_topics()
 
     def clear_transient_topics(self) -> None:
         with self._transient_lock:
             self._transient.clear()
 
-    def request_all_topics(self, on: bool = True) -> None:
-        """``list_topics``: fetch every topic for a while (pattern subscriptions always do)."""
-        self._all_topics = on
-        if on:
-            self.request_update()
-
     def metadata_request_topics(self, now_ms: int) -> list[str] | None:
-        if self._all_topics or self._subscriptions.has_pattern_subscription():
+        if self._subscriptions.has_pattern_subscription():
             return None
         with self._transient_lock:
             topics = self._subscriptions.metadata_topics() | self._transient

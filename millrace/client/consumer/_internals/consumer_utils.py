@@ -24,6 +24,7 @@ from millrace.client.consumer._internals.subscription_state import (
     OffsetResetStrategy,
     SubscriptionState,
 )
+from millrace.client.consumer._internals.topic_metadata_fetcher import TopicMetadataFetcher
 from millrace.client.consumer.assignors import ConsumerPartitionAssignor
 from millrace.client.consumer.config import ConsumerConfig
 from millrace.client.consumer.interceptor import ConsumerInterceptors
@@ -43,6 +44,7 @@ class ConsumerComponents:
     fetch_metrics: FetchMetrics
     fetcher: Fetcher
     offset_fetcher: OffsetFetcher
+    topic_metadata_fetcher: TopicMetadataFetcher
     coordinator: ConsumerCoordinator | None
 
 
@@ -89,6 +91,8 @@ def create_components(cfg: ConsumerConfig, *, client_id: str, time: Time,
         offset_fetcher = OffsetFetcher(
             client, metadata, subscriptions, time, isolation_level=cfg.isolation_level,
             request_timeout_ms=v["request.timeout.ms"], retry_backoff_ms=v["retry.backoff.ms"])
+        topic_metadata_fetcher = TopicMetadataFetcher(client, time,
+                                                      retry_backoff_ms=v["retry.backoff.ms"])
         coordinator = None
         if v["group.id"] is not None:
             coordinator = ConsumerCoordinator(
@@ -108,4 +112,4 @@ def create_components(cfg: ConsumerConfig, *, client_id: str, time: Time,
         client.close()
         raise
     return ConsumerComponents(subscriptions, metadata, client, metrics, fetch_metrics,
-                              fetcher, offset_fetcher, coordinator)
+                              fetcher, offset_fetcher, topic_metadata_fetcher, coordinator)

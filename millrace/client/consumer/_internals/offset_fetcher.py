@@ -142,9 +142,11 @@ class OffsetFetcher:
                 timer.update()
                 if timer.is_expired():
                     break
+                # leaders unknown or moved: the refresh is the wait; otherwise back off
                 if retry and self._metadata.update_requested():
                     self._client.await_metadata_update(timer.remaining_ms)
-                self._client.sleep(min(self._retry_backoff_ms, timer.remaining_ms))
+                else:
+                    self._client.sleep(min(self._retry_backoff_ms, timer.remaining_ms))
                 timer.update()
                 if timer.is_expired():
                     break

@@ -31,7 +31,7 @@ class ProducerMetadata(Metadata):
             new = topic not in self._topics
             self._topics[topic] = now_ms + self._idle_ms
         if new:
-            self.request_update()
+            self.request_update_for_new_topics()
 
     def touch(self, topic: str, now_ms: int) -> bool:
         """Record a send to ``topic``; False if it is not tracked (call ``add``).

@@ -191,6 +191,8 @@ class FakeNetworkClient:
         self.disconnected.append(node_id)
 
     def await_metadata_update(self, timeout_ms: float) -> bool:
+        """A refresh that answers after the refresh backoff (the cluster is unchanged)."""
+        self.time.sleep(min(self.retry_backoff_ms, timeout_ms))
         return True
 
     def maybe_trigger_wakeup(self) -> None:
