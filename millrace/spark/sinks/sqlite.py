@@ -25,7 +25,6 @@ from millrace.spark.sinks.table import BATCHES_TABLE, TableSpec, quote
 if TYPE_CHECKING:
     import pyarrow as pa
 
-TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"  # Arrow appends the fraction (.ffffff for us)
 BUSY_TIMEOUT_S = 120.0
 
 
@@ -92,9 +91,9 @@ class SQLiteDatabase(Database):
             column = rows[name]
             kind = column.type
             if pa.types.is_timestamp(kind):
-                if kind.tz is not None:
-                    column = pc.cast(column, pa.timestamp(kind.unit, "UTC"))
-                column = pc.strftime(column, format=TIMESTAMP_FORMAT)
+                # UTC wall time as text, "YYYY-MM-DD HH:MM:SS" and the unit's fraction
+                # (.ffffff for Spark's microseconds); a cast is ~25x faster than strftime
+                column = pc.cast(pc.cast(column, pa.timestamp(kind.unit)), pa.string())
             elif pa.types.is_date(kind) or pa.types.is_decimal(kind):
                 column = pc.cast(column, pa.string())
             columns.append(column.to_pylist())

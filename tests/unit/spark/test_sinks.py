@@ -203,6 +203,20 @@ def test_values_of_every_atomic_type_reach_sqlite(db: SQLiteDatabase) -> None:
         (2, None, None, None, None, None, None, None)]
 
 
+def test_timestamps_reach_sqlite_as_utc_text_with_their_units_fraction(
+        db: SQLiteDatabase) -> None:
+    spec = TableSpec("stamps", (Column("k", "int"), Column("at", "timestamp")), key=("k",))
+    db.ensure_table(spec)
+    instant = dt.datetime(2026, 1, 1, 9, 30, 1, 250000, tzinfo=dt.UTC)
+    rows = pa.table({"k": pa.array([1, 2], pa.int32()),
+                     "at": pa.array([instant, dt.datetime(1960, 1, 1, tzinfo=dt.UTC)],
+                                    pa.timestamp("us", tz="UTC")).cast(
+                                        pa.timestamp("us", tz="Asia/Tokyo"))})
+    db.commit_batch(spec, "p", "stamps", "q", 0, rows)
+    assert db.query("SELECT at FROM stamps ORDER BY k") == [
+        ("2026-01-01 09:30:01.250000",), ("1960-01-01 00:00:00.000000",)]
+
+
 def test_type_mapping_per_dialect() -> None:
     assert [sql_type(t, "sqlite") for t in ("string", "bigint", "double", "timestamp",
                                             "boolean", "decimal(10,2)", "binary")] == [
