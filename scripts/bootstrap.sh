@@ -29,3 +29,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stam
     fi
     touch "$stamp"
 fi
+# Spark starts its Python workers with pyspark.zip ahead of site-packages, and a zip
+# holds no compiled bytecode: every worker and every streaming source process
+# compiled pyspark anew (~0.5 s per streaming query start).  When that zip is the
+# one inside this environment's own pyspark (same release), this .pth moves it behind
+# site-packages, where pip left the compiled modules.  Other Spark installs are untouched.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+cmp -s scripts/millrace-pyspark-path.pth "$site/millrace-pyspark-path.pth" \
+    || cp scripts/millrace-pyspark-path.pth "$site/millrace-pyspark-path.pth"
+
