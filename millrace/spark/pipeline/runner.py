@@ -25,10 +25,11 @@ with the writer's or Spark's message on one line.
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -116,7 +117,9 @@ class SinkWriter:
 
     Called by Spark on a driver callback thread, one batch at a time.  With several
     sinks (a shared query) the micro-batch is cached while each sink's batch form
-    computes its rows from it; a single sink on its own query writes the batch as is."""
+    computes its rows from it, and the transaction, on a thread of its own, writes each
+    sink's rows while Spark computes the next sink's; a single sink on its own query
+    writes the batch as is."""
 
     def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database) -> None:
         self.pipeline = pipeline
@@ -127,7 +130,9 @@ class SinkWriter:
         self._query_id_set = threading.Event()
         # batch id -> table -> rows upserted (None: skipped, committed before a restart)
         self.outcomes: dict[int, dict[str, int | None]] = {}
-        self.timings: dict[int, tuple[float, float]] = {}  # batch id -> (spark s, database s)
+        # batch id -> (spark s, database s): computing the rows, then the time the commit
+        # took after the last rows were computed (with several sinks it starts earlier)
+        self.timings: dict[int, tuple[float, float]] = {}
         self.error: BaseException | None = None
 
     @property
@@ -143,11 +148,15 @@ class SinkWriter:
             if not self._query_id_set.wait(QUERY_ID_WAIT_S):
                 raise PipelineError(f"{self.label}: query id not known")
             assert self.query_id is not None
-            started = time.perf_counter()
-            parts = self._collect(frame)
-            collected = time.perf_counter()
-            outcome = self.database.commit(self.pipeline, self.query_id, batch_id, parts)
-            self.timings[batch_id] = (collected - started, time.perf_counter() - collected)
+            if self.shared and len(self.plans) > 1:
+                outcome, timing = self._commit_while_computing(frame, batch_id)
+            else:
+                started = time.perf_counter()
+                parts = [self._collect_one(frame)]
+                collected = time.perf_counter()
+                outcome = self.database.commit(self.pipeline, self.query_id, batch_id, parts)
+                timing = (collected - started, time.perf_counter() - collected)
+            self.timings[batch_id] = timing
             self.outcomes[batch_id] = outcome
         except BaseException as e:
             self.error = e
@@ -158,17 +167,59 @@ class SinkWriter:
             raise PipelineError(f"{self.label} batch {batch_id}: "
                                 f"{type(e).__name__}: {first}") from None
 
-    def _collect(self, frame: DataFrame) -> list[SinkBatch]:
+    def _collect_one(self, frame: DataFrame) -> SinkBatch:
+        plan = self.plans[0]
         if not self.shared:
-            plan = self.plans[0]
-            return [SinkBatch(plan.table, plan.spec, frame.toArrow())]
-        if len(self.plans) == 1:  # one read of the batch: nothing to cache
-            return [self._batch_rows(self.plans[0], frame)]
+            return SinkBatch(plan.table, plan.spec, frame.toArrow())
+        return self._batch_rows(plan, frame)  # one read of the batch: nothing to cache
+
+    def _commit_while_computing(self, frame: DataFrame, batch_id: int
+                                ) -> tuple[dict[str, int | None], tuple[float, float]]:
+        """Several sinks on a cached batch: the transaction runs on a thread of its own
+        and takes each sink's rows as soon as Spark has computed them, so the database
+        writes the first sink while Spark computes the next.  A failure on either side
+        rolls the transaction back and is raised here."""
+        assert self.query_id is not None
+        handoff: queue.Queue[SinkBatch | BaseException | None] = queue.Queue()
+
+        def parts() -> Iterator[SinkBatch]:
+            while (item := handoff.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise PipelineError("rolled back: computing a sink's rows failed")
+                yield item
+
+        result: list[dict[str, int | None]] = []
+        failure: list[BaseException] = []
+
+        def commit() -> None:
+            assert self.query_id is not None
+            try:
+                result.append(self.database.commit(self.pipeline, self.query_id, batch_id,
+                                                   parts()))
+            except BaseException as e:
+                failure.append(e)
+
+        started = time.perf_counter()
+        committer = threading.Thread(target=commit, name=f"millrace-commit-{self.label}",
+                                     daemon=True)
         frame.persist()
         try:
-            return [self._batch_rows(plan, frame) for plan in self.plans]
+            committer.start()
+            try:
+                for plan in self.plans:
+                    handoff.put(self._batch_rows(plan, frame))
+            except BaseException as e:
+                handoff.put(e)
+                committer.join()
+                raise
+            handoff.put(None)
+            computed = time.perf_counter()
+            committer.join()
         finally:
             frame.unpersist()
+        if failure:
+            raise failure[0]
+        return result[0], (computed - started, time.perf_counter() - computed)
 
     @staticmethod
     def _batch_rows(plan: SinkPlan, frame: DataFrame) -> SinkBatch:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -180,18 +180,17 @@ class Database(ABC):
         return self.commit(pipeline, query_id, batch_id, [SinkBatch(sink, spec, rows)])[sink]
 
     def commit(self, pipeline: str, query_id: str, batch_id: int,
-               parts: Sequence[SinkBatch]) -> dict[str, int | None]:
+               parts: Iterable[SinkBatch]) -> dict[str, int | None]:
         """Apply one micro-batch to every sink in ``parts`` in one transaction: sink ->
-        rows inserted or changed, or None for a sink that had committed it already."""
-        # the bulk of the work (latest per key, encoding) outside the lock; merge parts
-        # are encoded in the transaction, after the late windows are dropped
-        payloads = [None if part.spec.mode == "merge"
-                    else self._encode(part.spec, self.prepare(part.spec, part.rows))
-                    for part in parts]
+        rows inserted or changed, or None for a sink that had committed it already.
+
+        ``parts`` is read inside the transaction, one sink at a time: a caller may still be
+        computing the later sinks' rows (another thread feeding an iterator), and an
+        exception raised by the iterator rolls the whole batch back."""
         outcome: dict[str, int | None] = {}
         p = self.placeholder
         with self._lock, self._transaction():
-            for part, payload in zip(parts, payloads):
+            for part in parts:
                 found = self._fetch_one(
                     f"SELECT query_id FROM {BATCHES_TABLE} WHERE pipeline = {p} AND "
                     f"sink = {p} AND batch_id = {p}{self.lock_clause}",
@@ -199,10 +198,11 @@ class Database(ABC):
                 if found is not None and found[0] == query_id:
                     outcome[part.sink] = None
                     continue
+                rows = part.rows
                 if part.spec.mode == "merge":
                     rows = self._apply_watermark(pipeline, query_id, part)
-                    payload = self._encode(part.spec, self.prepare(part.spec, rows))
-                changed = self._upsert(part.spec, payload)
+                changed = self._upsert(part.spec,
+                                       self._encode(part.spec, self.prepare(part.spec, rows)))
                 self._run(
                     f"INSERT INTO {BATCHES_TABLE} (pipeline, sink, batch_id, query_id, "
                     f"rows_upserted, committed_at) VALUES ({p}, {p}, {p}, {p}, {p}, "

@@ -254,6 +254,40 @@ def test_a_failing_sink_stops_the_pipeline_with_its_error(
         db.close()
 
 
+def test_a_shared_query_fails_whole_whichever_side_fails(
+        spark: SparkSession, broker: BrokerProcess, tmp_path: Path) -> None:
+    """Two sinks on the shared query: the transaction writes the first sink's rows while
+    Spark computes the second's.  The database refusing the first sink, or Spark failing
+    on the second, fails the query with that error and commits nothing."""
+    create_topic(broker.bootstrap, "orders-fail2", 1)
+    produce(broker.bootstrap, "orders-fail2", events(200, seed=4))
+    database = f"sqlite:///{tmp_path / 'millrace.db'}"
+    db = open_database(database)
+    try:
+        config = job(broker.bootstrap, "orders-fail2", database, tmp_path / "c1")
+        for plan in build_plan(spark, config):
+            db.ensure_table(plan.table_spec)
+        db.query("CREATE TRIGGER refuse BEFORE INSERT ON orders "
+                 "BEGIN SELECT RAISE(ABORT, 'no orders today'); END")
+        with pytest.raises(PipelineError, match=r"^sink query orders-fail2.orders\+"
+                                                r"revenue_per_minute failed: IntegrityError: "
+                                                r"no orders today$"):
+            Pipeline(config, spark).run()
+        db.query("DROP TRIGGER refuse")
+        # ANSI mode: a division by zero fails the aggregate's job at run time
+        failing = replace(config.aggregate_sinks[0], table="revenue_fail",
+                          aggregates={"revenue": "sum(quantity / 0)", "orders": "count(*)"})
+        config = job(broker.bootstrap, "orders-fail2", database, tmp_path / "c2",
+                     aggregate_sinks=[failing])
+        with pytest.raises(PipelineError, match=r"^sink query orders-fail2.orders\+"
+                                                r"revenue_fail failed: .*DIVIDE_BY_ZERO"):
+            Pipeline(config, spark).run()
+        assert db.committed_batches("orders-fail2") == 0
+        assert db.query("SELECT COUNT(*) FROM orders") == [(0,)]
+    finally:
+        db.close()
+
+
 @pytest.mark.parametrize(("changes", "message"), [
     ({"value_schema": "order_id STRNG"}, r"^value_schema: .*STRNG"),
     ({"state_sinks": [StateSink(table="orders", key=["id"])]},

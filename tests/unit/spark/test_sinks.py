@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -374,6 +375,33 @@ def test_one_transaction_applies_a_batch_to_every_sink_or_to_none(db: SQLiteData
     assert db.commit("p", "q", 1, [later, window(2.0)]) == {"orders": 1, "sales": 1}
     assert db.commit("p", "q", 1, [later, window(2.0)]) == {"orders": None, "sales": None}
     assert table(db)["a"][0] == "shipped" and sales(db)[("10:00", "anvil")][:2] == (3.0, 2)
+
+
+def test_sinks_fed_one_by_one_commit_together_or_not_at_all(db: SQLiteDatabase,
+                                                           tmp_path: Path) -> None:
+    """``commit`` reads its parts inside the transaction (the shared query's writer feeds
+    them from another thread): nothing is visible before the last part, and a part that
+    cannot be computed rolls back the sinks already written."""
+    db.ensure_table(WINDOWS)
+    reader = sqlite3.connect(tmp_path / "sink.db")
+    window = SinkBatch("revenue", WINDOWS, pa.table({
+        "window_start": pa.array([T0], pa.timestamp("us", tz="UTC")), "product": ["anvil"],
+        "revenue": [5.0], "orders": pa.array([1], pa.int64())}))
+
+    def fed(fail: bool) -> Iterator[SinkBatch]:
+        yield SinkBatch("orders", STATE, state_rows(("a", "paid", 1.0, 10)))
+        # the first sink is written, the transaction still open
+        assert reader.execute("SELECT COUNT(*) FROM orders").fetchone() == (0,)
+        if fail:
+            raise RuntimeError("the aggregate's Spark job failed")
+        yield window
+
+    with pytest.raises(RuntimeError, match="Spark job failed"):
+        db.commit("p", "q", 0, fed(fail=True))
+    assert table(db) == {} and db.committed_batches("p") == 0
+    assert db.commit("p", "q", 0, fed(fail=False)) == {"orders": 1, "revenue": 1}
+    assert reader.execute("SELECT COUNT(*) FROM orders").fetchone() == (1,)
+    assert db.committed_batches("p") == 2
 
 
 @pytest.mark.parametrize(("expression", "function"), [
