@@ -11,7 +11,8 @@ In one run:
    are written, with Kafka's source columns (``key``, ``value``, ``topic``, ``partition``,
    ``offset``, ``timestamp``), as JSON lines into files of ``--batch`` records each.
 2. One local SparkSession (``local[2]``) serves every case.  An untimed warm-up runs both
-   cases on a small separate data set (JIT, Python workers, code generation).
+   cases over two micro-batches of ``--batch`` records from a separate data set (the JIT
+   compiles the paths a full-size batch takes, Python workers start, code generation).
 3. **topic**: ``Pipeline`` with the ``millrace`` connector (``maxOffsetsPerTrigger`` =
    ``--batch``) into a new SQLite file; **file**: the same ``Pipeline`` with its source
    replaced by ``spark.readStream.format("json")`` over the files
@@ -55,7 +56,7 @@ from millrace.spark.pipeline import BatchProgress
 from millrace.testing.broker_process import BrokerProcess
 
 TOPIC = "bench-orders"
-WARMUP_RECORDS = 20_000
+WARMUP_BATCHES = 2  # untimed micro-batches of --batch records per case before the runs
 # Kafka's source columns, as the file source reads them from each JSON line
 ENVELOPE_SCHEMA = ("key STRING, value STRING, topic STRING, partition INT, offset BIGINT, "
                    "timestamp TIMESTAMP")
@@ -279,13 +280,15 @@ def print_results(runs: list[Run], data: DataSet, args: argparse.Namespace
 def run() -> None:
     args = parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warm_batch = min(args.batch, args.records)  # as large as a timed micro-batch
+    warm_records = WARMUP_BATCHES * warm_batch
     with tempfile.TemporaryDirectory(prefix="millrace-bench-pipeline-") as tmp:
         root = Path(tmp)
         with BrokerProcess(root / "broker") as broker:
             say(f"broker {broker.bootstrap}; producing {args.records:,} + "
-                f"{WARMUP_RECORDS:,} (warm-up) order events")
+                f"{warm_records:,} (warm-up) order events")
             warm = write_data(broker.bootstrap, "bench-warmup", root / "warmup-files",
-                              WARMUP_RECORDS, 7, args.partitions, WARMUP_RECORDS // 4)
+                              warm_records, 7, args.partitions, warm_batch)
             data = write_data(broker.bootstrap, TOPIC, root / "files", args.records, 42,
                               args.partitions, args.batch)
             say(f"produced in {data.produce_s:.1f} s; starting Spark")
@@ -293,7 +296,7 @@ def run() -> None:
             try:
                 for case in ("topic", "file"):
                     run_case(case, spark, broker.bootstrap, warm, root / f"warmup-{case}",
-                             WARMUP_RECORDS // 4, "warm-up")
+                             warm_batch, "warm-up")
                 say("warm-up done")
                 runs: list[Run] = []
                 for rep in range(args.repeat):
