@@ -10,11 +10,6 @@ available the extension must be built.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 from typing import Any
 
 import pytest
@@ -26,6 +21,7 @@ from millrace.client.producer._internals import batch_core
 from millrace.client.producer._internals.batch_core import PyBatchCore, PyFutureCore
 from millrace.client.producer._internals.future_record_metadata import FutureRecordMetadata
 from millrace.client.producer.producer_record import PyRecordCore
+from tests.unit.speedups_env import compiler_available, run_without_speedups, speedups_disabled
 
 try:
     from millrace.client.producer._internals import _speedups
@@ -35,16 +31,11 @@ except ImportError:
 needs_c = pytest.mark.skipif(_speedups is None, reason="C accelerator not built")
 
 
-def _compiler_available() -> bool:
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    return shutil.which(cc) is not None
-
-
 def test_the_extension_is_built_where_it_can_be() -> None:
-    if os.environ.get("MILLRACE_NO_SPEEDUPS", "") not in ("", "0"):
+    if speedups_disabled():
         assert not batch_core.SPEEDUPS
         return
-    if _compiler_available():
+    if compiler_available():
         assert _speedups is not None, "producer C accelerator not built: run pip install -e ."
         assert batch_core.SPEEDUPS
         assert issubclass(FutureRecordMetadata, _speedups.FutureCore)
@@ -55,10 +46,7 @@ def test_environment_variable_forces_the_python_cores() -> None:
     code = ("from millrace.client.producer._internals import batch_core as b; "
             "from millrace.client.producer import ProducerRecord as R; "
             "print(b.SPEEDUPS, R.__mro__[1].__name__)")
-    env = {**os.environ, "MILLRACE_NO_SPEEDUPS": "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.split() == ["False", "PyRecordCore"]
+    assert run_without_speedups(code).split() == ["False", "PyRecordCore"]
 
 
 # ---------------------------------------------------------------------------- BatchCore

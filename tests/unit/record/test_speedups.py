@@ -8,11 +8,6 @@ truncations, wrong counts, hand-made over-long and out-of-range varints.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import sysconfig
 from typing import Any
 
 import pytest
@@ -30,6 +25,7 @@ from millrace.record.default_record import (
     py_encode_record,
 )
 from millrace.record.varint import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
+from tests.unit.speedups_env import compiler_available, run_without_speedups, speedups_disabled
 
 try:
     from millrace.record import _speedups
@@ -37,18 +33,13 @@ except ImportError:
     _speedups = None  # type: ignore[assignment]
 
 
-def _compiler_available() -> bool:
-    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    return shutil.which(cc) is not None
-
-
 def test_the_extension_is_built_where_it_can_be() -> None:
     """With a compiler and without MILLRACE_NO_SPEEDUPS, the C codec must be in use:
     a broken build must not hide behind the fallback."""
-    if os.environ.get("MILLRACE_NO_SPEEDUPS", "") not in ("", "0"):
+    if speedups_disabled():
         assert not default_record.SPEEDUPS
         return
-    if _compiler_available():
+    if compiler_available():
         assert _speedups is not None, "C accelerator not built: run pip install -e ."
         assert default_record.SPEEDUPS
         assert default_record.encode_record is _speedups.encode_record
@@ -56,10 +47,7 @@ def test_the_extension_is_built_where_it_can_be() -> None:
 
 def test_environment_variable_forces_the_pure_python_codec() -> None:
     code = "from millrace.record import default_record as d; print(d.SPEEDUPS)"
-    env = {**os.environ, "MILLRACE_NO_SPEEDUPS": "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert run_without_speedups(code).strip() == "False"
 
 
 needs_c = pytest.mark.skipif(_speedups is None,
