@@ -49,9 +49,9 @@ from _common import BenchFailure, main_guard, write_json
 
 from millrace.client.admin import KafkaAdminClient, NewTopic
 from millrace.client.producer import KafkaProducer, ProducerRecord
-from millrace.demo.fold import ORDER_COLUMNS, REVENUE_COLUMNS, fold, verify
+from millrace.demo.fold import fold, verify
 from millrace.demo.orders import OrderEventGenerator
-from millrace.demo.run import REVENUE_TABLE, demo_session, pipeline_config
+from millrace.demo.run import demo_session, pipeline_config, read_tables
 from millrace.spark.pipeline import BatchProgress
 from millrace.testing.broker_process import BrokerProcess
 
@@ -219,11 +219,7 @@ def run_case(case: str, spark: Any, bootstrap: str, data: DataSet, work: Path, b
 
 
 def check_tables(database_url: str, data: DataSet, what: str) -> None:
-    from millrace.spark.sinks import open_database
-
-    with open_database(database_url) as db:
-        orders = db.query(f"SELECT {', '.join(ORDER_COLUMNS)} FROM orders")
-        revenue = db.query(f"SELECT {', '.join(REVENUE_COLUMNS)} FROM {REVENUE_TABLE}")
+    orders, revenue = read_tables(database_url)
     result = verify(fold(OrderEventGenerator(data.seed).take(data.records)), orders, revenue)
     if not result.passed:
         raise BenchFailure(f"{what}: {result.mismatch_count} rows differ from the fold, e.g. "

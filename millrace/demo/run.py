@@ -338,37 +338,29 @@ def read_tables(database_url: str) -> tuple[list[tuple[Any, ...]], list[tuple[An
     """(orders rows, revenue rows) in ``ORDER_COLUMNS`` / ``REVENUE_COLUMNS`` order."""
     from millrace.spark.sinks import open_database
 
-    db = open_database(database_url)
-    try:
+    with open_database(database_url) as db:
         orders = db.query(f"SELECT {', '.join(ORDER_COLUMNS)} FROM {ORDERS_TABLE}")
         revenue = db.query(f"SELECT {', '.join(REVENUE_COLUMNS)} FROM {REVENUE_TABLE}")
-    finally:
-        db.close()
     return [tuple(r) for r in orders], [tuple(r) for r in revenue]
 
 
 def drop_tables(database_url: str) -> None:
     from millrace.spark.sinks import open_database
 
-    db = open_database(database_url)
-    try:
+    with open_database(database_url) as db:
         for table in (ORDERS_TABLE, REVENUE_TABLE):
             db.query(f"DROP TABLE IF EXISTS {table}")
-    finally:
-        db.close()
 
 
 def table_rows(database_url: str, table: str) -> int | None:
     """Rows in ``table``, or None when it does not exist (or cannot be read)."""
     from millrace.spark.sinks import open_database
 
-    db = open_database(database_url)
-    try:
-        return int(db.query(f"SELECT COUNT(*) FROM {table}")[0][0])
-    except Exception:  # no such table: the message and class depend on the driver
-        return None
-    finally:
-        db.close()
+    with open_database(database_url) as db:
+        try:
+            return int(db.query(f"SELECT COUNT(*) FROM {table}")[0][0])
+        except Exception:  # no such table: the message and class depend on the driver
+            return None
 
 
 # ------------------------------------------------------------------ summaries
