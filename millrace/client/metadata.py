@@ -172,7 +172,7 @@ class Metadata:
         said when the request was sent (a newer request keeps ``update_requested``)."""
         with self._cond:
             old = self._cluster
-            cluster, retry = self._build_cluster(response, old)
+            cluster, retry = cluster_from_response(response, old)
             self._cluster = cluster
             self._last_refresh_ms = now_ms
             self._update_version += 1
@@ -189,9 +189,6 @@ class Metadata:
 
     def on_update(self, cluster: Cluster, now_ms: int) -> None:
         """Hook for subclasses (e.g. expire unused producer topics)."""
-
-    def _build_cluster(self, response: Any, old: Cluster) -> tuple[Cluster, bool]:
-        return cluster_from_response(response, old)
 
     # ------------------------------------------------------------------ waiting
     def await_update(self, last_version: int, timeout_ms: float) -> bool:
