@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from millrace.protocol import Api, RequestHeader
 
 if TYPE_CHECKING:
-    from millrace.broker.server import KafkaServer
+    from millrace.broker.services import BrokerServices
 
 
 @dataclass(slots=True)
@@ -17,7 +17,7 @@ class RequestContext:
     api: Api
     client_host: str
     client_port: int
-    server: KafkaServer
+    services: BrokerServices
     listener: str = "PLAINTEXT"
 
     @property

@@ -1,6 +1,7 @@
 """The broker's network layer: the Reactor of the seeds on asyncio (Kafka's SocketServer).
 
-One ``asyncio`` server per listener plays the Acceptor; each accepted socket gets a
+``SocketServer`` owns the listeners and the open connections.  One ``asyncio`` server
+per listener plays the Acceptor; each accepted socket gets a
 ``BrokerConnection`` (an ``asyncio.Protocol``) wrapped around the sans-I/O
 ``ServerConnection``.  Bytes go in through ``data_received``; whole requests queue up and
 a per-connection worker task hands them to the handlers *one at a time, in arrival
@@ -18,12 +19,15 @@ Thread ownership: everything here runs on the broker's event-loop thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from millrace.broker.config import KafkaConfig
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import HANDLERS
+from millrace.broker.services import BrokerServices
 from millrace.common.errors import FrameTooLargeError, ProtocolDecodeError
 from millrace.protocol import (
     NEED_DATA,
@@ -35,9 +39,6 @@ from millrace.protocol import (
     api_versions_fallback_response,
 )
 
-if TYPE_CHECKING:
-    from millrace.broker.server import KafkaServer
-
 log = logging.getLogger(__name__)
 
 MAX_QUEUED = 64
@@ -46,10 +47,10 @@ MAX_QUEUED = 64
 class BrokerConnection(asyncio.Protocol):
     """One client connection; owned by the event-loop thread."""
 
-    def __init__(self, server: KafkaServer, listener: str) -> None:
+    def __init__(self, server: SocketServer, listener: str) -> None:
         self.server = server
         self.listener = listener
-        self.conn = ServerConnection(server.enabled_versions,
+        self.conn = ServerConnection(server.services.api_versions.enabled,
                                      server.config["socket.request.max.bytes"])
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("", 0)
@@ -146,7 +147,7 @@ class BrokerConnection(asyncio.Protocol):
 
     async def _serve(self, event: Request | ApiVersionsFallback) -> None:
         if isinstance(event, ApiVersionsFallback):
-            api_max = self.server.enabled_versions[18][1]
+            api_max = self.server.services.api_versions.enabled[18][1]
             self._write([api_versions_fallback_response(event.header.correlation_id, api_max)])
             return
         handler = HANDLERS.get(event.api.key)
@@ -155,8 +156,8 @@ class BrokerConnection(asyncio.Protocol):
                         *self.peer)
             self.close()
             return
-        ctx = RequestContext(event.header, event.api, self.peer[0], self.peer[1], self.server,
-                             self.listener)
+        ctx = RequestContext(event.header, event.api, self.peer[0], self.peer[1],
+                             self.server.services, self.listener)
         try:
             body = await handler(ctx, event.body)
         except Exception:
@@ -201,28 +202,61 @@ class BrokerConnection(asyncio.Protocol):
 _CLOSE = object()
 
 
-async def start_listeners(server: KafkaServer) -> list[asyncio.Server]:
-    loop = asyncio.get_running_loop()
-    servers = []
-    for listener in server.config.listeners:
-        host = listener.host or None
-        srv = await loop.create_server(lambda name=listener.name: BrokerConnection(server, name),
-                                       host=host, port=listener.port, reuse_address=True,
-                                       backlog=512)
-        servers.append(srv)
-    return servers
+class SocketServer:
+    """The listeners and their connections (Kafka's ``SocketServer``); owned by the
+    event-loop thread."""
 
+    def __init__(self, config: KafkaConfig, services: BrokerServices) -> None:
+        self.config = config
+        self.services = services
+        self.time = services.time
+        self.connections: set[BrokerConnection] = set()
+        self._servers: list[asyncio.Server] = []
+        self._reaper: asyncio.Task[None] | None = None
 
-async def reap_idle_connections(server: KafkaServer) -> None:
-    """Close connections idle longer than connections.max.idle.ms (runs forever)."""
-    max_idle = server.config["connections.max.idle.ms"]
-    if max_idle < 0:
-        return
-    while True:
-        await asyncio.sleep(min(max_idle / 1000 / 4, 10.0))
-        now = server.time.milliseconds()
-        for c in list(server.connections):
-            if c.idle_for(now) > max_idle:
-                log.info("closing connection from %s:%s idle for %d ms", *c.peer,
-                         c.idle_for(now))
-                c.close()
+    async def bind(self) -> None:
+        """Bind every listener without accepting yet (``start_serving`` does)."""
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            host = listener.host or None
+            srv = await loop.create_server(
+                lambda name=listener.name: BrokerConnection(self, name), host=host,
+                port=listener.port, reuse_address=True, backlog=512, start_serving=False)
+            self._servers.append(srv)
+
+    async def start_serving(self) -> None:
+        for srv in self._servers:
+            await srv.start_serving()
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_idle_connections())
+
+    def bound_addresses(self) -> list[tuple[str, int]]:
+        return [(str(sock.getsockname()[0]), int(sock.getsockname()[1]))
+                for srv in self._servers for sock in srv.sockets]
+
+    async def shutdown(self) -> None:
+        """Stop accepting and close every connection."""
+        for srv in self._servers:
+            srv.close()
+        for c in list(self.connections):
+            c.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        for srv in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(srv.wait_closed(), 2)
+
+    async def _reap_idle_connections(self) -> None:
+        """Close connections idle longer than connections.max.idle.ms (runs forever)."""
+        max_idle = self.config["connections.max.idle.ms"]
+        if max_idle < 0:
+            return
+        while True:
+            await asyncio.sleep(min(max_idle / 1000 / 4, 10.0))
+            now = self.time.milliseconds()
+            for c in list(self.connections):
+                if c.idle_for(now) > max_idle:
+                    log.info("closing connection from %s:%s idle for %d ms", *c.peer,
+                             c.idle_for(now))
+                    c.close()

@@ -1,13 +1,17 @@
 """``KafkaServer``: start-up, the main loop, and shutdown of one broker process.
 
-Start-up order (as Kafka's ``KafkaServer.startup``): read the config; open the metadata
-store and the log manager (which recovers logs after an unclean shutdown); build the
-replica manager and the group coordinator (which replays ``__consumer_offsets``);
-then open the listeners.  Shutdown reverses it: stop accepting, finish the group
-coordinator, flush and checkpoint every log, write the clean-shutdown marker.
+Start-up order (as Kafka's ``KafkaServer.startup``): read the config; open the cluster
+metadata and the log manager (which recovers logs after an unclean shutdown); build the
+replica manager (hosting every assigned partition), the admin manager and the group
+coordinator (which replays ``__consumer_offsets``); bind the listeners, register the
+broker with its advertised endpoint, then start accepting.  Each service is built here
+with what it needs and handed to the handlers as ``BrokerServices``; none of them holds
+the server.  Shutdown reverses it: stop accepting, finish the group coordinator,
+complete parked requests, flush and checkpoint every log, write the clean-shutdown
+marker.
 
 Threading model: one asyncio event loop thread runs the network, the handlers, the
-purgatory and the periodic tasks (retention, flush, checkpoints); log appends are
+purgatories and the periodic tasks (retention, flush, checkpoints); log appends are
 synchronous file writes on that thread (page-cache speed; fsync only as configured).
 """
 
@@ -17,117 +21,105 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import Any
 
+from millrace.broker.admin_manager import AdminManager
+from millrace.broker.api_version_manager import ApiVersionManager
 from millrace.broker.config import KafkaConfig
+from millrace.broker.group.offsets_log import ReplicatedOffsetsLog
+from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import load_all
-from millrace.broker.metadata import MetadataStore, TopicInfo
-from millrace.broker.network import BrokerConnection, reap_idle_connections, start_listeners
+from millrace.broker.metadata import BrokerRegistration, LocalMetadataStore
+from millrace.broker.network import SocketServer
+from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
-from millrace.common.errors import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    TopicExistsError,
-    UnknownTopicOrPartitionError,
-)
+from millrace.broker.services import BrokerServices
+from millrace.broker.topic_config import TopicConfigs
 from millrace.common.time import SYSTEM_TIME, Time
-from millrace.protocol import API, ApiKey
+from millrace.storage import LogConfig, LogManager
 
 log = logging.getLogger("millrace.broker")
-
-# The highest version of each API this broker serves (None = the declared maximum).
-# InitProducerId v6 is marked unstable upstream and not advertised by Kafka either.
-VERSION_CAPS: dict[int, int] = {
-    ApiKey.PRODUCE: 12, ApiKey.FETCH: 17, ApiKey.LIST_OFFSETS: 10, ApiKey.OFFSET_COMMIT: 9,
-    ApiKey.OFFSET_FETCH: 9, ApiKey.INIT_PRODUCER_ID: 5, ApiKey.WRITE_TXN_MARKERS: 1,
-}
-# Advertised minimum below what we accept (librdkafka < 2.11.1 feature detection).
-ADVERTISED_MIN: dict[int, int] = {ApiKey.PRODUCE: 0}
 
 
 class KafkaServer:
     def __init__(self, config: KafkaConfig, time: Time = SYSTEM_TIME) -> None:
         self.config = config
         self.time = time
-        self.connections: set[BrokerConnection] = set()
-        self.metadata: MetadataStore
-        self.replica_manager: ReplicaManager
-        self.group_coordinator: Any = None
-        self.producer_id_manager: Any = None
-        self._servers: list[asyncio.Server] = []
+        self.services: BrokerServices | None = None
+        self.socket_server: SocketServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self.advertised_host = "localhost"
-        self.advertised_port = 9092
-        handlers = load_all()
-        self.enabled_versions: dict[int, tuple[int, int]] = {}
-        self.advertised_versions: dict[int, tuple[int, int]] = {}
-        for key, api in API.items():
-            if key not in handlers:
-                continue
-            hi = min(api.versions.high, VERSION_CAPS.get(key, api.versions.high))
-            self.enabled_versions[key] = (api.versions.low, hi)
-            self.advertised_versions[key] = (ADVERTISED_MIN.get(key, api.versions.low), hi)
 
     # ------------------------------------------------------------------ lifecycle
+    @staticmethod
+    def build_services(config: KafkaConfig, time: Time) -> BrokerServices:
+        """Every service, wired explicitly; logs recovered, partitions hosted, the
+        internal topics created.  The group coordinator is built but not started."""
+        metadata = LocalMetadataStore(config.log_dirs[0], config.node_id, config["cluster.id"])
+        topic_configs = TopicConfigs(config)
+
+        def log_config_for(topic: str) -> LogConfig:
+            info = metadata.topics.get(topic)
+            return topic_configs.log_config(info.configs if info else {})
+
+        log_manager = LogManager(config.log_dirs, log_config_for, time=time,
+                                 producer_id_expiration_ms=config["producer.id.expiration.ms"])
+        log_manager.startup()
+        replica_manager = ReplicaManager(config, time, metadata, log_manager, topic_configs)
+        replica_manager.startup()
+        admin_manager = AdminManager(config, metadata, replica_manager, topic_configs)
+        if "__consumer_offsets" not in metadata.topics:
+            admin_manager.create_topic(
+                "__consumer_offsets", config["offsets.topic.num.partitions"],
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(config["offsets.topic.segment.bytes"])})
+        offsets_log = ReplicatedOffsetsLog(replica_manager, metadata,
+                                           config["offsets.topic.num.partitions"])
+        return BrokerServices(
+            config=config, time=time, metadata=metadata, log_manager=log_manager,
+            topic_configs=topic_configs, replica_manager=replica_manager,
+            admin_manager=admin_manager,
+            group_coordinator=GroupCoordinatorService(config, time, offsets_log),
+            producer_id_manager=ProducerIdManager(metadata.reserve_producer_ids),
+            api_versions=ApiVersionManager(load_all()))
+
     async def startup(self) -> None:
         cfg = self.config
         log.info("starting millrace broker node.id=%d log.dirs=%s", cfg.node_id,
                  ",".join(cfg.log_dirs))
-        self.metadata = MetadataStore(cfg.log_dirs[0], cfg.node_id, cfg["cluster.id"])
-        self.replica_manager = ReplicaManager(self)
-        self.replica_manager.startup()
-        for name in ("__consumer_offsets",):
-            if name not in self.metadata.topics:
-                self.create_topic(name, cfg["offsets.topic.num.partitions"],
-                                  {"cleanup.policy": "compact",
-                                   "segment.bytes": str(cfg["offsets.topic.segment.bytes"])})
-        await self._start_group_coordinator()
-        self._servers = await start_listeners(self)
-        first = self._servers[0].sockets[0].getsockname()
+        services = self.services = self.build_services(cfg, self.time)
+        await services.group_coordinator.start()
+        socket_server = self.socket_server = SocketServer(cfg, services)
+        await socket_server.bind()
+        bound = socket_server.bound_addresses()
         adv = cfg.advertised_listeners[0]
-        self.advertised_host = adv.host or "localhost"
-        self.advertised_port = adv.port or int(first[1])
-        for srv in self._servers:
-            for sock in srv.sockets:
-                host, port = sock.getsockname()[:2]
-                log.info("listening on %s:%d", host, port)
+        host = adv.host or "localhost"
+        port = adv.port or bound[0][1]
+        services.metadata.register_broker(BrokerRegistration(cfg.node_id, host, port))
+        for bound_host, bound_port in bound:
+            log.info("listening on %s:%d", bound_host, bound_port)
+        await socket_server.start_serving()
         log.info("millrace broker %d started; cluster.id=%s advertised=%s:%d", cfg.node_id,
-                 self.metadata.cluster_id, self.advertised_host, self.advertised_port)
+                 services.metadata.cluster_id, host, port)
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(reap_idle_connections(self)))
-        self._tasks.append(loop.create_task(self.replica_manager.run_periodic()))
-
-    async def _start_group_coordinator(self) -> None:
-        try:
-            from millrace.broker.group.service import GroupCoordinatorService
-        except ImportError:  # the coordinator package is optional until it lands
-            log.warning("group coordinator not available")
-            return
-        self.group_coordinator = GroupCoordinatorService(
-            self.config, self.time, self.replica_manager.offsets_log())
-        await self.group_coordinator.start()
+        self._tasks.append(loop.create_task(services.replica_manager.run_periodic()))
 
     @property
     def bound_port(self) -> int:
-        return int(self._servers[0].sockets[0].getsockname()[1])
+        assert self.socket_server is not None
+        return self.socket_server.bound_addresses()[0][1]
 
     async def shutdown(self) -> None:
         log.info("stopping millrace broker %d", self.config.node_id)
-        for srv in self._servers:
-            srv.close()
-        for c in list(self.connections):
-            c.close()
+        if self.socket_server is not None:
+            await self.socket_server.shutdown()
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
-        if self.group_coordinator is not None:
-            await self.group_coordinator.stop()
-        self.replica_manager.shutdown()
-        for srv in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(srv.wait_closed(), 2)
+        if self.services is not None:
+            await self.services.group_coordinator.stop()
+            self.services.replica_manager.shutdown()
+            self.services.log_manager.shutdown()
         log.info("millrace broker %d stopped", self.config.node_id)
 
     async def serve_forever(self) -> None:
@@ -141,40 +133,6 @@ class KafkaServer:
             await stop.wait()
         finally:
             await self.shutdown()
-
-    # ------------------------------------------------------------------ topic operations
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     replication_factor: int = -1, validate_only: bool = False) -> TopicInfo:
-        if name in self.metadata.topics:
-            raise TopicExistsError(f"Topic '{name}' already exists.")
-        if partitions == -1:
-            partitions = self.config["num.partitions"]
-        if partitions < 1:
-            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-        rf = self.config["default.replication.factor"] if replication_factor == -1 else (
-            replication_factor)
-        if rf < 1:
-            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-        if rf > 1 and name not in ("__consumer_offsets", "__transaction_state"):
-            raise InvalidReplicationFactorError(
-                f"Replication factor: {rf} larger than available brokers: 1.")
-        self.replica_manager.validate_topic_config(configs)
-        from millrace.broker.metadata import validate_topic_name
-        validate_topic_name(name)
-        if validate_only:
-            from millrace.broker.metadata import TopicInfo as _T
-            return _T(name, __import__("uuid").UUID(int=0), partitions, dict(configs))
-        info = self.metadata.create_topic(name, partitions, configs)
-        self.replica_manager.create_partitions(info, 0, partitions)
-        log.info("created topic %s with %d partition(s)", name, partitions)
-        return info
-
-    def delete_topic(self, name: str) -> None:
-        if name not in self.metadata.topics:
-            raise UnknownTopicOrPartitionError("This server does not host this topic.")
-        self.replica_manager.delete_topic(name)
-        self.metadata.delete_topic(name)
-        log.info("deleted topic %s", name)
 
 
 def run(config: KafkaConfig) -> None:

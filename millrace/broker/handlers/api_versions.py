@@ -14,10 +14,10 @@ from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
+from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
-INVALID_REQUEST = 42
 
 
 @handles(ApiKey.API_VERSIONS)
@@ -25,7 +25,7 @@ async def handle_api_versions(ctx: RequestContext, body: Any) -> Any:
     cls = ctx.api.response.cls
     if ctx.version >= 3 and not (_SOFTWARE.match(body.client_software_name or "")
                                  and _SOFTWARE.match(body.client_software_version or "")):
-        return cls(error_code=INVALID_REQUEST, api_keys=[])
+        return cls(error_code=Errors.INVALID_REQUEST, api_keys=[])
     keys = [cls.ApiVersion(api_key=key, min_version=lo, max_version=hi)
-            for key, (lo, hi) in sorted(ctx.server.advertised_versions.items())]
-    return cls(error_code=0, api_keys=keys, throttle_time_ms=0)
+            for key, (lo, hi) in sorted(ctx.services.api_versions.advertised.items())]
+    return cls(error_code=Errors.NONE, api_keys=keys, throttle_time_ms=0)

@@ -13,50 +13,48 @@ from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
-from millrace.common.errors import ConfigError
+from millrace.broker.topic_config import SOURCE_DEFAULT
+from millrace.common.errors import ConfigError, Errors
 from millrace.protocol import ApiKey
 
 TOPIC, BROKER = 2, 4
-INVALID_CONFIG = 40
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_OR_PARTITION = 3
-SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SOURCE_STATIC_BROKER = 4
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
 async def handle_describe_configs(ctx: RequestContext, body: Any) -> Any:
-    server = ctx.server
+    services = ctx.services
     cls = ctx.api.response.cls
     result_cls = cls.DescribeConfigsResult
     entry_cls = result_cls.DescribeConfigsResourceResult
     results = []
     for r in body.resources:
-        res = result_cls(error_code=0, error_message=None, resource_type=r.resource_type,
+        res = result_cls(error_code=Errors.NONE, error_message=None, resource_type=r.resource_type,
                          resource_name=r.resource_name, configs=[])
         if r.resource_type == TOPIC:
-            info = server.metadata.topics.get(r.resource_name)
+            info = services.metadata.topics.get(r.resource_name)
             if info is None:
-                res.error_code = UNKNOWN_TOPIC_OR_PARTITION
+                res.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 res.error_message = f"Topic {r.resource_name} does not exist"
             else:
-                entries = server.replica_manager.describe_topic_config(info.configs)
+                entries = services.topic_configs.describe(info.configs)
                 res.configs = [entry_cls(name=k, value=v, read_only=False, config_source=src,
                                          is_default=src == SOURCE_DEFAULT, is_sensitive=False,
                                          synonyms=[])
                                for k, v, src in entries
                                if r.configuration_keys is None or k in r.configuration_keys]
         elif r.resource_type == BROKER:
-            values = server.config.values
+            values = services.config.values
             res.configs = [entry_cls(name=k, value=None if v is None else _fmt(v),
                                      read_only=True,
                                      config_source=SOURCE_STATIC_BROKER
-                                     if k in server.config.originals else SOURCE_DEFAULT,
-                                     is_default=k not in server.config.originals,
+                                     if k in services.config.originals else SOURCE_DEFAULT,
+                                     is_default=k not in services.config.originals,
                                      is_sensitive=False, synonyms=[])
                            for k, v in sorted(values.items())
                            if r.configuration_keys is None or k in r.configuration_keys]
         else:
-            res.error_code = INVALID_REQUEST
+            res.error_code = Errors.INVALID_REQUEST
             res.error_message = f"Unsupported resource type {r.resource_type}"
         results.append(res)
     return cls(throttle_time_ms=0, results=results)
@@ -71,25 +69,21 @@ def _fmt(v: Any) -> str:
 
 
 def _apply(ctx: RequestContext, r: Any, new: dict[str, str], validate_only: bool) -> Any:
-    server = ctx.server
     try:
-        server.replica_manager.validate_topic_config(new)
+        ctx.services.admin_manager.alter_topic_configs(r.resource_name, new, validate_only)
     except ConfigError as e:
-        return INVALID_CONFIG, str(e)
-    if not validate_only:
-        server.metadata.set_configs(r.resource_name, new)
-        server.replica_manager.update_topic_config(server.metadata.topics[r.resource_name])
-    return 0, None
+        return Errors.INVALID_CONFIG, str(e)
+    return Errors.NONE, None
 
 
 def _check_resource(ctx: RequestContext, r: Any) -> tuple[int, str | None]:
     if r.resource_type == BROKER:
-        return INVALID_REQUEST, "Dynamic broker configs are not supported by this broker"
+        return Errors.INVALID_REQUEST, "Dynamic broker configs are not supported by this broker"
     if r.resource_type != TOPIC:
-        return INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
-    if r.resource_name not in ctx.server.metadata.topics:
-        return UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist"
-    return 0, None
+        return Errors.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+    if r.resource_name not in ctx.services.metadata.topics:
+        return Errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist"
+    return Errors.NONE, None
 
 
 @handles(ApiKey.ALTER_CONFIGS)
@@ -114,13 +108,13 @@ async def handle_incremental_alter_configs(ctx: RequestContext, body: Any) -> An
     for r in body.resources:
         code, msg = _check_resource(ctx, r)
         if not code:
-            new = dict(ctx.server.metadata.topics[r.resource_name].configs)
+            new = dict(ctx.services.metadata.topics[r.resource_name].configs)
             for c in r.configs:
                 current = new.get(c.name, "")
                 items = [x for x in current.split(",") if x]
                 if c.config_operation == 0:
                     if c.value is None:
-                        code, msg = INVALID_REQUEST, f"Null value for {c.name}"
+                        code, msg = Errors.INVALID_REQUEST, f"Null value for {c.name}"
                         break
                     new[c.name] = c.value
                 elif c.config_operation == 1:
@@ -133,7 +127,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, body: Any) -> An
                         items = [x for x in items if x not in change]
                     new[c.name] = ",".join(items)
                 else:
-                    code, msg = INVALID_REQUEST, f"Bad operation {c.config_operation}"
+                    code, msg = Errors.INVALID_REQUEST, f"Bad operation {c.config_operation}"
                     break
             if not code:
                 code, msg = _apply(ctx, r, new, body.validate_only)
@@ -145,7 +139,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, body: Any) -> An
 
 @handles(ApiKey.DELETE_RECORDS)
 async def handle_delete_records(ctx: RequestContext, body: Any) -> Any:
-    rm = ctx.server.replica_manager
+    rm = ctx.services.replica_manager
     cls = ctx.api.response.cls
     topic_cls = cls.DeleteRecordsTopicResult
     topics = []

@@ -11,7 +11,7 @@ from millrace.protocol import ApiKey
 
 @handles(ApiKey.LIST_OFFSETS)
 async def handle_list_offsets(ctx: RequestContext, body: Any) -> Any:
-    rm = ctx.server.replica_manager
+    rm = ctx.services.replica_manager
     cls = ctx.api.response.cls
     topic_cls = cls.ListOffsetsTopicResponse
     part_cls = topic_cls.ListOffsetsPartitionResponse

@@ -1,8 +1,10 @@
 """Metadata (key 3) and DescribeCluster (key 60): brokers, topics, partitions, leaders.
 
-On one node every partition's leader, replica set and ISR is this broker.  Unknown topics
-are created on request when ``auto.create.topics.enable`` and the client allows it
-(``allow_auto_topic_creation``, v4+; always allowed before v4), as Kafka does.
+Everything comes from the cluster metadata: the registered brokers, the controller, each
+topic's replica assignment and each partition's leader, leader epoch and ISR (on one
+node, this broker everywhere).  Unknown topics are created on request when
+``auto.create.topics.enable`` and the client allows it (``allow_auto_topic_creation``,
+v4+; always allowed before v4), as Kafka does.
 """
 
 from __future__ import annotations
@@ -11,74 +13,86 @@ from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
-from millrace.common.errors import KafkaError
+from millrace.broker.metadata import TopicInfo
+from millrace.common.errors import Errors, KafkaError
 from millrace.protocol import ApiKey
 
-UNKNOWN_TOPIC_OR_PARTITION = 3
-UNKNOWN_TOPIC_ID = 100
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def _partitions(ctx: RequestContext, cls: Any, info: TopicInfo) -> list[Any]:
+    metadata = ctx.services.metadata
+    live = {b.node_id for b in metadata.brokers()}
+    out = []
+    for i in range(info.partitions):
+        replicas = info.replicas(i)
+        state = metadata.partition_state(info.name, i)
+        leader = state.leader if state is not None else -1
+        out.append(cls.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
+            partition_index=i, leader_id=leader,
+            leader_epoch=state.leader_epoch if state is not None else -1,
+            replica_nodes=list(replicas), isr_nodes=list(state.isr) if state else [],
+            offline_replicas=[r for r in replicas if r not in live]))
+    return out
 
 
 @handles(ApiKey.METADATA)
 async def handle_metadata(ctx: RequestContext, body: Any) -> Any:
-    server = ctx.server
+    services = ctx.services
+    metadata = services.metadata
     cls = ctx.api.response.cls
     v = ctx.version
-    node = server.config.node_id
-    brokers = [cls.MetadataResponseBroker(node_id=node, host=server.advertised_host,
-                                          port=server.advertised_port, rack=None)]
+    brokers = [cls.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
+                                          rack=b.rack) for b in metadata.brokers()]
     requested = body.topics
     all_topics = requested is None or (v == 0 and not requested)
     allow_create = body.allow_auto_topic_creation if v >= 4 else True
     topics = []
     if all_topics:
-        names: list[tuple[str | None, Any]] = [(n, None) for n in sorted(server.metadata.topics)]
+        names: list[tuple[str | None, Any]] = [(n, None) for n in sorted(metadata.topics)]
     else:
         names = [(t.name, t.topic_id) for t in requested]
     for name, topic_id in names:
         info = None
         if name is None and topic_id is not None:
-            info = server.metadata.topic_by_id(topic_id)
+            info = metadata.topic_by_id(topic_id)
             if info is None:
-                topics.append(cls.MetadataResponseTopic(error_code=UNKNOWN_TOPIC_ID,
+                topics.append(cls.MetadataResponseTopic(error_code=Errors.UNKNOWN_TOPIC_ID,
                                                         name=None if v >= 12 else "",
                                                         topic_id=topic_id))
                 continue
         else:
             assert name is not None
-            info = server.metadata.topics.get(name)
-            if info is None and allow_create and server.config["auto.create.topics.enable"]:
+            info = metadata.topics.get(name)
+            if info is None and allow_create and services.config["auto.create.topics.enable"]:
                 try:
-                    info = server.create_topic(name, server.config["num.partitions"], {})
+                    info = services.admin_manager.create_topic(
+                        name, services.config["num.partitions"], {})
                 except KafkaError as e:
                     topics.append(cls.MetadataResponseTopic(error_code=e.code, name=name))
                     continue
             if info is None:
-                topics.append(cls.MetadataResponseTopic(error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                                                        name=name))
+                topics.append(cls.MetadataResponseTopic(
+                    error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION, name=name))
                 continue
-        partitions = [
-            cls.MetadataResponseTopic.MetadataResponsePartition(
-                error_code=0, partition_index=i, leader_id=node,
-                leader_epoch=server.replica_manager.leader_epoch(info.name, i),
-                replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-            for i in range(info.partitions)]
         topics.append(cls.MetadataResponseTopic(
-            error_code=0, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
-            partitions=partitions, topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
-    return cls(throttle_time_ms=0, brokers=brokers, cluster_id=server.metadata.cluster_id,
-               controller_id=node, topics=topics,
-               cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED, error_code=0)
+            error_code=Errors.NONE, name=info.name, topic_id=info.topic_id,
+            is_internal=info.internal, partitions=_partitions(ctx, cls, info),
+            topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+    return cls(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
+               controller_id=metadata.controller_id, topics=topics,
+               cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+               error_code=Errors.NONE)
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
 async def handle_describe_cluster(ctx: RequestContext, body: Any) -> Any:
-    server = ctx.server
+    metadata = ctx.services.metadata
     cls = ctx.api.response.cls
-    node = server.config.node_id
-    return cls(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1,
-               cluster_id=server.metadata.cluster_id, controller_id=node,
-               brokers=[cls.DescribeClusterBroker(broker_id=node, host=server.advertised_host,
-                                                  port=server.advertised_port, rack=None,
-                                                  is_fenced=False)],
+    return cls(throttle_time_ms=0, error_code=Errors.NONE, error_message=None, endpoint_type=1,
+               cluster_id=metadata.cluster_id, controller_id=metadata.controller_id,
+               brokers=[cls.DescribeClusterBroker(broker_id=b.node_id, host=b.host,
+                                                  port=b.port, rack=b.rack, is_fenced=False)
+                        for b in metadata.brokers()],
                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

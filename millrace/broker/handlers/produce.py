@@ -1,10 +1,10 @@
-"""Produce (key 0): append each partition's record batch to its log.
+"""Produce (key 0): decode, hand the partitions' records to the replica manager, encode.
 
-The broker works per batch, never per record: it checks the batch header (magic 2,
-CRC, count, size, codec allowed for the request version), lets the log assign offsets
-by rewriting the header in place, and answers with the base offset.  acks=0 gets no
-response at all; acks=1 and acks=-1 are answered after the append (on one node the ISR
-is this broker alone, so both are satisfied at once).
+The broker works per batch, never per record (``ReplicaManager.append_records`` checks
+the batch header, CRC and codec, and the log assigns offsets by rewriting the header in
+place).  acks=0 gets no response at all; acks=1 is answered after the leader's append;
+acks=-1 once the ISR has the records (on one node, at once).  Topic ids (v13+) are
+resolved here; an unknown id answers UNKNOWN_TOPIC_ID.
 """
 
 from __future__ import annotations
@@ -12,60 +12,46 @@ from __future__ import annotations
 from typing import Any
 
 from millrace.broker.context import RequestContext
+from millrace.broker.delayed_produce import PartitionResponse, TopicPartition
 from millrace.broker.handlers import handles
-from millrace.common.errors import KafkaError
+from millrace.broker.replica_manager import VALID_ACKS
+from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
-
-INVALID_REQUIRED_ACKS = 21
-UNKNOWN_TOPIC_OR_PARTITION = 3
-UNKNOWN_TOPIC_ID = 100
-INVALID_TOPIC = 17
 
 
 @handles(ApiKey.PRODUCE)
 async def handle_produce(ctx: RequestContext, body: Any) -> Any:
-    server = ctx.server
-    rm = server.replica_manager
+    services = ctx.services
+    version = ctx.version
+    names: list[str | None] = []
+    entries: dict[TopicPartition, bytes | None] = {}
+    for topic in body.topic_data:
+        name: str | None = topic.name
+        if version >= 13:
+            info = services.metadata.topic_by_id(topic.topic_id)
+            name = info.name if info is not None else None
+        names.append(name)
+        if name is not None:
+            for pd in topic.partition_data:
+                entries[(name, pd.index)] = pd.records
+    results = await services.replica_manager.append_records(
+        body.timeout_ms, body.acks, entries, produce_version=version)
+    if body.acks == 0:
+        return None
     cls = ctx.api.response.cls
     topic_cls = cls.TopicProduceResponse
     part_cls = topic_cls.PartitionProduceResponse
-    acks = body.acks
-    now = server.time.milliseconds()
+    unknown_id = PartitionResponse(error=Errors.UNKNOWN_TOPIC_ID if body.acks in VALID_ACKS
+                                   else Errors.INVALID_REQUIRED_ACKS)
     responses = []
-    for topic in body.topic_data:
-        name = topic.name
-        if ctx.version >= 13:
-            info = server.metadata.topic_by_id(topic.topic_id)
-            name = info.name if info is not None else ""
+    for topic, name in zip(body.topic_data, names):
         parts = []
         for pd in topic.partition_data:
-            resp = part_cls(index=pd.index, error_code=0, base_offset=-1,
-                            log_append_time_ms=-1, log_start_offset=-1)
-            if acks not in (-1, 0, 1):
-                resp.error_code = INVALID_REQUIRED_ACKS
-            elif name == "" and ctx.version >= 13:
-                resp.error_code = UNKNOWN_TOPIC_ID
-            elif name in ("__consumer_offsets", "__transaction_state"):
-                resp.error_code = INVALID_TOPIC
-                resp.error_message = f"Cannot append records to internal topic {name}"
-            else:
-                partition = rm.get_partition(name, pd.index)
-                if partition is None:
-                    resp.error_code = UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    try:
-                        result = partition.append_records_to_leader(
-                            pd.records, ctx.version, now, body.transactional_id)
-                        resp.base_offset = result.first_offset
-                        resp.log_append_time_ms = result.log_append_time
-                        resp.log_start_offset = result.log_start_offset
-                        rm.notify_append(name, pd.index)
-                    except KafkaError as e:
-                        resp.error_code = e.code
-                        resp.error_message = e.message
-            parts.append(resp)
+            r = unknown_id if name is None else results[(name, pd.index)]
+            parts.append(part_cls(index=pd.index, error_code=r.error, base_offset=r.base_offset,
+                                  log_append_time_ms=r.log_append_time,
+                                  log_start_offset=r.log_start_offset,
+                                  error_message=r.error_message))
         responses.append(topic_cls(name=topic.name, topic_id=topic.topic_id,
                                    partition_responses=parts))
-    if acks == 0:
-        return None
     return cls(responses=responses, throttle_time_ms=0)

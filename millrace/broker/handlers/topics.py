@@ -11,62 +11,50 @@ from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
-from millrace.common.errors import ConfigError, KafkaError
+from millrace.common.errors import ConfigError, Errors, InvalidRequestError, KafkaError
 from millrace.protocol import ApiKey
-
-INVALID_CONFIG = 40
-INVALID_PARTITIONS = 37
-INVALID_REQUEST = 42
-UNKNOWN_TOPIC_OR_PARTITION = 3
-TOPIC_DELETION_DISABLED = 73
-UNKNOWN_TOPIC_ID = 100
 
 
 @handles(ApiKey.CREATE_TOPICS)
 async def handle_create_topics(ctx: RequestContext, body: Any) -> Any:
-    server = ctx.server
+    services = ctx.services
     cls = ctx.api.response.cls
     result_cls = cls.CreatableTopicResult
     results = []
     seen: set[str] = set()
     for t in body.topics:
-        res = result_cls(name=t.name, error_code=0, error_message=None)
+        res = result_cls(name=t.name, error_code=Errors.NONE, error_message=None)
         try:
             if t.name in seen:
-                raise _error(INVALID_REQUEST, f"Duplicate topic name {t.name} in the request")
+                raise InvalidRequestError(f"Duplicate topic name {t.name} in the request")
             seen.add(t.name)
             if t.assignments:
                 if t.num_partitions != -1 or t.replication_factor != -1:
-                    raise _error(INVALID_REQUEST, "Both numPartitions or replicationFactor and "
-                                 "replicasAssignments were set.")
+                    raise InvalidRequestError("Both numPartitions or replicationFactor and "
+                                              "replicasAssignments were set.")
                 partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
             else:
                 partitions, rf = t.num_partitions, t.replication_factor
             configs = {c.name: c.value for c in t.configs if c.value is not None}
-            info = server.create_topic(t.name, partitions, configs, rf,
-                                       validate_only=body.validate_only)
+            info = services.admin_manager.create_topic(t.name, partitions, configs, rf,
+                                                       validate_only=body.validate_only)
             res.topic_id = info.topic_id
             res.num_partitions = info.partitions
-            res.replication_factor = 1
+            res.replication_factor = len(info.replicas(0))
             res.configs = [result_cls.CreatableTopicConfigs(
                 name=k, value=v, read_only=False, config_source=src, is_sensitive=False)
-                for k, v, src in server.replica_manager.describe_topic_config(info.configs)]
+                for k, v, src in services.topic_configs.describe(info.configs)]
         except ConfigError as e:
-            res.error_code, res.error_message = INVALID_CONFIG, str(e)
+            res.error_code, res.error_message = Errors.INVALID_CONFIG, str(e)
         except KafkaError as e:
             res.error_code, res.error_message = e.code, e.message
         results.append(res)
     return cls(throttle_time_ms=0, topics=results)
 
 
-def _error(code: int, message: str) -> KafkaError:
-    from millrace.common.errors import for_code
-    return for_code(code)(message)
-
-
 @handles(ApiKey.DELETE_TOPICS)
 async def handle_delete_topics(ctx: RequestContext, body: Any) -> Any:
-    server = ctx.server
+    services = ctx.services
     cls = ctx.api.response.cls
     res_cls = cls.DeletableTopicResult
     if ctx.version >= 6:
@@ -75,23 +63,23 @@ async def handle_delete_topics(ctx: RequestContext, body: Any) -> Any:
         wanted = [(n, None) for n in body.topic_names]
     results = []
     for name, topic_id in wanted:
-        res = res_cls(name=name, error_code=0, error_message=None)
+        res = res_cls(name=name, error_code=Errors.NONE, error_message=None)
         if name is None and topic_id is not None:
-            info = server.metadata.topic_by_id(topic_id)
+            info = services.metadata.topic_by_id(topic_id)
             if info is None:
-                res.error_code = UNKNOWN_TOPIC_ID
+                res.error_code = Errors.UNKNOWN_TOPIC_ID
                 results.append(res)
                 continue
             name = res.name = info.name
         assert name is not None
-        if not server.config["delete.topic.enable"]:
-            res.error_code = TOPIC_DELETION_DISABLED
+        if not services.config["delete.topic.enable"]:
+            res.error_code = Errors.TOPIC_DELETION_DISABLED
         else:
-            info = server.metadata.topics.get(name)
+            info = services.metadata.topics.get(name)
             if info is not None:
                 res.topic_id = info.topic_id
             try:
-                server.delete_topic(name)
+                services.admin_manager.delete_topic(name)
             except KafkaError as e:
                 res.error_code, res.error_message = e.code, e.message
         results.append(res)
@@ -100,25 +88,16 @@ async def handle_delete_topics(ctx: RequestContext, body: Any) -> Any:
 
 @handles(ApiKey.CREATE_PARTITIONS)
 async def handle_create_partitions(ctx: RequestContext, body: Any) -> Any:
-    server = ctx.server
+    admin = ctx.services.admin_manager
     cls = ctx.api.response.cls
     results = []
     for t in body.topics:
-        res = cls.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
-        info = server.metadata.topics.get(t.name)
-        if info is None:
-            res.error_code = UNKNOWN_TOPIC_OR_PARTITION
-            res.error_message = f"The topic '{t.name}' does not exist."
-        elif t.count <= info.partitions:
-            res.error_code = INVALID_PARTITIONS
-            res.error_message = (f"Topic currently has {info.partitions} partitions, which is "
-                                 f"higher than or equal to the requested {t.count}.")
-        elif t.assignments is not None and len(t.assignments) != t.count - info.partitions:
-            res.error_code = INVALID_PARTITIONS
-            res.error_message = "Increasing the number of partitions by " \
-                f"{t.count - info.partitions} but {len(t.assignments)} assignments provided."
-        elif not body.validate_only:
-            server.replica_manager.create_partitions(info, info.partitions, t.count)
-            server.metadata.set_partitions(t.name, t.count)
+        res = cls.CreatePartitionsTopicResult(name=t.name, error_code=Errors.NONE,
+                                              error_message=None)
+        assignments = None if t.assignments is None else [a.broker_ids for a in t.assignments]
+        try:
+            admin.create_partitions(t.name, t.count, assignments, body.validate_only)
+        except KafkaError as e:
+            res.error_code, res.error_message = e.code, e.message
         results.append(res)
     return cls(throttle_time_ms=0, results=results)

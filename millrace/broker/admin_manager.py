@@ -1,0 +1,111 @@
+"""``AdminManager``: topic creation, deletion, new partitions and config changes.
+
+Java counterpart: ``ZkAdminManager`` (the broker side of CreateTopics, DeleteTopics,
+CreatePartitions and the config APIs).  It validates a request (names, partition counts,
+replication factor against the live brokers, configs against the log's config table),
+writes the result into the cluster metadata and lets the replica manager host the new
+partitions.  On one node this broker is the only replica of everything; with a
+controller, the metadata write is what the controller reacts to.
+
+Thread ownership: the event-loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from millrace.broker.config import KafkaConfig
+from millrace.broker.metadata import (
+    INTERNAL_TOPICS,
+    ClusterMetadata,
+    TopicInfo,
+    validate_topic_name,
+)
+from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.topic_config import TopicConfigs
+from millrace.common.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+log = logging.getLogger("millrace.broker")
+
+
+class AdminManager:
+    def __init__(self, config: KafkaConfig, metadata: ClusterMetadata,
+                 replica_manager: ReplicaManager, topic_configs: TopicConfigs) -> None:
+        self._config = config
+        self._metadata = metadata
+        self._rm = replica_manager
+        self._topic_configs = topic_configs
+
+    def _assign(self, partitions: range, replication_factor: int) -> dict[int, list[int]]:
+        """Replica assignment for new partitions: on one node, this broker."""
+        del replication_factor  # checked by the caller against the live brokers
+        node = self._config.node_id
+        return {p: [node] for p in partitions}
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str],
+                     replication_factor: int = -1, validate_only: bool = False) -> TopicInfo:
+        if name in self._metadata.topics:
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        if partitions == -1:
+            partitions = self._config["num.partitions"]
+        if partitions < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        rf = self._config["default.replication.factor"] if replication_factor == -1 else (
+            replication_factor)
+        if rf < 1:
+            raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+        brokers = max(1, len(self._metadata.brokers()))
+        if rf > brokers and name not in INTERNAL_TOPICS:
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {rf} larger than available brokers: {brokers}.")
+        self._topic_configs.validate(configs)
+        validate_topic_name(name)
+        assignment = self._assign(range(partitions), rf)
+        if validate_only:
+            return TopicInfo(name, uuid.UUID(int=0), assignment, dict(configs))
+        info = self._metadata.create_topic(name, assignment, configs)
+        self._rm.create_partitions(info, 0, partitions)
+        log.info("created topic %s with %d partition(s)", name, partitions)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self._metadata.topics:
+            raise UnknownTopicOrPartitionError("This server does not host this topic.")
+        self._rm.delete_topic(name)
+        self._metadata.delete_topic(name)
+        log.info("deleted topic %s", name)
+
+    def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                          validate_only: bool) -> None:
+        """Grow ``name`` to ``count`` partitions (Kafka's messages for each refusal)."""
+        info = self._metadata.topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"Topic currently has {info.partitions} partitions, which is higher than or "
+                f"equal to the requested {count}.")
+        if assignments is not None and len(assignments) != count - info.partitions:
+            raise InvalidPartitionsError(
+                f"Increasing the number of partitions by {count - info.partitions} but "
+                f"{len(assignments)} assignments provided.")
+        if validate_only:
+            return
+        start = info.partitions
+        info = self._metadata.add_partitions(name, self._assign(range(start, count), 1))
+        self._rm.create_partitions(info, start, count)
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str],
+                            validate_only: bool) -> None:
+        """Replace the topic's overrides; raises ConfigError naming a bad key."""
+        self._topic_configs.validate(configs)
+        if validate_only:
+            return
+        self._metadata.set_topic_configs(name, configs)
+        self._rm.update_topic_config(self._metadata.topics[name])

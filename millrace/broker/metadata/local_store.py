@@ -1,0 +1,189 @@
+"""``LocalMetadataStore``: the single-node ``ClusterMetadata`` (the embedded default).
+
+Without ZooKeeper the broker is the whole cluster: it is the only registered broker, the
+controller, and the leader and whole ISR of every partition (leader epoch 0).  What must
+survive a restart lives in its first log dir: ``meta.properties`` (Kafka's file:
+version, node.id, cluster.id) and ``millrace-metadata.json`` (topics with ids,
+partition counts and config overrides; the producer-id block high mark).  Writes are
+atomic (temp file, fsync, rename, fsync dir) so a crash leaves either the old or the
+new state.
+
+Thread ownership: mutated only on the event-loop thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from millrace.broker.metadata.cluster_metadata import (
+    BrokerRegistration,
+    ClusterMetadata,
+    PartitionState,
+    TopicInfo,
+    validate_topic_name,
+)
+from millrace.common.errors import ConfigError, InvalidReplicaAssignmentError
+
+
+def new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def new_topic_id(taken: set[uuid.UUID]) -> uuid.UUID:
+    while True:
+        u = uuid.uuid4()
+        text = base64.urlsafe_b64encode(u.bytes).decode()
+        if u.int > 1 and not text.startswith("-") and u not in taken:
+            return u
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class LocalMetadataStore(ClusterMetadata):
+    FILE = "millrace-metadata.json"
+
+    def __init__(self, log_dir: str, node_id: int, cluster_id: str | None = None) -> None:
+        self.log_dir = log_dir
+        self.node_id = node_id
+        self._topics: dict[str, TopicInfo] = {}
+        self._registration: BrokerRegistration | None = None
+        self.producer_id_block_end = 0  # ids below this were handed out (or reserved)
+        os.makedirs(log_dir, exist_ok=True)
+        self._cluster_id = self._load_meta_properties(cluster_id)
+        self._load()
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        return self.node_id
+
+    def register_broker(self, registration: BrokerRegistration) -> None:
+        if registration.node_id != self.node_id:
+            raise ValueError(f"broker {registration.node_id} cannot register with the "
+                             f"single-node store of broker {self.node_id}")
+        self._registration = registration
+
+    def brokers(self) -> list[BrokerRegistration]:
+        return [] if self._registration is None else [self._registration]
+
+    @property
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return MappingProxyType(self._topics)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        info = self._topics.get(topic)
+        if info is None or partition not in info.assignment:
+            return None
+        return PartitionState(leader=self.node_id, leader_epoch=0, isr=(self.node_id,))
+
+    # ------------------------------------------------------------------ persistence
+    def _load_meta_properties(self, wanted: str | None) -> str:
+        path = os.path.join(self.log_dir, "meta.properties")
+        props: dict[str, str] = {}
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    line = line.strip()
+                    if line and not line.startswith("#") and "=" in line:
+                        k, v = line.split("=", 1)
+                        props[k.strip()] = v.strip()
+            stored_node = props.get("node.id")
+            if stored_node is not None and int(stored_node) != self.node_id:
+                raise ConfigError(f"node.id {self.node_id} does not match node.id "
+                                  f"{stored_node} stored in {path}")
+            cluster_id = props.get("cluster.id")
+            if cluster_id and wanted and wanted != cluster_id:
+                raise ConfigError(f"cluster.id {wanted} does not match {cluster_id} in {path}")
+            if cluster_id:
+                return cluster_id
+        cluster_id = wanted or new_cluster_id()
+        text = (f"#\n# written by millrace\nversion=1\nnode.id={self.node_id}\n"
+                f"cluster.id={cluster_id}\n")
+        atomic_write(path, text.encode())
+        return cluster_id
+
+    def _load(self) -> None:
+        path = os.path.join(self.log_dir, self.FILE)
+        if not os.path.exists(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        for t in data.get("topics", []):
+            info = TopicInfo(t["name"], uuid.UUID(t["id"]),
+                             self._local_assignment(range(int(t["partitions"]))),
+                             {str(k): str(v) for k, v in t.get("configs", {}).items()})
+            self._topics[info.name] = info
+        self.producer_id_block_end = int(data.get("producer_id_block_end", 0))
+
+    def _save(self) -> None:
+        data = {"version": 1, "producer_id_block_end": self.producer_id_block_end,
+                "topics": [
+            {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions,
+             "configs": t.configs} for t in sorted(self._topics.values(), key=lambda t: t.name)]}
+        atomic_write(os.path.join(self.log_dir, self.FILE),
+                     json.dumps(data, indent=1).encode())
+
+    # ------------------------------------------------------------------ operations
+    def _local_assignment(self, partitions: range) -> dict[int, list[int]]:
+        return {p: [self.node_id] for p in partitions}
+
+    def _check_local(self, assignment: dict[int, list[int]]) -> None:
+        for p, replicas in assignment.items():
+            if replicas != [self.node_id]:
+                raise InvalidReplicaAssignmentError(
+                    f"Partition {p} is assigned to brokers {replicas}; the only broker "
+                    f"is {self.node_id}")
+
+    def create_topic(self, name: str, assignment: dict[int, list[int]],
+                     configs: dict[str, str]) -> TopicInfo:
+        validate_topic_name(name)
+        self._check_local(assignment)
+        info = TopicInfo(name, new_topic_id({t.topic_id for t in self._topics.values()}),
+                         dict(assignment), dict(configs))
+        self._topics[name] = info
+        self._save()
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self._topics.pop(name)
+        self._save()
+        return info
+
+    def add_partitions(self, name: str, assignment: dict[int, list[int]]) -> TopicInfo:
+        self._check_local(assignment)
+        info = self._topics[name]
+        info.assignment.update(assignment)
+        self._save()
+        return info
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self._topics[name].configs = dict(configs)
+        self._save()
+
+    def reserve_producer_ids(self, count: int) -> tuple[int, int]:
+        """Kafka's ProducerIdManager hands out blocks of 1000 so that a restart never
+        reuses an id; the block's end is saved before any id of it is used."""
+        start = self.producer_id_block_end
+        self.producer_id_block_end = start + count
+        self._save()
+        return start, self.producer_id_block_end

@@ -1,0 +1,38 @@
+"""``BrokerServices``: the broker's services, built once at start-up and handed to handlers.
+
+``KafkaServer.startup`` builds each service explicitly with what it needs (no service
+holds the server), in dependency order: config and time; the cluster metadata; the log
+manager (which recovers the logs); the replica manager; the admin manager; the group
+coordinator (which replays ``__consumer_offsets``); the producer-id manager.  Handlers
+reach them through ``RequestContext.services``.  Later milestones add the controller,
+the transaction coordinator and the authorizer here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from millrace.broker.admin_manager import AdminManager
+from millrace.broker.api_version_manager import ApiVersionManager
+from millrace.broker.config import KafkaConfig
+from millrace.broker.group.service import GroupCoordinatorService
+from millrace.broker.metadata import ClusterMetadata
+from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.topic_config import TopicConfigs
+from millrace.common.time import Time
+from millrace.storage import LogManager
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerServices:
+    config: KafkaConfig
+    time: Time
+    metadata: ClusterMetadata
+    log_manager: LogManager
+    topic_configs: TopicConfigs
+    replica_manager: ReplicaManager
+    admin_manager: AdminManager
+    group_coordinator: GroupCoordinatorService
+    producer_id_manager: ProducerIdManager
+    api_versions: ApiVersionManager
