@@ -34,12 +34,10 @@ from typing import Any
 
 from millrace.client._backoff import ExponentialBackoff
 from millrace.client.cluster import Cluster, Node, PartitionInfo, TopicPartition
-from millrace.common.errors import ConfigError, KafkaError, for_code
+from millrace.common.errors import ConfigError, Errors, KafkaError, for_code
 
 log = logging.getLogger(__name__)
 
-TOPIC_AUTHORIZATION_FAILED = 29
-INVALID_TOPIC_EXCEPTION = 17
 _IPV6 = re.compile(r"^\[([0-9a-fA-F:.]+)\]:(\d+)$")
 
 
@@ -236,9 +234,9 @@ def cluster_from_response(response: Any, old: Cluster) -> tuple[Cluster, bool]:
             continue
         if t.error_code:
             errors[name] = t.error_code
-            if t.error_code == TOPIC_AUTHORIZATION_FAILED:
+            if t.error_code == Errors.TOPIC_AUTHORIZATION_FAILED:
                 unauthorized.append(name)
-            elif t.error_code == INVALID_TOPIC_EXCEPTION:
+            elif t.error_code == Errors.INVALID_TOPIC_EXCEPTION:
                 invalid.append(name)
             else:
                 retry = True  # e.g. LEADER_NOT_AVAILABLE while a topic is created

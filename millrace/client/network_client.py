@@ -37,14 +37,13 @@ from millrace.client._selector import Selector
 from millrace.client.cluster import Node
 from millrace.client.errors import IllegalStateError
 from millrace.client.metadata import Metadata
-from millrace.common.errors import KafkaError, ProtocolDecodeError, UnsupportedVersionError
+from millrace.common.errors import Errors, KafkaError, ProtocolDecodeError, UnsupportedVersionError
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.protocol import API, NEED_DATA, ApiKey, ClientConnection, Response
 from millrace.protocol.api import REQUEST_CLASS_TO_API
 
 log = logging.getLogger(__name__)
 
-UNSUPPORTED_VERSION = 35
 CLIENT_SOFTWARE_NAME = "millrace"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
 
@@ -410,7 +409,7 @@ class NetworkClient:
     def _handle_api_versions(self, node_id: int, request: ClientRequest, event: Response,
                              now_ms: int) -> None:
         body = event.body
-        if body.error_code == UNSUPPORTED_VERSION:
+        if body.error_code == Errors.UNSUPPORTED_VERSION:
             # The broker is older than us: it tells its own maximum in entry 18, if any.
             broker_max = next((k.max_version for k in body.api_keys
                                if k.api_key == ApiKey.API_VERSIONS), 0)

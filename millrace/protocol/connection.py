@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from millrace.common.errors import ProtocolDecodeError
+from millrace.common.errors import Errors, ProtocolDecodeError
 from millrace.protocol import primitives as p
 from millrace.protocol.api import API, REQUEST_CLASS_TO_API, Api, ApiKey
 from millrace.protocol.codec import chunks_from
@@ -38,8 +38,6 @@ from millrace.protocol.headers import (
     write_request_header,
     write_response_header,
 )
-
-UNSUPPORTED_VERSION = 35
 
 
 @dataclass(slots=True)
@@ -242,7 +240,7 @@ def api_versions_fallback_response(correlation_id: int, max_version: int) -> byt
     """
     body = bytearray()
     body += p.INT32.pack(correlation_id)
-    body += p.INT16.pack(UNSUPPORTED_VERSION)
+    body += p.INT16.pack(Errors.UNSUPPORTED_VERSION)
     body += p.INT32.pack(1)
     body += p.INT16.pack(ApiKey.API_VERSIONS) + p.INT16.pack(0) + p.INT16.pack(max_version)
     return p.INT32.pack(len(body)) + bytes(body)

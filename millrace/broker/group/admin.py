@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from millrace.broker.group.errors import Errors
 from millrace.broker.group.group_metadata import GroupState
 from millrace.broker.group.group_metadata_manager import CoordinatorResult, OffsetsRecord
+from millrace.common.errors import Errors
 from millrace.protocol import (
     DeleteGroupsResponse,
     DescribeGroupsResponse,

@@ -34,7 +34,6 @@ import uuid
 from typing import Any
 
 from millrace.broker.group import admin, offsets
-from millrace.broker.group.errors import Errors
 from millrace.broker.group.group_metadata import GroupMetadata, GroupState
 from millrace.broker.group.group_metadata_manager import (
     CoordinatorResult,
@@ -52,6 +51,7 @@ from millrace.broker.group.responses import (
     sync_error,
     sync_response,
 )
+from millrace.common.errors import Errors
 
 PREPARING = GroupState.PREPARING_REBALANCE
 COMPLETING = GroupState.COMPLETING_REBALANCE

@@ -1,32 +1,10 @@
-"""The Kafka error codes the group coordinator answers with (names as in Kafka's ``Errors``).
+"""Transitional alias: ``broker/handlers/group.py`` still imports ``Errors`` from here.
 
-A test checks every value against ``millrace.common.errors``, the project's one table.
+The group coordinator's own enum is gone; this is ``millrace.common.errors.Errors``, the
+one table, under its old import path for that single caller.  Delete this module once
+the handler imports ``millrace.common.errors`` (issue 12); nothing else may import it.
 """
 
-from __future__ import annotations
+from millrace.common.errors import Errors
 
-from enum import IntEnum
-
-
-class Errors(IntEnum):
-    UNKNOWN_SERVER_ERROR = -1
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    OFFSET_METADATA_TOO_LARGE = 12
-    COORDINATOR_LOAD_IN_PROGRESS = 14
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    INVALID_REQUEST = 42
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    MEMBER_ID_REQUIRED = 79
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
-    UNSTABLE_OFFSET_COMMIT = 88
-    UNKNOWN_TOPIC_ID = 100
+__all__ = ["Errors"]

@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from millrace.broker.group.errors import Errors
 from millrace.broker.group.group_metadata import GroupMetadata, GroupState
 from millrace.broker.group.member import MemberMetadata
 from millrace.broker.group.records import (
@@ -44,7 +43,7 @@ from millrace.broker.group.records import (
     encode_offset_value,
 )
 from millrace.broker.group.responses import join_error, sync_error
-from millrace.common.errors import ProtocolDecodeError
+from millrace.common.errors import Errors, ProtocolDecodeError
 
 if TYPE_CHECKING:
     from millrace.broker.config import KafkaConfig

@@ -28,10 +28,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from millrace.broker.group.errors import Errors
 from millrace.broker.group.group_metadata import GroupMetadata, GroupState
 from millrace.broker.group.group_metadata_manager import CoordinatorResult, OffsetsRecord
 from millrace.broker.group.records import OffsetAndMetadata
+from millrace.common.errors import Errors
 from millrace.protocol import OffsetCommitResponse, OffsetFetchResponse
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from millrace.broker.group.errors import Errors
+from millrace.common.errors import Errors
 from millrace.protocol import (
     HeartbeatResponse,
     JoinGroupResponse,

@@ -24,13 +24,12 @@ from typing import Any, Protocol
 
 from millrace.broker.config import KafkaConfig
 from millrace.broker.group.coordinator import GroupCoordinator
-from millrace.broker.group.errors import Errors
 from millrace.broker.group.group_metadata_manager import (
     CoordinatorResult,
     GroupConfig,
     OffsetsRecord,
 )
-from millrace.common.errors import KafkaError
+from millrace.common.errors import Errors, KafkaError
 from millrace.common.time import Time
 
 log = logging.getLogger("millrace.broker.group")
@@ -43,12 +42,12 @@ class OffsetsLog(Protocol):
 
 
 # Storage errors as the group APIs report them (Kafka's mapping for failed group writes).
-_STORAGE_ERRORS = {
-    3: Errors.COORDINATOR_NOT_AVAILABLE,      # UNKNOWN_TOPIC_OR_PARTITION
-    6: Errors.NOT_COORDINATOR,                # NOT_LEADER_OR_FOLLOWER
-    19: Errors.COORDINATOR_NOT_AVAILABLE,     # NOT_ENOUGH_REPLICAS
-    20: Errors.COORDINATOR_NOT_AVAILABLE,     # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    7: Errors.COORDINATOR_NOT_AVAILABLE,      # REQUEST_TIMED_OUT
+_STORAGE_ERRORS: dict[int, Errors] = {
+    Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER: Errors.NOT_COORDINATOR,
+    Errors.NOT_ENOUGH_REPLICAS: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND: Errors.COORDINATOR_NOT_AVAILABLE,
+    Errors.REQUEST_TIMED_OUT: Errors.COORDINATOR_NOT_AVAILABLE,
 }
 
 

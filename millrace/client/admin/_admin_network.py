@@ -29,7 +29,7 @@ from millrace.client.cluster import Cluster, Node
 from millrace.client.errors import KafkaTimeoutError
 from millrace.client.metadata import Metadata, parse_bootstrap_servers
 from millrace.client.network_client import ClientRequest, ClientResponse, NetworkClient
-from millrace.common.errors import KafkaError, for_code
+from millrace.common.errors import Errors, KafkaError, for_code
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.protocol import ApiKey, FindCoordinatorRequest
 from millrace.protocol.api import REQUEST_CLASS_TO_API
@@ -40,9 +40,8 @@ T = TypeVar("T")
 
 GROUP_KEY_TYPE = 0
 # Coordinator errors after which a group call finds the coordinator again and retries.
-COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 14, 15, 16
-COORDINATOR_ERRORS = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
-                                NOT_COORDINATOR})
+COORDINATOR_ERRORS = frozenset({Errors.COORDINATOR_LOAD_IN_PROGRESS,
+                                Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
 _POLL_SLICE_MS = 100
 
 
@@ -231,4 +230,4 @@ def check_coordinator_error(code: int, group_id: str) -> None:
     """Raise ``RetriableCallError`` for the errors that mean "ask the coordinator again"."""
     if code in COORDINATOR_ERRORS:
         raise RetriableCallError(for_code(code)(f"group '{group_id}'"),
-                                 coordinator_moved=code != COORDINATOR_LOAD_IN_PROGRESS)
+                                 coordinator_moved=code != Errors.COORDINATOR_LOAD_IN_PROGRESS)

@@ -23,10 +23,9 @@ from millrace.client.admin.types import (
     ConfigSynonym,
 )
 from millrace.client.cluster import Node
-from millrace.common.errors import KafkaError, for_code
+from millrace.common.errors import Errors, KafkaError, for_code
 from millrace.protocol import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
-BROKER_NOT_AVAILABLE = 8
 V = TypeVar("V")
 
 
@@ -43,7 +42,7 @@ def _route(net: AdminNetwork, resources: Iterable[ConfigResource], deadline_ms: 
                     if resource.name.lstrip("-").isdigit() else None)
             if node is None:
                 known = ", ".join(str(n.id) for n in cluster.nodes)
-                result.set_error(resource, for_code(BROKER_NOT_AVAILABLE)(
+                result.set_error(resource, for_code(Errors.BROKER_NOT_AVAILABLE)(
                     f"broker '{resource.name}' is not in the cluster (brokers: {known})"))
                 continue
         routes.setdefault(node, []).append(resource)

@@ -32,7 +32,7 @@ from millrace.client.admin.types import (
     OffsetAndMetadata,
 )
 from millrace.client.cluster import Node, TopicPartition
-from millrace.common.errors import KafkaError, ProtocolDecodeError, for_code
+from millrace.common.errors import Errors, KafkaError, ProtocolDecodeError, for_code
 from millrace.protocol import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
@@ -44,9 +44,6 @@ from millrace.protocol import (
 log = logging.getLogger(__name__)
 
 OFFSET_API_MAX_VERSION = 9
-GROUP_ID_NOT_FOUND = 69
-UNKNOWN_MEMBER_ID = 25
-ILLEGAL_GENERATION = 22
 
 
 # ---------------------------------------------------------------------- list
@@ -98,7 +95,7 @@ def _describe_one(net: AdminNetwork, group_id: str, deadline_ms: int
         if g is None:
             raise KafkaError(f"group '{group_id}': no answer from the coordinator")
         check_coordinator_error(g.error_code, group_id)
-        if g.error_code == GROUP_ID_NOT_FOUND:
+        if g.error_code == Errors.GROUP_ID_NOT_FOUND:
             # As Kafka's admin client: an unknown group is described as Dead (v6+ says
             # GROUP_ID_NOT_FOUND, older versions answer state "Dead").
             return ConsumerGroupDescription(group_id, True, [], "", ConsumerGroupState.DEAD,
@@ -142,8 +139,8 @@ def delete_groups(net: AdminNetwork, group_ids: Iterable[str], deadline_ms: int
                 raise KafkaError(f"group '{group_id}': no answer from the coordinator")
             check_coordinator_error(r.error_code, group_id)
             if r.error_code:
-                message = {GROUP_ID_NOT_FOUND: "The group does not exist",
-                           68: "The group is not empty"}.get(r.error_code)
+                message = {Errors.GROUP_ID_NOT_FOUND: "The group does not exist",
+                           Errors.NON_EMPTY_GROUP: "The group is not empty"}.get(r.error_code)
                 raise kafka_error(r.error_code, message, "group", group_id)
         try:
             net.group_call(group_id, deadline_ms, attempt, f"deleting group '{group_id}'")
@@ -241,7 +238,7 @@ def commit_offsets(net: AdminNetwork, group_id: str,
         code = codes.get(tp)
         if code is None:
             result.set_error(tp, KafkaError(f"partition '{tp}': no answer from the coordinator"))
-        elif code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+        elif code in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
             result.set_error(tp, for_code(code)(
                 f"group '{group_id}' has active members: its offsets can only be changed "
                 "while it is empty (stop its consumers first)"))

@@ -28,7 +28,7 @@ from millrace.client.admin.types import (
 )
 from millrace.client.cluster import Node, TopicPartition
 from millrace.client.errors import KafkaTimeoutError
-from millrace.common.errors import KafkaError, UnsupportedVersionError, for_code
+from millrace.common.errors import Errors, KafkaError, UnsupportedVersionError, for_code
 from millrace.protocol import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -40,8 +40,6 @@ from millrace.protocol import (
 )
 
 ZERO_UUID = uuid.UUID(int=0)
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
 BROKER_ENDPOINT = 1
 
 
@@ -86,10 +84,11 @@ def describe_topics(net: AdminNetwork, names: Iterable[str], deadline_ms: int
     for name in wanted:
         t = answered.get(name)
         if t is None:
-            result.set_error(name, kafka_error(UNKNOWN_TOPIC_OR_PARTITION, None, "topic", name))
+            result.set_error(name, kafka_error(Errors.UNKNOWN_TOPIC_OR_PARTITION, None, "topic",
+                                               name))
             continue
         if t.error_code:
-            message = ("Topic does not exist" if t.error_code == UNKNOWN_TOPIC_OR_PARTITION
+            message = ("Topic does not exist" if t.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION
                        else None)
             result.set_error(name, kafka_error(t.error_code, message, "topic", name))
             continue
@@ -175,7 +174,7 @@ def delete_topics(net: AdminNetwork, names: Iterable[str], deadline_ms: int
             result.set_error(name, KafkaError(f"topic '{name}': no answer from the broker"))
         elif r.error_code:
             message = r.error_message
-            if r.error_code == UNKNOWN_TOPIC_OR_PARTITION:
+            if r.error_code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
                 message = "Topic does not exist"
             result.set_error(name, kafka_error(r.error_code, message, "topic", name))
         else:
@@ -222,14 +221,14 @@ def _leaders(net: AdminNetwork, partitions: Iterable[TopicPartition], deadline_m
     errors: dict[TopicPartition, KafkaError] = {}
     for tp in wanted:
         t = topics.get(tp.topic)
-        code = UNKNOWN_TOPIC_OR_PARTITION if t is None else t.error_code
+        code = Errors.UNKNOWN_TOPIC_OR_PARTITION if t is None else t.error_code
         if not code:
             assert t is not None
             p = next((p for p in t.partitions if p.partition_index == tp.partition), None)
             if p is None:
-                code = UNKNOWN_TOPIC_OR_PARTITION
+                code = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif p.leader_id < 0 or p.leader_id not in nodes:
-                code = LEADER_NOT_AVAILABLE
+                code = Errors.LEADER_NOT_AVAILABLE
             else:
                 leaders[tp] = nodes[p.leader_id]
         if code:
@@ -249,7 +248,8 @@ def by_leader(net: AdminNetwork, requests: Mapping[TopicPartition, Any], deadlin
         for tp, node in leaders.items():
             groups.setdefault(node, {})[tp] = pending[tp]
         # A topic or partition the metadata does not know is final; a missing leader is not.
-        retry = {tp: pending[tp] for tp, e in errors.items() if e.code == LEADER_NOT_AVAILABLE}
+        retry = {tp: pending[tp] for tp, e in errors.items()
+                 if e.code == Errors.LEADER_NOT_AVAILABLE}
         outcome.update(errors)
         for node, args in groups.items():
             for tp, value in call(node, args).items():

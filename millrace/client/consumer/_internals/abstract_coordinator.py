@@ -46,6 +46,7 @@ from millrace.client.consumer._internals.request_future import RequestFuture, Ti
 from millrace.client.network_client import ClientResponse
 from millrace.common.errors import (
     CoordinatorNotAvailableError,
+    Errors,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     KafkaError,
@@ -66,15 +67,7 @@ from millrace.protocol import (
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
-_COORDINATOR_ERRORS = (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)
+_COORDINATOR_ERRORS = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
 _JOIN_RETRY_AT_ONCE = (UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError,
                        MemberIdRequiredError)
 
@@ -374,7 +367,7 @@ class AbstractCoordinator:
         body = response.body
         error = body.error_code
         with self._lock:
-            if error == 0:
+            if error == Errors.NONE:
                 if self.state is not MemberState.PREPARING_REBALANCE:
                     out.raise_(UnjoinedGroupError("the member left the group while joining"))
                     return
@@ -391,13 +384,13 @@ class AbstractCoordinator:
                          body.protocol_name)
                 out.complete(JoinResult(self.generation, body.leader, list(body.members)))
                 return
-            if error == MEMBER_ID_REQUIRED:
+            if error == Errors.MEMBER_ID_REQUIRED:
                 self.generation = Generation(-1, body.member_id, None)
-            elif error == UNKNOWN_MEMBER_ID:
+            elif error == Errors.UNKNOWN_MEMBER_ID:
                 self._reset_state_and_generation(reset_member_id=True)
             elif error in _COORDINATOR_ERRORS:
                 self.mark_coordinator_unknown(for_code(error).name)
-            elif error == FENCED_INSTANCE_ID:
+            elif error == Errors.FENCED_INSTANCE_ID:
                 log.error("group %s: static member %s was fenced by a newer instance",
                           self.group_id, self.group_instance_id)
             out.raise_(for_code(error)(f"JoinGroup for group {self.group_id}"))
@@ -436,7 +429,7 @@ class AbstractCoordinator:
         body = response.body
         error = body.error_code
         with self._lock:
-            if error == 0:
+            if error == Errors.NONE:
                 if self.generation != sent or self.state is not MemberState.COMPLETING_REBALANCE:
                     out.raise_(UnjoinedGroupError("the generation changed during SyncGroup"))
                     return
@@ -453,7 +446,7 @@ class AbstractCoordinator:
                 out.complete(body.assignment)
                 return
             self.request_rejoin(f"SyncGroup failed: {for_code(error).name}")
-            if error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+            if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
                 self._reset_state_and_generation(reset_member_id=True)
             elif error in _COORDINATOR_ERRORS:
                 self.mark_coordinator_unknown(for_code(error).name)
@@ -508,17 +501,18 @@ class AbstractCoordinator:
                           sent: Generation) -> None:
         error = response.body.error_code
         with self._lock:
-            if error == 0:
+            if error == Errors.NONE:
                 out.complete(None)
                 return
             if error in _COORDINATOR_ERRORS:
                 self.mark_coordinator_unknown(for_code(error).name)
-            elif error == REBALANCE_IN_PROGRESS:
+            elif error == Errors.REBALANCE_IN_PROGRESS:
                 if self.state is not MemberState.STABLE:
                     out.complete(None)  # already rebalancing
                     return
                 self.request_rejoin("group is already rebalancing")
-            elif error in (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID):
+            elif error in (Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID,
+                           Errors.FENCED_INSTANCE_ID):
                 if self.generation != sent:
                     out.complete(None)  # a stale answer for an older generation
                     return

@@ -40,27 +40,25 @@ from millrace.client.consumer.errors import OffsetOutOfRangeError
 from millrace.client.metadata import Metadata
 from millrace.client.network_client import ClientResponse
 from millrace.client.serialization import ByteArrayDeserializer, Deserializer
-from millrace.common.errors import for_code
+from millrace.common.errors import Errors, for_code
 from millrace.protocol import FetchRequest
 
 log = logging.getLogger(__name__)
 
 FETCH_MAX_VERSION = 12  # v13+ names topics by id, which this client does not track
-OFFSET_OUT_OF_RANGE = 1
-TOPIC_AUTHORIZATION_FAILED = 29
 _REFRESH_METADATA = frozenset({
-    3,    # UNKNOWN_TOPIC_OR_PARTITION
-    5,    # LEADER_NOT_AVAILABLE
-    6,    # NOT_LEADER_OR_FOLLOWER
-    9,    # REPLICA_NOT_AVAILABLE
-    56,   # KAFKA_STORAGE_ERROR
-    74,   # FENCED_LEADER_EPOCH
-    75,   # UNKNOWN_LEADER_EPOCH
-    78,   # OFFSET_NOT_AVAILABLE
-    100,  # UNKNOWN_TOPIC_ID
-    103,  # INCONSISTENT_TOPIC_ID
+    Errors.UNKNOWN_TOPIC_OR_PARTITION,
+    Errors.LEADER_NOT_AVAILABLE,
+    Errors.NOT_LEADER_OR_FOLLOWER,
+    Errors.REPLICA_NOT_AVAILABLE,
+    Errors.KAFKA_STORAGE_ERROR,
+    Errors.FENCED_LEADER_EPOCH,
+    Errors.UNKNOWN_LEADER_EPOCH,
+    Errors.OFFSET_NOT_AVAILABLE,
+    Errors.UNKNOWN_TOPIC_ID,
+    Errors.INCONSISTENT_TOPIC_ID,
 })
-_LOG_AND_RETRY = frozenset({-1, 2})  # UNKNOWN_SERVER_ERROR, CORRUPT_MESSAGE
+_LOG_AND_RETRY = frozenset({Errors.UNKNOWN_SERVER_ERROR, Errors.CORRUPT_MESSAGE})
 
 
 class Fetcher:
@@ -270,7 +268,7 @@ class Fetcher:
         tp = fetch.partition
         subscriptions = self._subscriptions
         error = fetch.error_code
-        if error == 0:
+        if error == Errors.NONE:
             position = subscriptions.position(tp)
             if position is None or position.offset != fetch.fetch_offset:
                 log.debug("discarding stale fetch for %s at %d", tp, fetch.fetch_offset)
@@ -284,7 +282,7 @@ class Fetcher:
         if error in _REFRESH_METADATA:
             log.debug("fetch for %s: %s; refreshing metadata", tp, for_code(error).name)
             self._metadata.request_update()
-        elif error == OFFSET_OUT_OF_RANGE:
+        elif error == Errors.OFFSET_OUT_OF_RANGE:
             position = subscriptions.position(tp)
             if position is None or position.offset != fetch.fetch_offset:
                 log.debug("discarding stale out-of-range error for %s", tp)
@@ -295,7 +293,7 @@ class Fetcher:
             else:
                 fetch.initialized = False  # raise again on the next poll, until a seek
                 raise OffsetOutOfRangeError({tp: fetch.fetch_offset})
-        elif error == TOPIC_AUTHORIZATION_FAILED:
+        elif error == Errors.TOPIC_AUTHORIZATION_FAILED:
             fetch.initialized = False
             raise for_code(error)(f"not authorized to read topic {tp.topic}")
         elif error in _LOG_AND_RETRY:

@@ -33,6 +33,7 @@ from millrace.client.consumer.interceptor import ConsumerInterceptors
 from millrace.client.network_client import ClientResponse
 from millrace.common.errors import (
     CoordinatorNotAvailableError,
+    Errors,
     KafkaError,
     RebalanceInProgressError,
     TopicAuthorizationFailedError,
@@ -54,16 +55,6 @@ CommitCallback = Callable[[Mapping[TopicPartition, OffsetAndMetadata], BaseExcep
                           None]
 Offsets = dict[TopicPartition, OffsetAndMetadata]
 
-REQUEST_TIMED_OUT = 7
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-TOPIC_AUTHORIZATION_FAILED = 29
-GROUP_AUTHORIZATION_FAILED = 30
-UNSTABLE_OFFSET_COMMIT = 88
 OFFSET_COMMIT_MAX_VERSION = 9  # v10 names topics by id
 OFFSET_FETCH_MAX_VERSION = 7  # v8+ is the batched multi-group form
 
@@ -281,23 +272,24 @@ class OffsetCommitter:
         for topic in response.body.topics:
             for p in topic.partitions:
                 error = p.error_code
-                if error == 0:
+                if error == Errors.NONE:
                     continue
                 cls = for_code(error)
-                if error == TOPIC_AUTHORIZATION_FAILED:
+                if error == Errors.TOPIC_AUTHORIZATION_FAILED:
                     unauthorized.add(topic.name)
                     continue
-                if error in (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, REQUEST_TIMED_OUT):
+                if error in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR,
+                             Errors.REQUEST_TIMED_OUT):
                     self.mark_coordinator_unknown(cls.name)
-                elif error == REBALANCE_IN_PROGRESS:
+                elif error == Errors.REBALANCE_IN_PROGRESS:
                     self.request_rejoin("the group is rebalancing; offset commit rejected")
-                elif error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                elif error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
                     if self.handle_stale_generation(sent):
                         out.raise_(self.not_in_group_error(True))
                     else:
                         out.raise_(CommitFailedError())
                     return
-                elif error == GROUP_AUTHORIZATION_FAILED:
+                elif error == Errors.GROUP_AUTHORIZATION_FAILED:
                     out.raise_(cls(f"not authorized to access group {self.group_id}"))
                     return
                 out.raise_(cls(f"offset commit for {topic.name}-{p.partition_index} failed"))
@@ -362,7 +354,7 @@ class OffsetCommitter:
         body = response.body
         if body.error_code:
             error = body.error_code
-            if error in (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR):
+            if error in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR):
                 self.mark_coordinator_unknown(for_code(error).name)
             out.raise_(for_code(error)(f"OffsetFetch for group {self.group_id}"))
             return
@@ -372,7 +364,7 @@ class OffsetCommitter:
                 tp = TopicPartition(topic.name, p.partition_index)
                 if p.error_code:
                     cls = for_code(p.error_code)
-                    if p.error_code == UNSTABLE_OFFSET_COMMIT:
+                    if p.error_code == Errors.UNSTABLE_OFFSET_COMMIT:
                         log.info("group %s: the committed offset of %s is unstable (a "
                                  "transaction is pending); will retry", self.group_id, tp)
                     out.raise_(cls(f"OffsetFetch for {tp} failed"))

@@ -31,7 +31,7 @@ from millrace.client.consumer._internals.subscription_state import (
 )
 from millrace.client.errors import KafkaTimeoutError
 from millrace.client.network_client import ClientResponse
-from millrace.common.errors import LeaderNotAvailableError, for_code
+from millrace.common.errors import Errors, LeaderNotAvailableError, for_code
 from millrace.common.time import Time
 from millrace.protocol import ListOffsetsRequest
 
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class ListOffsetData(NamedTuple):
@@ -208,16 +206,16 @@ class OffsetFetcher:
                 if tp not in asked:
                     continue
                 error = p.error_code
-                if error == 0:
+                if error == Errors.NONE:
                     if p.offset < 0:
                         fetched[tp] = None  # no record at or after the timestamp
                     else:
                         fetched[tp] = ListOffsetData(
                             p.offset, p.timestamp if p.timestamp >= 0 else None,
                             p.leader_epoch if p.leader_epoch >= 0 else None)
-                elif error == UNSUPPORTED_FOR_MESSAGE_FORMAT:
+                elif error == Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT:
                     fetched[tp] = None
-                elif error == TOPIC_AUTHORIZATION_FAILED:
+                elif error == Errors.TOPIC_AUTHORIZATION_FAILED:
                     out.raise_(for_code(error)(f"not authorized to read topic {tp.topic}"))
                     return
                 else:

@@ -17,13 +17,11 @@ from millrace.client.consumer._internals.consumer_network_client import Consumer
 from millrace.client.consumer._internals.request_future import Timer
 from millrace.client.errors import KafkaTimeoutError
 from millrace.client.metadata import cluster_from_response
-from millrace.common.errors import for_code
+from millrace.common.errors import Errors, for_code
 from millrace.common.time import Time
 from millrace.protocol import MetadataRequest
 
 log = logging.getLogger(__name__)
-
-UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 class TopicMetadataFetcher:
@@ -70,7 +68,7 @@ class TopicMetadataFetcher:
         cluster, _ = cluster_from_response(future.value.body, Cluster.empty())
         retry = False
         for topic, code in cluster.topic_errors.items():
-            if code == UNKNOWN_TOPIC_OR_PARTITION:
+            if code == Errors.UNKNOWN_TOPIC_OR_PARTITION:
                 continue  # deleted between the broker's listing and its lookup
             cls = for_code(code)
             if not cls.retriable:

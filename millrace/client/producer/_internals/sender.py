@@ -39,6 +39,7 @@ from millrace.client.producer._internals.sender_metrics import SenderMetrics
 from millrace.client.producer._internals.transaction_manager import TransactionManager
 from millrace.common.errors import (
     ClusterAuthorizationFailedError,
+    Errors,
     KafkaError,
     OutOfOrderSequenceError,
     TopicAuthorizationFailedError,
@@ -53,15 +54,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NETWORK_EXCEPTION = 13
-REQUEST_TIMED_OUT = 7
-MESSAGE_TOO_LARGE = 10
-DUPLICATE_SEQUENCE_NUMBER = 46
-TOPIC_AUTHORIZATION_FAILED = 29
-CLUSTER_AUTHORIZATION_FAILED = 31
-INVALID_RECORD = 87
 # Java's InvalidMetadataException family: the leader moved or is unknown.
-INVALID_METADATA_ERRORS = frozenset({3, 5, 6, 13, 56, 74, 75, 100, 103})
+INVALID_METADATA_ERRORS = frozenset({
+    Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE, Errors.NOT_LEADER_OR_FOLLOWER,
+    Errors.NETWORK_EXCEPTION, Errors.KAFKA_STORAGE_ERROR, Errors.FENCED_LEADER_EPOCH,
+    Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_ID, Errors.INCONSISTENT_TOPIC_ID})
 PRODUCE_MIN_VERSION = 3  # record batches (magic 2)
 PRODUCE_MAX_VERSION = 12  # 13 addresses topics by id
 INIT_PRODUCER_ID_MAX_VERSION = 5
@@ -319,9 +316,10 @@ class Sender:
         if response.disconnected:
             node = response.destination
             if response.timed_out:
-                code, message = REQUEST_TIMED_OUT, f"Disconnected from node {node} due to timeout"
+                code = Errors.REQUEST_TIMED_OUT
+                message = f"Disconnected from node {node} due to timeout"
             else:
-                code, message = NETWORK_EXCEPTION, f"Disconnected from node {node}"
+                code, message = Errors.NETWORK_EXCEPTION, f"Disconnected from node {node}"
             log.debug("cancelled produce request %s: %s", request, message)
             for batch in batches.values():
                 self._complete_batch(batch, code, -1, -1, -1, None, message, now,
@@ -350,7 +348,7 @@ class Sender:
                                      p.log_start_offset, p.record_errors, p.error_message, now,
                                      request.correlation_id)
         for batch in batches.values():  # the broker left some out
-            self._complete_batch(batch, NETWORK_EXCEPTION, -1, -1, -1, None,
+            self._complete_batch(batch, Errors.NETWORK_EXCEPTION, -1, -1, -1, None,
                                  "no response for this partition", now, request.correlation_id)
 
     def _complete_batch(self, batch: ProducerBatch, error_code: int, base_offset: int,
@@ -358,7 +356,7 @@ class Sender:
                         error_message: str | None, now: int, correlation_id: int) -> None:
         tp = batch.topic_partition
         tm = self._tm
-        if error_code == MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
+        if error_code == Errors.MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
             log.warning("got MESSAGE_TOO_LARGE for %s (correlation id %d): splitting the batch "
                         "of %d records and retrying", tp, correlation_id, batch.record_count)
             if tm is not None:
@@ -382,7 +380,7 @@ class Sender:
                         f"from {batch.producer_id}/{batch.producer_epoch} to "
                         f"{tm.producer_id}/{tm.producer_epoch} in the mean time. This batch "
                         "will be dropped."), adjust_sequences=False)
-            elif error_code == DUPLICATE_SEQUENCE_NUMBER:
+            elif error_code == Errors.DUPLICATE_SEQUENCE_NUMBER:
                 self._complete_success(batch, base_offset, log_append_time)
             else:
                 self._fail_batch(batch, self._error_for(batch, error_code, error_message),
@@ -403,10 +401,10 @@ class Sender:
 
     @staticmethod
     def _error_for(batch: ProducerBatch, error_code: int, message: str | None) -> Exception:
-        if error_code == TOPIC_AUTHORIZATION_FAILED:
+        if error_code == Errors.TOPIC_AUTHORIZATION_FAILED:
             return TopicAuthorizationFailedError(
                 f"Not authorized to access topics: [{batch.topic_partition.topic}]")
-        if error_code == CLUSTER_AUTHORIZATION_FAILED:
+        if error_code == Errors.CLUSTER_AUTHORIZATION_FAILED:
             return ClusterAuthorizationFailedError(
                 "The producer is not authorized to do idempotent sends")
         return for_code(error_code)(message or "")
@@ -414,7 +412,7 @@ class Sender:
     @staticmethod
     def _record_errors(error_code: int, record_errors: Any, message: str | None) -> Any:
         """Per-record errors for INVALID_RECORD (Produce v8+ names the bad records)."""
-        if error_code != INVALID_RECORD or not record_errors:
+        if error_code != Errors.INVALID_RECORD or not record_errors:
             return None
         cls = for_code(error_code)
         bad = {e.batch_index: e.batch_index_error_message for e in record_errors}

@@ -36,6 +36,7 @@ from typing import Any
 from millrace.client.cluster import TopicPartition
 from millrace.client.producer._internals.producer_batch import ProducerBatch, increment_sequence
 from millrace.common.errors import (
+    Errors,
     OutOfOrderSequenceError,
     UnknownProducerIdError,
     for_code,
@@ -49,8 +50,6 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_LAST_ACKED_SEQUENCE = -1
 MAX_EPOCH = 32767
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-UNKNOWN_PRODUCER_ID = 59
 _INT32_MAX = 0x7FFFFFFF
 
 
@@ -112,7 +111,7 @@ class TransactionManager:
     def handle_init_producer_id_response(self, error_code: int, producer_id: int,
                                          producer_epoch: int, now_ms: int) -> None:
         self.init_in_flight = False
-        if error_code == 0:
+        if error_code == Errors.NONE:
             self.set_producer_id_and_epoch(producer_id, producer_epoch)
             return
         cls = for_code(error_code)
@@ -275,7 +274,7 @@ class TransactionManager:
         if batch.producer_id != self.producer_id:
             return False
         tp = batch.topic_partition
-        if error_code == OUT_OF_ORDER_SEQUENCE_NUMBER:
+        if error_code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
             unresolved = self.has_unresolved_sequence(tp)
             if not unresolved and (batch.sequence_has_been_reset
                                    or not self._is_next_sequence(tp, batch.base_sequence)):
@@ -284,7 +283,7 @@ class TransactionManager:
                     self._unresolved[tp], 1):
                 self.request_epoch_bump_for_partition(tp)
             return True
-        if error_code == UNKNOWN_PRODUCER_ID:
+        if error_code == Errors.UNKNOWN_PRODUCER_ID:
             if log_start_offset == -1 or batch.sequence_has_been_reset:
                 return True
             self.request_epoch_bump_for_partition(tp)

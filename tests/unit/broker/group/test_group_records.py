@@ -1,4 +1,4 @@
-"""``__consumer_offsets`` key/value layouts, coordinator placement and the error table."""
+"""``__consumer_offsets`` key/value layouts and coordinator placement."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import struct
 import pytest
 
 from millrace.broker.group import GroupCoordinator, partition_for
-from millrace.broker.group.errors import Errors
 from millrace.broker.group.group_metadata_manager import java_string_hash
 from millrace.broker.group.records import (
     GroupKey,
@@ -24,7 +23,7 @@ from millrace.broker.group.records import (
     encode_offset_key,
     encode_offset_value,
 )
-from millrace.common.errors import ProtocolDecodeError, for_code
+from millrace.common.errors import ProtocolDecodeError
 from tests.unit.broker.group.groupgen import CONFIG
 
 
@@ -144,12 +143,6 @@ def test_partition_for_matches_kafka() -> None:
     assert java_string_hash(name) == expected < 0
     assert partition_for(name, 50) == -expected % 50 == 40
     assert java_string_hash("\U0001F600") == 0xD83D * 31 + 0xDE00
-
-
-def test_error_codes_agree_with_the_project_table() -> None:
-    for e in Errors:
-        if e is not Errors.NONE:
-            assert for_code(e.value).name == e.name
 
 
 def test_loading_later_group_records_replaces_earlier_ones() -> None:
