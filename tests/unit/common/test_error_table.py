@@ -27,20 +27,6 @@ TABLE = PACKAGE / "common" / "errors.py"
 ERROR_NAMES = frozenset(Errors.__members__) - {"NONE"}
 _ENUM_BASES = frozenset({"Enum", "IntEnum"})
 
-# Broker modules being restructured elsewhere (issue 12) that still declare error-code
-# constants of their own.  Each is converted to Errors.X separately; remove its line then
-# (test_pending_files_still_declare_codes fails on a line whose file is clean).
-PENDING = frozenset({
-    "millrace/broker/handlers/api_versions.py",
-    "millrace/broker/handlers/configs.py",
-    "millrace/broker/handlers/fetch.py",
-    "millrace/broker/handlers/metadata.py",
-    "millrace/broker/handlers/produce.py",
-    "millrace/broker/handlers/producer_id.py",
-    "millrace/broker/handlers/topics.py",
-    "millrace/broker/replica_manager.py",
-})
-
 
 def _int_literal(node: ast.expr) -> int | None:
     """The value of ``16``, ``-1`` or ``+3``; None for anything else (bools included)."""
@@ -142,14 +128,8 @@ def _package_files() -> list[Path]:
 
 
 def test_no_module_declares_error_codes_of_its_own() -> None:
-    found = [v for v in local_error_codes(_package_files()) if v.split(":")[0] not in PENDING]
+    found = local_error_codes(_package_files())
     assert not found, "error codes declared outside Errors:\n" + "\n".join(found)
-
-
-def test_pending_files_still_declare_codes() -> None:
-    # An entry whose file is converted (or gone) would let new constants back in unseen.
-    flagged = {v.split(":")[0] for v in local_error_codes(_package_files())}
-    assert sorted(PENDING - flagged) == []
 
 
 def test_the_package_is_scanned() -> None:

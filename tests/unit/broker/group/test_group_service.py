@@ -15,8 +15,9 @@ from millrace.broker.context import RequestContext
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import HANDLERS
 from millrace.broker.handlers import group as group_handlers
+from millrace.broker.metadata import BrokerRegistration
 from millrace.common.errors import KafkaError
-from millrace.common.time import SYSTEM_TIME
+from millrace.common.time import SYSTEM_TIME, MockTime
 from millrace.protocol import API, ApiKey, FindCoordinatorRequest, RequestHeader
 from tests.unit.broker.group.groupgen import (
     commit_req,
@@ -182,11 +183,18 @@ def test_stop_answers_parked_requests_and_cancelled_waiters_are_forgotten() -> N
 
 
 # ---------------------------------------------------------------------- handlers
-def fake_server(service: GroupCoordinatorService | None) -> Any:
+def fake_server(service: GroupCoordinatorService) -> Any:
+    """The slice of BrokerServices the group handlers use."""
+    registration = BrokerRegistration(3, "broker-3", 9093)
     return SimpleNamespace(
         config=config(**{"node.id": 3}), group_coordinator=service,
-        advertised_host="broker-3", advertised_port=9093,
-        metadata=SimpleNamespace(topics={"t": SimpleNamespace(partitions=2)}))
+        metadata=SimpleNamespace(topics={"t": SimpleNamespace(partitions=2)},
+                                 brokers=lambda: [registration]))
+
+
+def not_loaded() -> GroupCoordinatorService:
+    """A coordinator whose __consumer_offsets partitions are not (yet) loaded here."""
+    return GroupCoordinatorService(config(), MockTime(), MemoryOffsetsLog())
 
 
 async def call(server: Any, key: int, version: int, body: Any, client_id: str = "cli") -> Any:
@@ -224,7 +232,7 @@ def test_find_coordinator_every_version() -> None:
             bad = await call(server, ApiKey.FIND_COORDINATOR, 3,
                              FindCoordinatorRequest(key="g", key_type=7))
             assert bad.error_code == 42 and bad.node_id == -1
-            down = await call(fake_server(None), ApiKey.FIND_COORDINATOR, 1,
+            down = await call(fake_server(not_loaded()), ApiKey.FIND_COORDINATOR, 1,
                               FindCoordinatorRequest(key="g"))
             assert down.error_code == 15
         finally:
@@ -233,11 +241,11 @@ def test_find_coordinator_every_version() -> None:
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("running", [True, False], ids=["running", "no-coordinator"])
+@pytest.mark.parametrize("running", [True, False], ids=["running", "not-loaded"])
 def test_every_group_api_answers_every_version(running: bool) -> None:
     """Default-valued requests at every version: the answer always encodes."""
     async def main() -> None:
-        service = await started(MemoryOffsetsLog()) if running else None
+        service = await started(MemoryOffsetsLog()) if running else not_loaded()
         server = fake_server(service)
         try:
             for key in GROUP_APIS:
@@ -246,7 +254,7 @@ def test_every_group_api_answers_every_version(running: bool) -> None:
                     got = await call(server, key, version, api.request.cls())
                     assert got is not None
         finally:
-            if service is not None:
+            if running:
                 await service.stop()
 
     asyncio.run(main())
