@@ -1,7 +1,8 @@
 """Declarative configuration with Kafka's dotted names (Java's ``ConfigDef``).
 
 A ``ConfigDef`` is a table of ``ConfigKey``s: name, type, default, validator, doc.
-``ConfigDef.parse(props)`` turns a ``{name: value}`` mapping (strings from a properties
+Client configurations are built by ``include``-ing shared tables (Java's
+``CommonClientConfigs``) and adding their own keys.  ``ConfigDef.parse(props)`` turns a ``{name: value}`` mapping (strings from a properties
 file, or already-typed values) into a typed dict, and raises ``ConfigError`` naming the
 key for unknown keys and bad values.  ``parse_properties`` reads Java ``.properties``
 text (no file access here: callers read the file).
@@ -10,7 +11,7 @@ text (no file access here: callers read the file).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from millrace.common.errors import ConfigError
@@ -101,6 +102,17 @@ class ConfigDef:
                validator: Validator | None = None, doc: str = "",
                nullable: bool = False) -> ConfigDef:
         self.keys[name] = ConfigKey(name, type, default, validator, doc, nullable)
+        return self
+
+    def include(self, *others: ConfigDef) -> ConfigDef:
+        """Add every key of ``others`` (shared tables of keys, e.g. the common client ones)."""
+        for other in others:
+            self.keys.update(other.keys)
+        return self
+
+    def override_default(self, name: str, default: Any) -> ConfigDef:
+        """Keep an included key's type, validator and doc, with this table's default."""
+        self.keys[name] = replace(self.keys[name], default=default)
         return self
 
     def parse(self, props: Mapping[str, Any], ignore: Iterable[str] = ()) -> dict[str, Any]:

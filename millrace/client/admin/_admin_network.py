@@ -25,10 +25,11 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from millrace.client.client_utils import create_network_client
 from millrace.client.cluster import Cluster, Node
 from millrace.client.errors import KafkaTimeoutError
 from millrace.client.metadata import Metadata, parse_bootstrap_servers
-from millrace.client.network_client import ClientRequest, ClientResponse, NetworkClient
+from millrace.client.network_client import ClientRequest, ClientResponse
 from millrace.common.errors import Errors, KafkaError, for_code
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.protocol import ApiKey, FindCoordinatorRequest
@@ -74,16 +75,9 @@ class AdminNetwork:
         self.metadata = AdminMetadata(values["retry.backoff.ms"], values["retry.backoff.max.ms"],
                                       values["metadata.max.age.ms"])
         self.metadata.bootstrap(addresses)
-        self.client = NetworkClient(
-            self.metadata, client_id=values["client.id"] or "millrace-admin",
-            max_in_flight_requests_per_connection=1,
-            reconnect_backoff_ms=values["reconnect.backoff.ms"],
-            reconnect_backoff_max_ms=values["reconnect.backoff.max.ms"],
-            request_timeout_ms=values["request.timeout.ms"],
-            connection_setup_timeout_ms=values["socket.connection.setup.timeout.ms"],
-            connection_setup_timeout_max_ms=values["socket.connection.setup.timeout.max.ms"],
-            send_buffer_bytes=values["send.buffer.bytes"],
-            receive_buffer_bytes=values["receive.buffer.bytes"], time=time)
+        self.client = create_network_client(
+            values, self.metadata, client_id=values["client.id"] or "millrace-admin",
+            max_in_flight_requests_per_connection=1, time=time)
         self._coordinators: dict[str, Node] = {}
 
     # ------------------------------------------------------------------ time

@@ -18,6 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from millrace.client.common_client_configs import (
+    COMMON_CLIENT_CONFIGS,
+    DEFAULT_API_TIMEOUT_CONFIGS,
+    METRICS_CONFIGS,
+    post_process_retry_backoff,
+)
 from millrace.common.config import ConfigDef, at_least, one_of
 from millrace.common.errors import ConfigError
 
@@ -27,8 +33,7 @@ DEFAULT_ASSIGNORS = ["range", "cooperative-sticky"]
 
 CONSUMER_CONFIG = (
     ConfigDef()
-    .define("bootstrap.servers", "list", doc="host:port pairs used to find the cluster")
-    .define("client.id", "string", "", doc="an id sent with every request")
+    .include(COMMON_CLIENT_CONFIGS, METRICS_CONFIGS, DEFAULT_API_TIMEOUT_CONFIGS)
     .define("client.rack", "string", "", doc="rack of this consumer (sent in fetches)")
     .define("group.id", "string", None, nullable=True,
             doc="the consumer group; None = no group (no commits, assign() only)")
@@ -52,21 +57,8 @@ CONSUMER_CONFIG = (
     .define("check.crcs", "boolean", True)
     .define("exclude.internal.topics", "boolean", True)
     .define("allow.auto.create.topics", "boolean", True)
-    .define("request.timeout.ms", "int", 30000, at_least(0))
-    .define("default.api.timeout.ms", "int", 60000, at_least(0))
-    .define("metadata.max.age.ms", "long", 300000, at_least(0))
-    .define("retry.backoff.ms", "long", 100, at_least(0))
-    .define("retry.backoff.max.ms", "long", 1000, at_least(0))
-    .define("reconnect.backoff.ms", "long", 50, at_least(0))
-    .define("reconnect.backoff.max.ms", "long", 1000, at_least(0))
-    .define("socket.connection.setup.timeout.ms", "long", 10000, at_least(0))
-    .define("socket.connection.setup.timeout.max.ms", "long", 30000, at_least(0))
     .define("connections.max.idle.ms", "long", 540000)
-    .define("send.buffer.bytes", "int", 131072, at_least(-1))
-    .define("receive.buffer.bytes", "int", 65536, at_least(-1))
     .define("internal.leave.group.on.close", "boolean", True)
-    .define("metrics.sample.window.ms", "long", 30000, at_least(0))
-    .define("metrics.num.samples", "int", 2, at_least(1))
 )
 
 
@@ -129,5 +121,4 @@ class ConsumerConfig:
             raise ConfigError(f"Invalid value {v['heartbeat.interval.ms']} for configuration "
                               "heartbeat.interval.ms: it must be lower than "
                               f"session.timeout.ms ({v['session.timeout.ms']})")
-        if v["retry.backoff.max.ms"] < v["retry.backoff.ms"]:
-            v["retry.backoff.max.ms"] = v["retry.backoff.ms"]
+        post_process_retry_backoff(v)

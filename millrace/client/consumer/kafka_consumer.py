@@ -15,8 +15,8 @@ A background heartbeat thread keeps the group membership alive between polls; se
 only ``assign`` works and offsets cannot be committed.
 
 Thread-safety: not thread-safe, as in Java.  Calling from two threads at once raises
-``IllegalStateError``; only ``wakeup`` may be called from any thread (the blocked call then
-raises ``WakeupError``).
+``IllegalStateError`` (every public call enters ``_internals/thread_guard.py``); only
+``wakeup`` may be called from any thread (the blocked call then raises ``WakeupError``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -41,6 +40,7 @@ from millrace.client.consumer._internals.subscription_state import (
     OffsetResetStrategy,
     SubscriptionType,
 )
+from millrace.client.consumer._internals.thread_guard import ThreadGuard
 from millrace.client.consumer.assignors import load_assignors
 from millrace.client.consumer.config import ConsumerConfig
 from millrace.client.consumer.consumer_record import (
@@ -107,7 +107,6 @@ class KafkaConsumer(Generic[K, V]):
                  value_deserializer: Deserializer[V] | Callable[[bytes], V] | Any = None,
                  listener: ConsumerRebalanceListener | None = None,
                  time: Time = SYSTEM_TIME, _selector: Any = None, **configs: Any) -> None:
-        self._closed = True
         props: dict[str, Any] = {}
         topic_names: list[str] = []
         for t in topics:
@@ -124,9 +123,6 @@ class KafkaConsumer(Generic[K, V]):
         self._time = time
         self._default_api_timeout_ms = v["default.api.timeout.ms"]
         self._request_timeout_ms = v["request.timeout.ms"]
-        self._owner: int | None = None
-        self._owner_depth = 0
-        self._owner_lock = threading.Lock()
         interceptors = [_load_interceptor(i) for i in v["interceptor.classes"]]
         for interceptor in interceptors:
             interceptor.configure(v)
@@ -150,36 +146,15 @@ class KafkaConsumer(Generic[K, V]):
         self._offset_fetcher = parts.offset_fetcher
         self._topic_metadata_fetcher = parts.topic_metadata_fetcher
         self._coordinator = parts.coordinator
-        self._closed = False
+        self._guard = ThreadGuard()
         if topic_names:
             try:
                 self.subscribe(topic_names, listener)
             except BaseException:
-                self._closed = True
+                self._guard.closed = True
                 self._client.close()  # no sockets left behind by a failed constructor
                 raise
         log.debug("consumer %s created (group %s)", self.client_id, self.group_id)
-
-    # ------------------------------------------------------------------ single-thread guard
-    def _acquire(self) -> None:
-        me = threading.get_ident()
-        with self._owner_lock:
-            if self._owner is not None and self._owner != me:
-                raise IllegalStateError("KafkaConsumer is not safe for multi-threaded access")
-            self._owner = me
-            self._owner_depth += 1
-
-    def _release(self) -> None:
-        with self._owner_lock:
-            self._owner_depth -= 1
-            if self._owner_depth == 0:
-                self._owner = None
-
-    def _acquire_and_ensure_open(self) -> None:
-        self._acquire()
-        if self._closed:
-            self._release()
-            raise IllegalStateError("This consumer has already been closed.")
 
     # ------------------------------------------------------------------ subscribing
     def subscribe(self, topics: Iterable[str] | str | re.Pattern[str],
@@ -187,8 +162,7 @@ class KafkaConsumer(Generic[K, V]):
         """Join the group for these topics (or every topic matching a pattern; a string
         starting with ``^`` is a pattern, as in librdkafka).  Replaces the previous
         subscription; an empty list unsubscribes."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             if self._coordinator is None:
                 raise InvalidGroupIdError("To use the group management or offset commit APIs, "
                                           "you must provide a valid group.id in the consumer "
@@ -215,14 +189,11 @@ class KafkaConsumer(Generic[K, V]):
             self._fetcher.clear_buffered_data_for(unassigned)
             if self._subscriptions.subscribe(names, listener):
                 self._metadata.request_update_for_new_topics()
-        finally:
-            self._release()
 
     def assign(self, partitions: Iterable[PartitionLike]) -> None:
         """Read exactly these partitions, without group management.  Replaces the previous
         assignment; an empty collection unsubscribes."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             wanted = [_tp(p) for p in partitions]
             if not wanted:
                 self._unsubscribe()
@@ -238,15 +209,10 @@ class KafkaConsumer(Generic[K, V]):
                 self._coordinator.maybe_auto_commit_offsets_async(self._time.milliseconds())
             if self._subscriptions.assign_from_user(wanted):
                 self._metadata.request_update_for_new_topics()
-        finally:
-            self._release()
 
     def unsubscribe(self) -> None:
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             self._unsubscribe()
-        finally:
-            self._release()
 
     def _unsubscribe(self) -> None:
         self._fetcher.clear_buffered_data_for(set(self._subscriptions.assigned_partitions()))
@@ -265,8 +231,7 @@ class KafkaConsumer(Generic[K, V]):
     def poll(self, timeout_ms: float) -> ConsumerRecords[K, V]:
         """Records fetched for the assigned partitions (at most ``max.poll.records``),
         waiting up to ``timeout_ms`` for some to arrive."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             subscriptions = self._subscriptions
             if subscriptions.subscription_type is SubscriptionType.NONE:
                 raise IllegalStateError("Consumer is not subscribed to any topics or assigned "
@@ -287,8 +252,6 @@ class KafkaConsumer(Generic[K, V]):
                 timer.update()
                 if timer.is_expired():
                     return ConsumerRecords()
-        finally:
-            self._release()
 
     def _update_assignment_metadata_if_needed(self, timer: Timer) -> bool:
         if self._coordinator is not None and not self._coordinator.poll(timer):
@@ -326,7 +289,7 @@ class KafkaConsumer(Generic[K, V]):
 
     def __iter__(self) -> Iterator[Any]:
         """Every record, polling as needed, until the consumer is closed (or woken up)."""
-        while not self._closed:
+        while not self._guard.closed:
             yield from self.poll(1000)
 
     # ------------------------------------------------------------------ commits
@@ -334,8 +297,7 @@ class KafkaConsumer(Generic[K, V]):
                     timeout_ms: float | None = None) -> None:
         """Commit ``offsets`` (default: the positions of every assigned partition, i.e. what
         the last polls returned) and wait for the answer."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             coordinator = self._require_coordinator()
             to_commit = _offsets(offsets) if offsets is not None \
                 else self._subscriptions.all_consumed()
@@ -343,29 +305,23 @@ class KafkaConsumer(Generic[K, V]):
             if not coordinator.commit_offsets_sync(to_commit, Timer(self._time, timeout)):
                 raise KafkaTimeoutError(f"Timeout of {int(timeout)}ms expired before "
                                         "successfully committing offsets")
-        finally:
-            self._release()
 
     def commit_async(self, offsets: Mapping[PartitionLike, OffsetAndMetadata | int]
                      | None = None, callback: CommitCallback | None = None) -> None:
         """Commit without waiting; ``callback(offsets, error)`` runs in a later call
         (poll, commit_sync or close) on this thread."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             coordinator = self._require_coordinator()
             to_commit = _offsets(offsets) if offsets is not None \
                 else self._subscriptions.all_consumed()
             coordinator.commit_offsets_async(to_commit, callback)
             self._client.transmit_sends()
-        finally:
-            self._release()
 
     def committed(self, partitions: Iterable[PartitionLike] | PartitionLike,
                   timeout_ms: float | None = None
                   ) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """The last committed offsets of these partitions (None: nothing committed)."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             coordinator = self._require_coordinator()
             if isinstance(partitions, TopicPartition) or (
                     isinstance(partitions, tuple) and len(partitions) == 2
@@ -380,8 +336,6 @@ class KafkaConsumer(Generic[K, V]):
                                         f"committed offset for partitions {wanted} could be "
                                         "determined")
             return {tp: found.get(tp) for tp in wanted}
-        finally:
-            self._release()
 
     def _require_coordinator(self) -> ConsumerCoordinator:
         if self._coordinator is None:
@@ -393,8 +347,7 @@ class KafkaConsumer(Generic[K, V]):
     # ------------------------------------------------------------------ positions
     def position(self, partition: PartitionLike, timeout_ms: float | None = None) -> int:
         """The offset of the next record that will be fetched (resolving it if needed)."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             tp = _tp(partition)
             if not self._subscriptions.is_assigned(tp):
                 raise IllegalStateError(f"You can only check the position for partitions "
@@ -411,13 +364,10 @@ class KafkaConsumer(Generic[K, V]):
                 if timer.is_expired():
                     raise KafkaTimeoutError(f"Timeout of {int(timeout)}ms expired before the "
                                             f"position for partition {tp} could be determined")
-        finally:
-            self._release()
 
     def seek(self, partition: PartitionLike, offset: int | OffsetAndMetadata) -> None:
         """Fetch from ``offset`` on the next poll."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             tp = _tp(partition)
             om = offset if isinstance(offset, OffsetAndMetadata) else OffsetAndMetadata(offset)
             if om.offset < 0:
@@ -425,8 +375,6 @@ class KafkaConsumer(Generic[K, V]):
             log.info("seeking to offset %d for partition %s", om.offset, tp)
             self._fetcher.clear_buffered_data_for({tp})
             self._subscriptions.seek(tp, om.offset, om.leader_epoch)
-        finally:
-            self._release()
 
     def seek_to_beginning(self, partitions: Iterable[PartitionLike] | None = None) -> None:
         self._seek_to(partitions, OffsetResetStrategy.EARLIEST)
@@ -437,22 +385,18 @@ class KafkaConsumer(Generic[K, V]):
     def _seek_to(self, partitions: Iterable[PartitionLike] | None,
                  strategy: OffsetResetStrategy) -> None:
         """Lazy, as in Java: the offset is looked up by the next poll or position."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             tps = self._subscriptions.assigned_partitions() if partitions is None \
                 else [_tp(p) for p in partitions]
             self._fetcher.clear_buffered_data_for(set(tps))
             for tp in tps:
                 self._subscriptions.request_offset_reset(tp, strategy)
-        finally:
-            self._release()
 
     def offsets_for_times(self, timestamps: Mapping[PartitionLike, int],
                           timeout_ms: float | None = None
                           ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition, the earliest offset whose timestamp is >= the given one."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             wanted = {_tp(tp): ts for tp, ts in timestamps.items()}
             for tp, ts in wanted.items():
                 if ts < 0:
@@ -463,8 +407,6 @@ class KafkaConsumer(Generic[K, V]):
             return {tp: (OffsetAndTimestamp(d.offset, d.timestamp if d.timestamp is not None
                                             else -1, d.leader_epoch) if d else None)
                     for tp, d in ((tp, found.get(tp)) for tp in wanted)}
-        finally:
-            self._release()
 
     def beginning_offsets(self, partitions: Iterable[PartitionLike],
                           timeout_ms: float | None = None) -> dict[TopicPartition, int]:
@@ -477,51 +419,38 @@ class KafkaConsumer(Generic[K, V]):
 
     def _list_offsets(self, partitions: Iterable[PartitionLike], timestamp: int,
                       timeout_ms: float | None) -> dict[TopicPartition, int]:
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             timeout = self._default_api_timeout_ms if timeout_ms is None else timeout_ms
             return self._offset_fetcher.beginning_or_end_offsets(
                 [_tp(p) for p in partitions], timestamp, timeout)
-        finally:
-            self._release()
 
     # ------------------------------------------------------------------ flow control
     def pause(self, partitions: Iterable[PartitionLike]) -> None:
         """Stop fetching these partitions (their positions and assignment are kept)."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             for p in partitions:
                 self._subscriptions.pause(_tp(p))
-        finally:
-            self._release()
 
     def resume(self, partitions: Iterable[PartitionLike]) -> None:
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             for p in partitions:
                 self._subscriptions.resume(_tp(p))
-        finally:
-            self._release()
 
     def paused(self) -> set[TopicPartition]:
         return self._subscriptions.paused_partitions()
 
     def enforce_rebalance(self, reason: str | None = None) -> None:
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             coordinator = self._require_coordinator()
             if not self._subscriptions.has_auto_assigned_partitions():
                 raise IllegalStateError("Tried to force a rebalance but consumer does not have "
                                         "a group.")
             coordinator.request_rejoin(reason or "rebalance enforced by user")
-        finally:
-            self._release()
 
     # ------------------------------------------------------------------ metadata
     def partitions_for(self, topic: str, timeout_ms: float | None = None
                        ) -> list[PartitionInfo]:
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             cluster = self._metadata.fetch()
             if cluster.partition_count(topic) is None:
                 timeout = self._default_api_timeout_ms if timeout_ms is None else timeout_ms
@@ -539,19 +468,14 @@ class KafkaConsumer(Generic[K, V]):
                 finally:
                     self._metadata.clear_transient_topics()
             return list(cluster.partitions_for_topic(topic))
-        finally:
-            self._release()
 
     def list_topics(self, timeout_ms: float | None = None) -> dict[str, list[PartitionInfo]]:
         """Every topic the broker lists (internal ones with ``exclude.internal.topics=false``)
         and its partitions; a request of its own, the cached metadata stays as it is."""
-        self._acquire_and_ensure_open()
-        try:
+        with self._guard:
             timeout = self._default_api_timeout_ms if timeout_ms is None else timeout_ms
             return self._topic_metadata_fetcher.all_topics(
                 timeout, include_internal=self._metadata.include_internal_topics)
-        finally:
-            self._release()
 
     # ------------------------------------------------------------------ lifecycle
     def wakeup(self) -> None:
@@ -561,11 +485,11 @@ class KafkaConsumer(Generic[K, V]):
     def close(self, timeout_ms: float = 30_000) -> None:
         """Commit (with auto-commit), leave the group, stop the heartbeat thread and close
         the connections, waiting at most ``timeout_ms`` for the group steps."""
-        self._acquire()
+        self._guard.acquire()
         try:
-            if self._closed:
+            if self._guard.closed:
                 return
-            self._closed = True
+            self._guard.closed = True
             self._client.disable_wakeups()
             error: BaseException | None = None
             if self._coordinator is not None:
@@ -587,11 +511,11 @@ class KafkaConsumer(Generic[K, V]):
             if error is not None and not isinstance(error, Exception):
                 raise error
         finally:
-            self._release()
+            self._guard.release()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._guard.closed
 
     def __enter__(self) -> KafkaConsumer[K, V]:
         return self

@@ -22,6 +22,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from millrace.client.common_client_configs import (
+    COMMON_CLIENT_CONFIGS,
+    METRICS_CONFIGS,
+    post_process_retry_backoff,
+)
 from millrace.common.config import INT_MAX, LONG_MAX, ConfigDef, at_least, between, one_of
 from millrace.common.errors import ConfigError
 from millrace.record import CompressionType
@@ -32,8 +37,8 @@ CLASS_KEYS = ("key.serializer", "value.serializer", "partitioner.class", "interc
 
 PRODUCER_CONFIG = (
     ConfigDef()
-    .define("bootstrap.servers", "list", doc="host:port pairs used to find the cluster")
-    .define("client.id", "string", "", doc="an id sent with every request")
+    .include(COMMON_CLIENT_CONFIGS, METRICS_CONFIGS)
+    .override_default("receive.buffer.bytes", 32768)  # Kafka: 32 KiB, a producer mostly writes
     .define("acks", "string", "all", one_of("all", "-1", "0", "1"),
             doc="acknowledgements the leader must have before answering")
     .define("linger.ms", "long", 5, at_least(0), doc="how long a batch waits for more records")
@@ -48,29 +53,17 @@ PRODUCER_CONFIG = (
     .define("compression.lz4.level", "int", 9, between(1, 17))
     .define("compression.zstd.level", "int", 3, between(-131072, 22))
     .define("retries", "int", INT_MAX, at_least(0), doc="how often a failed batch is resent")
-    .define("retry.backoff.ms", "long", 100, at_least(0))
-    .define("retry.backoff.max.ms", "long", 1000, at_least(0))
     .define("delivery.timeout.ms", "int", 120000, at_least(0),
             doc="upper bound on the time from send() to the outcome")
-    .define("request.timeout.ms", "int", 30000, at_least(0))
     .define("max.in.flight.requests.per.connection", "int", 5, at_least(1))
     .define("max.request.size", "int", 1048576, at_least(0))
     .define("enable.idempotence", "boolean", True)
     .define("transactional.id", "string", None, nullable=True)
     .define("transaction.timeout.ms", "int", 60000, at_least(0))
-    .define("metadata.max.age.ms", "long", 300000, at_least(0))
     .define("metadata.max.idle.ms", "long", 300000, at_least(5000))
-    .define("reconnect.backoff.ms", "long", 50, at_least(0))
-    .define("reconnect.backoff.max.ms", "long", 1000, at_least(0))
-    .define("socket.connection.setup.timeout.ms", "long", 10000, at_least(0))
-    .define("socket.connection.setup.timeout.max.ms", "long", 30000, at_least(0))
-    .define("send.buffer.bytes", "int", 131072, at_least(-1))
-    .define("receive.buffer.bytes", "int", 32768, at_least(-1))
     .define("partitioner.ignore.keys", "boolean", False)
     .define("partitioner.adaptive.partitioning.enable", "boolean", True)
     .define("partitioner.availability.timeout.ms", "long", 0, at_least(0))
-    .define("metrics.sample.window.ms", "long", 30000, at_least(0))
-    .define("metrics.num.samples", "int", 2, at_least(1))
 )
 
 
@@ -128,8 +121,7 @@ class ProducerConfig:
             log.warning("delivery.timeout.ms raised to linger.ms + request.timeout.ms = %d",
                         linger_and_request)
             v["delivery.timeout.ms"] = min(linger_and_request, INT_MAX)
-        if v["retry.backoff.max.ms"] < v["retry.backoff.ms"]:
-            v["retry.backoff.max.ms"] = v["retry.backoff.ms"]
+        post_process_retry_backoff(v)
         if v["linger.ms"] > LONG_MAX:  # pragma: no cover - validated as long
             raise ConfigError("linger.ms is too large")
 

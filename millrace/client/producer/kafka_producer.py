@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from millrace.client.client_utils import create_network_client
 from millrace.client.cluster import Cluster, PartitionInfo
 from millrace.client.errors import IllegalStateError, KafkaTimeoutError, SerializationError
 from millrace.client.metadata import parse_bootstrap_servers
 from millrace.client.metrics import Metrics
-from millrace.client.network_client import NetworkClient
 from millrace.client.producer._internals.batch_core import wall_clock_ms
 from millrace.client.producer._internals.buffer_pool import BufferPool
 from millrace.client.producer._internals.built_in_partitioner import partition_for_key
@@ -164,16 +164,9 @@ class KafkaProducer(Generic[K, V]):
             partition_availability_timeout_ms=cfg["partitioner.availability.timeout.ms"],
             transaction_manager=self._transaction_manager)
         max_in_flight = cfg["max.in.flight.requests.per.connection"]
-        self._client = NetworkClient(
-            self._metadata, selector=_selector, client_id=self.client_id,
-            max_in_flight_requests_per_connection=max_in_flight,
-            reconnect_backoff_ms=cfg["reconnect.backoff.ms"],
-            reconnect_backoff_max_ms=cfg["reconnect.backoff.max.ms"],
-            request_timeout_ms=cfg["request.timeout.ms"],
-            connection_setup_timeout_ms=cfg["socket.connection.setup.timeout.ms"],
-            connection_setup_timeout_max_ms=cfg["socket.connection.setup.timeout.max.ms"],
-            send_buffer_bytes=cfg["send.buffer.bytes"],
-            receive_buffer_bytes=cfg["receive.buffer.bytes"], time=time)
+        self._client = create_network_client(
+            values, self._metadata, client_id=self.client_id,
+            max_in_flight_requests_per_connection=max_in_flight, time=time, selector=_selector)
         self._metrics.add("requests-in-flight", self._client.in_flight_request_count)
         self._metrics.add("metadata-age",
                           lambda: self._metadata.metadata_age_ms(self._time.milliseconds()) / 1e3)

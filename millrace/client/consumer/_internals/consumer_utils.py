@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from millrace.client.client_utils import create_network_client
 from millrace.client.consumer._internals.consumer_coordinator import ConsumerCoordinator
 from millrace.client.consumer._internals.consumer_metadata import ConsumerMetadata
 from millrace.client.consumer._internals.consumer_network_client import ConsumerNetworkClient
@@ -30,7 +31,6 @@ from millrace.client.consumer.config import ConsumerConfig
 from millrace.client.consumer.interceptor import ConsumerInterceptors
 from millrace.client.metadata import parse_bootstrap_servers
 from millrace.client.metrics import Metrics
-from millrace.client.network_client import NetworkClient
 from millrace.client.serialization import Deserializer
 from millrace.common.time import Time
 
@@ -63,16 +63,9 @@ def create_components(cfg: ConsumerConfig, *, client_id: str, time: Time,
         include_internal_topics=not v["exclude.internal.topics"],
         allow_auto_topic_creation=v["allow.auto.create.topics"])
     metadata.bootstrap(parse_bootstrap_servers(v["bootstrap.servers"]))
-    network = NetworkClient(
-        metadata, selector=selector, client_id=client_id,
-        max_in_flight_requests_per_connection=100,
-        reconnect_backoff_ms=v["reconnect.backoff.ms"],
-        reconnect_backoff_max_ms=v["reconnect.backoff.max.ms"],
-        request_timeout_ms=v["request.timeout.ms"],
-        connection_setup_timeout_ms=v["socket.connection.setup.timeout.ms"],
-        connection_setup_timeout_max_ms=v["socket.connection.setup.timeout.max.ms"],
-        send_buffer_bytes=v["send.buffer.bytes"],
-        receive_buffer_bytes=v["receive.buffer.bytes"], time=time)
+    network = create_network_client(v, metadata, client_id=client_id,
+                                    max_in_flight_requests_per_connection=100, time=time,
+                                    selector=selector)
     client = ConsumerNetworkClient(network, metadata, time, v["request.timeout.ms"],
                                    v["retry.backoff.ms"])
     try:
