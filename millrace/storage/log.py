@@ -77,11 +77,9 @@ from millrace.storage.log_loader import (
     parse_topic_partition_name,
     rebuild_producer_state,
 )
-from millrace.storage.producer_state import (
+from millrace.storage.producer_state import BatchMetadata, ProducerAppendInfo, ProducerState
+from millrace.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    BatchMetadata,
-    ProducerAppendInfo,
-    ProducerState,
     ProducerStateManager,
 )
 from millrace.storage.segment import DELETED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment
