@@ -202,7 +202,7 @@ def reset_data_dir(data_dir: Path) -> None:
 def embedded_broker(data_dir: Path) -> Iterator[str]:
     """A ``millrace broker`` child process with its logs in ``data_dir``; yields the
     bootstrap address and stops the broker (SIGTERM) on the way out."""
-    from millrace.testing.broker_process import BrokerProcess
+    from millrace.launcher.broker_process import BrokerProcess
 
     broker = BrokerProcess(data_dir, overrides={"num.partitions": "1"})
     try:

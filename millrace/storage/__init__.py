@@ -2,9 +2,13 @@
 recovery, retention, compaction, checkpoints.  No network code.
 
 Modules: ``config`` (LogConfig), ``index`` (OffsetIndex, TimeIndex), ``segment``
-(LogSegment), ``log_loader`` (opening and recovering a partition dir), ``log`` (Log, one
+(LogSegment), ``log_loader`` (opening and recovering a partition dir), ``local_log``
+(LocalLog: a partition dir's segment list, log end, recovery point), ``log`` (Log, one
 partition), ``log_manager`` (LogManager, all log dirs), ``checkpoint`` (checkpoint files),
-``cleaner`` (LogCleaner), ``info`` (FetchDataInfo, LogAppendInfo, ...).
+``cleaner`` (LogCleaner), ``info`` (FetchDataInfo, LogAppendInfo, ...); idempotence:
+``producer_state`` (ProducerStateEntry, ProducerAppendInfo: the per-producer rules),
+``producer_state_manager`` (ProducerStateManager: one partition's producers, snapshots,
+expiry), ``producer_snapshot`` (the snapshot file format).
 """
 
 from millrace.storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile

@@ -1,16 +1,16 @@
-"""One partition's log (Java: ``UnifiedLog`` + ``LocalLog``): a directory of segments.
+"""One partition's log (Java: ``UnifiedLog``): what the segments of a partition directory
+mean to producers and consumers.
 
-Layout: ``<log.dir>/<topic>-<partition>/`` holding segments named by base offset (see
-``segment.py``), sorted by base offset; the last one is the *active* segment, the only one
-appended to.  Offsets::
+The directory itself, its segment list, the log end offset and the recovery point are a
+``LocalLog`` (``local_log.py``; opening and recovering it: ``log_loader.py``).  ``Log`` adds
+the offsets and state that give the records their meaning::
 
     log_start_offset <= high_watermark <= log_end_offset      recovery_point <= log_end_offset
 
 * ``log_end_offset`` (LEO): the offset the next appended record gets.
 * ``high_watermark``: consumers read below it.  It is advanced by the caller (the replica
   layer: on one node, after each append), never by the log itself.
-* ``recovery_point``: everything below it is fsync'd; recovery after a crash starts at the
-  segment holding it.  It only moves after an ``fdatasync``.
+* ``recovery_point``: everything below it is fsync'd (see ``local_log.py``).
 * ``log_start_offset``: DeleteRecords and retention move it up; reads below it fail.
 
 Appends (leader): the buffer's batches are checked one by one (size, CRC, magic 2, counts,
@@ -30,20 +30,19 @@ loading and ``truncate_to`` rebuild the state from the latest snapshot plus a re
 
 Threading model: a ``Log`` is shared by the broker's asyncio thread (append, read, list
 offsets) and background threads (retention, flush, the cleaner).  Every access to the
-segment list and the offsets is guarded by ``_lock`` (an ``RLock``); each call holds it for
-in-memory work and short ``pread``/``pwrite`` calls only.  CRC checks of an append run before
-taking it; ``fdatasync`` in ``flush`` runs outside it.  A ``FetchDataInfo`` is read after the
-lock is released: segment files are only appended to, and deleted segments keep their
-descriptors open for ``file.delete.delay.ms``, so a pending read stays valid.
+``LocalLog`` (segment list, log end, recovery point) and the other offsets is guarded by
+``_lock`` (an ``RLock``); each call holds it for in-memory work and short
+``pread``/``pwrite`` calls only.  CRC checks of an append run before taking it;
+``fdatasync`` in ``flush`` runs outside it.  A ``FetchDataInfo`` is read after the lock is
+released: segment files are only appended to, and deleted segments keep their descriptors
+open for ``file.delete.delay.ms``, so a pending read stays valid.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
-from bisect import bisect_right
 from collections.abc import Callable
 
 from millrace.common.errors import (
@@ -58,7 +57,6 @@ from millrace.record.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from millrace.storage.checkpoint import fsync_dir
 from millrace.storage.config import LogConfig
 from millrace.storage.info import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -72,19 +70,18 @@ from millrace.storage.info import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
+from millrace.storage.local_log import LocalLog
 from millrace.storage.log_loader import (
     load_log,
     parse_topic_partition_name,
     rebuild_producer_state,
 )
-from millrace.storage.producer_state import (
+from millrace.storage.producer_state import BatchMetadata, ProducerAppendInfo, ProducerState
+from millrace.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    BatchMetadata,
-    ProducerAppendInfo,
-    ProducerState,
     ProducerStateManager,
 )
-from millrace.storage.segment import DELETED_SUFFIX, SWAP_SUFFIX, AppendedBatch, LogSegment
+from millrace.storage.segment import AppendedBatch, LogSegment
 from millrace.storage.validator import analyze_follower_batches, validate_leader_batches
 
 log = logging.getLogger("millrace.storage")
@@ -97,34 +94,30 @@ class Log:
                  log_start_offset: int = 0, high_watermark: int = 0,
                  had_clean_shutdown: bool = False, time: Time = SYSTEM_TIME,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
-        self.dir = os.path.abspath(dir)
-        self.topic, self.partition = parse_topic_partition_name(os.path.basename(self.dir))
-        os.makedirs(self.dir, exist_ok=True)
+        path = os.path.abspath(dir)
+        self.topic, self.partition = parse_topic_partition_name(os.path.basename(path))
+        os.makedirs(path, exist_ok=True)
         self._lock = threading.RLock()
         self._time = time
-        self._config = config  # guarded by _lock
         now = time.milliseconds()
         # guarded by _lock:
         self._producer_state = ProducerStateManager(
-            self.dir, producer_id_expiration_ms, f"{self.topic}-{self.partition}")
-        loaded = load_log(self.dir, config, recovery_point=recovery_point,
+            path, producer_id_expiration_ms, f"{self.topic}-{self.partition}")
+        loaded = load_log(path, config, recovery_point=recovery_point,
                           log_start_offset=log_start_offset,
                           had_clean_shutdown=had_clean_shutdown, now_ms=now,
                           producer_state=self._producer_state)
         # all guarded by _lock:
-        self._segments: list[LogSegment] = loaded.segments
-        self._bases: list[int] = [s.base_offset for s in loaded.segments]
-        self._next_offset = loaded.next_offset
-        self._log_start_offset = loaded.log_start_offset
         # Recovered (or trusted) data is made durable before the recovery point covers it.
-        self._recovery_point = min(max(recovery_point, loaded.log_start_offset),
-                                   loaded.next_offset)
+        self._local = LocalLog(path, self.topic, self.partition, config, loaded.segments,
+                               next_offset=loaded.next_offset,
+                               recovery_point=min(max(recovery_point, loaded.log_start_offset),
+                                                  loaded.next_offset),
+                               now_ms=now, time=time)
+        self._log_start_offset = loaded.log_start_offset
         self._high_watermark = min(max(high_watermark, self._log_start_offset),
-                                   self._next_offset)
+                                   loaded.next_offset)
         self._hw_metadata: LogOffsetMetadata | None = None
-        self._last_flush_ms = now
-        self._dir_dirty = False
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._closed = False
         self.truncated_on_load = loaded.truncated_bytes
         if not had_clean_shutdown:
@@ -132,12 +125,16 @@ class Log:
 
     # ------------------------------------------------------------------ state
     @property
+    def dir(self) -> str:
+        return self._local.dir
+
+    @property
     def config(self) -> LogConfig:
-        return self._config
+        return self._local.config
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
-            self._config = config
+            self._local.config = config
 
     @property
     def log_start_offset(self) -> int:
@@ -145,7 +142,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._next_offset
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -153,35 +150,34 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def last_flush_ms(self) -> int:
-        return self._last_flush_ms
+        return self._local.last_flush_ms
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         with self._lock:
-            return tuple(self._segments)
+            return tuple(self._local.segments)
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.active_segment
 
     @property
     def size(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return self._local.size
 
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
         with self._lock:
-            active = self._segments[-1]
-            return LogOffsetMetadata(self._next_offset, active.base_offset, active.size)
+            return self._local.log_end_offset_metadata()
 
     def update_high_watermark(self, hw: int) -> int:
         """Set the high watermark, clamped to [log start, log end]; returns the new value."""
         with self._lock:
-            hw = min(max(hw, self._log_start_offset), self._next_offset)
+            hw = min(max(hw, self._log_start_offset), self._local.log_end_offset)
             if hw != self._high_watermark:
                 self._high_watermark = hw
                 self._hw_metadata = None
@@ -195,7 +191,7 @@ class Log:
 
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
-                f"hw={self._high_watermark}, end={self._next_offset})")
+                f"hw={self._high_watermark}, end={self._local.log_end_offset})")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -225,7 +221,7 @@ class Log:
         """Write a producer state snapshot at the log end now; returns its path."""
         with self._lock:
             self._check_open()
-            self._producer_state.update_map_end_offset(self._next_offset)
+            self._producer_state.update_map_end_offset(self._local.log_end_offset)
             return self._producer_state.take_snapshot(sync=sync)
 
     # ------------------------------------------------------------------ appends
@@ -244,7 +240,7 @@ class Log:
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
         now = self._time.milliseconds() if now_ms is None else now_ms
-        cfg = self._config
+        cfg = self._local.config
         headers = validate_leader_batches(buf, cfg, now, origin)
         log_append = cfg.log_append_time and origin != AppendOrigin.COORDINATOR
         if log_append:
@@ -253,7 +249,7 @@ class Log:
         client = origin == AppendOrigin.CLIENT
         with self._lock:
             self._check_open()
-            first = offset = self._next_offset
+            first = offset = self._local.log_end_offset
             entries: list[AppendedBatch] = []
             max_ts, off_of_max, count = -1, first, 0
             producers: dict[int, ProducerAppendInfo] | None = None
@@ -283,9 +279,8 @@ class Log:
                 count += h.records_count
                 offset = last + 1
             if entries:
-                seg = self._maybe_roll(len(buf), max_ts, offset - 1, first, now)
-                seg.append(buf, entries)
-                self._next_offset = offset
+                self._maybe_roll(len(buf), max_ts, offset - 1, first, now)
+                self._local.append(buf, entries, offset - 1)
                 if producers:
                     for pinfo in producers.values():
                         self._producer_state.update(pinfo)
@@ -293,7 +288,7 @@ class Log:
             info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,
                                  now if log_append else -1, self._log_start_offset, count,
                                  len(entries), len(buf), leader_epoch)
-            need_flush = self._next_offset - self._recovery_point >= cfg.flush_messages
+            need_flush = offset - self._local.recovery_point >= cfg.flush_messages
         if need_flush:
             self.flush()
         return info
@@ -319,17 +314,17 @@ class Log:
             self._check_open()
             if not fb.entries:
                 return LogAppendInfo(-1, -1, -1, -1, -1, self._log_start_offset, 0, 0, 0)
-            if fb.first_offset < self._next_offset:
+            end = self._local.log_end_offset
+            if fb.first_offset < end:
                 raise InvalidRecordError(f"follower append at offset {fb.first_offset} is "
-                                         f"below the log end offset {self._next_offset}")
+                                         f"below the log end offset {end}")
             data = memoryview(records)[:fb.valid_bytes] if fb.valid_bytes < len(records) \
                 else records
-            seg = self._maybe_roll(fb.valid_bytes, fb.max_timestamp, fb.last_offset,
-                                   fb.first_offset, now)
-            seg.append(data, fb.entries)
-            self._next_offset = fb.last_offset + 1
+            self._maybe_roll(fb.valid_bytes, fb.max_timestamp, fb.last_offset,
+                             fb.first_offset, now)
+            self._local.append(data, fb.entries, fb.last_offset)
             self._producer_state.replay(h for _, h in iter_batches(data))
-            self._producer_state.update_map_end_offset(self._next_offset)
+            self._producer_state.update_map_end_offset(self._local.log_end_offset)
             return LogAppendInfo(fb.first_offset, fb.last_offset, fb.max_timestamp,
                                  fb.offset_of_max_timestamp, -1, self._log_start_offset,
                                  fb.num_records, len(fb.entries), fb.valid_bytes,
@@ -338,60 +333,29 @@ class Log:
     # ------------------------------------------------------------------ rolling
     def _maybe_roll(self, size: int, max_ts: int, max_offset: int, first_offset: int,
                     now: int) -> LogSegment:
-        active = self._segments[-1]
-        if active.should_roll(self._config, size, max_ts, max_offset, now):
+        if self._local.should_roll(size, max_ts, max_offset, first_offset, now):
             return self._roll(first_offset, now)
-        if active.size == 0 and active.base_offset < first_offset and (
-                max_offset - active.base_offset > (1 << 31) - 1):
-            return self._roll(first_offset, now)
-        return active
+        return self._local.active_segment
 
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one is empty)."""
         with self._lock:
             self._check_open()
             now = self._time.milliseconds() if now_ms is None else now_ms
-            return self._roll(self._next_offset, now)
+            return self._roll(self._local.log_end_offset, now)
 
     def _roll(self, new_base: int, now: int) -> LogSegment:
-        new_base = max(new_base, self._next_offset)
-        active = self._segments[-1]
-        if active.size == 0:
-            if active.base_offset == new_base:
-                return active
-            # an empty active segment below the new base: replace it
-            self._segments.pop()
-            self._bases.pop()
-            active.delete()
-        else:
-            active.on_become_inactive()
-            active.write_index_buffers()
-        seg = LogSegment(self.dir, new_base, self._config, now_ms=now, create=True)
-        self._segments.append(seg)
-        self._bases.append(new_base)
-        self._dir_dirty = True
-        # The snapshot offset is the new segment's base, so recovering from this segment
-        # on can start from it (no fsync here: a lost or torn snapshot is only skipped).
-        self._producer_state.update_map_end_offset(new_base)
-        self._producer_state.take_snapshot()
-        log.info("%s-%d: rolled new segment at offset %d", self.topic, self.partition, new_base)
+        before = self._local.active_segment
+        seg = self._local.roll(new_base, now)
+        if seg is not before:
+            # The snapshot offset is the new segment's base, so recovering from this
+            # segment on can start from it (no fsync here: a lost or torn snapshot is only
+            # skipped).
+            self._producer_state.update_map_end_offset(seg.base_offset)
+            self._producer_state.take_snapshot()
         return seg
 
     # ------------------------------------------------------------------ reads
-    def _segment_index(self, offset: int) -> int:
-        return max(bisect_right(self._bases, offset) - 1, 0)
-
-    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
-        if offset >= self._next_offset:
-            active = self._segments[-1]
-            return LogOffsetMetadata(self._next_offset, active.base_offset, active.size)
-        for seg in self._segments[self._segment_index(offset):]:
-            found = seg.translate_offset(offset)
-            if found is not None:
-                return LogOffsetMetadata(offset, seg.base_offset, found[0])
-        active = self._segments[-1]
-        return LogOffsetMetadata(offset, active.base_offset, active.size)
-
     def read(self, fetch_offset: int, max_bytes: int,
              isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
              min_one_message: bool = True, *, max_offset: int | None = None) -> FetchDataInfo:
@@ -403,9 +367,9 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            end = self._next_offset
+            end = self._local.log_end_offset
             if fetch_offset == end:
-                active = self._segments[-1]
+                active = self._local.active_segment
                 return FetchDataInfo.empty(end, active.base_offset, active.size)
             if fetch_offset < self._log_start_offset or fetch_offset > end:
                 raise OffsetOutOfRangeError(
@@ -414,25 +378,17 @@ class Log:
             if max_offset is None:
                 max_offset = end if isolation == FetchIsolation.LOG_END else self._high_watermark
             if max_offset >= end:
-                bound = self._offset_metadata(end)
+                bound = self._local.offset_metadata(end)
             elif max_offset == self._high_watermark:
                 if self._hw_metadata is None or \
                         self._hw_metadata.message_offset != self._high_watermark:
-                    self._hw_metadata = self._offset_metadata(self._high_watermark)
+                    self._hw_metadata = self._local.offset_metadata(self._high_watermark)
                 bound = self._hw_metadata
             else:
-                bound = self._offset_metadata(max_offset)
+                bound = self._local.offset_metadata(max_offset)
             if fetch_offset >= bound.message_offset:
                 return FetchDataInfo.empty(fetch_offset)
-            for seg in self._segments[self._segment_index(fetch_offset):]:
-                if seg.base_offset > bound.segment_base_offset:
-                    break
-                max_pos = (bound.relative_position_in_segment
-                           if seg.base_offset == bound.segment_base_offset else seg.size)
-                info = seg.read(fetch_offset, max_bytes, max_pos, min_one_message)
-                if info is not None:
-                    return info
-            return FetchDataInfo.empty(fetch_offset)
+            return self._local.read(fetch_offset, max_bytes, bound, min_one_message)
 
     def read_all_bytes(self, fetch_offset: int | None = None) -> bytes:
         """Every byte from ``fetch_offset`` (default: log start) to the log end; for tools
@@ -440,7 +396,7 @@ class Log:
         out = []
         with self._lock:
             offset = self._log_start_offset if fetch_offset is None else fetch_offset
-            while offset < self._next_offset:
+            while offset < self._local.log_end_offset:
                 info = self.read(offset, 1 << 30, FetchIsolation.LOG_END)
                 if not info.length:
                     break
@@ -463,37 +419,22 @@ class Log:
                 return TimestampAndOffset(-1, self._log_start_offset,
                                           self._epoch_at(self._log_start_offset))
             if timestamp == LATEST_TIMESTAMP:
-                return TimestampAndOffset(-1, self._next_offset,
-                                          self._epoch_at(self._next_offset - 1))
+                end = self._local.log_end_offset
+                return TimestampAndOffset(-1, end, self._epoch_at(end - 1))
             if timestamp == MAX_TIMESTAMP:
-                best: LogSegment | None = None
-                for seg in self._segments:
-                    if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
-                        best = seg
-                if best is None or best.max_timestamp < 0:
-                    return None
-                return best.find_offset_by_timestamp(best.max_timestamp,
-                                                     max(self._log_start_offset,
-                                                         best.base_offset))
+                return self._local.offset_of_max_timestamp(self._log_start_offset)
             if timestamp < 0:
                 return None
-            for seg in self._segments:
-                if seg.size and seg.largest_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
-                    if found is not None:
-                        return found
-            return None
+            return self._local.find_offset_by_timestamp(timestamp, self._log_start_offset)
 
     def _epoch_at(self, offset: int) -> int:
-        if offset < self._log_start_offset or offset >= self._next_offset:
-            if offset >= self._next_offset and self._next_offset > self._log_start_offset:
-                return self._epoch_at(self._next_offset - 1)
+        end = self._local.log_end_offset
+        if offset < self._log_start_offset or offset >= end:
+            if offset >= end and end > self._log_start_offset:
+                return self._epoch_at(end - 1)
             return -1
-        for seg in self._segments[self._segment_index(offset):]:
-            found = seg.translate_offset(offset)
-            if found is not None:
-                return found[1].partition_leader_epoch
-        return -1
+        found = self._local.find_batch(offset)
+        return -1 if found is None else found[2].partition_leader_epoch
 
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> bool:
@@ -501,47 +442,30 @@ class Log:
         divergent tail).  Returns False if there was nothing to remove."""
         with self._lock:
             self._check_open()
-            if offset >= self._next_offset:
+            if offset >= self._local.log_end_offset:
                 return False
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
-            log.info("%s-%d: truncating log from %d to %d", self.topic, self.partition,
-                     self._next_offset, offset)
-            doomed = []
-            while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                doomed.append(self._segments.pop())
-                self._bases.pop()
-            self._schedule_delete(doomed, None, "truncation")
-            active = self._segments[-1]
-            active.truncate_to(offset)
-            self._next_offset = max(active.read_next_offset(), active.base_offset)
+            self._local.truncate_to(offset)
             self._after_truncation()
-            rebuild_producer_state(self._producer_state, self._segments, self._log_start_offset,
-                                   self._next_offset, self._time.milliseconds())
+            rebuild_producer_state(self._producer_state, self._local.segments,
+                                   self._log_start_offset, self._local.log_end_offset,
+                                   self._time.milliseconds())
             return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
             self._check_open()
-            log.info("%s-%d: truncating fully and starting at %d", self.topic, self.partition,
-                     new_offset)
-            self._schedule_delete(self._segments, None, "full truncation")
-            seg = LogSegment(self.dir, new_offset, self._config,
-                             now_ms=self._time.milliseconds(), create=True)
-            self._segments = [seg]
-            self._bases = [new_offset]
-            self._next_offset = self._log_start_offset = new_offset
-            self._recovery_point = new_offset
-            self._dir_dirty = True
+            self._local.truncate_fully_and_start_at(new_offset)
+            self._log_start_offset = new_offset
             self._producer_state.truncate_fully_and_start_at(new_offset)
             self._after_truncation()
 
     def _after_truncation(self) -> None:
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset),
-                                   self._next_offset)
-        self._recovery_point = min(self._recovery_point, self._next_offset)
+                                   self._local.log_end_offset)
         self._hw_metadata = None
 
     # ------------------------------------------------------------------ deletion
@@ -575,7 +499,7 @@ class Log:
         with self._lock:
             if self._closed:
                 return 0
-            cfg = self._config
+            cfg = self._local.config
             deleted = 0
             if cfg.delete:
                 if cfg.retention_ms >= 0:
@@ -583,7 +507,7 @@ class Log:
                         lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms,
                         f"retention.ms {cfg.retention_ms}", now)
                 if cfg.retention_bytes >= 0:
-                    excess = sum(s.size for s in self._segments) - cfg.retention_bytes
+                    excess = self._local.size - cfg.retention_bytes
 
                     def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
                         nonlocal excess
@@ -604,45 +528,23 @@ class Log:
     def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment], bool],
                          reason: str, now_ms: int | None) -> int:
         now = self._time.milliseconds() if now_ms is None else now_ms
-        victims = 0
-        for i in range(len(self._segments) - 1):
-            seg, nxt = self._segments[i], self._segments[i + 1]
-            if nxt.base_offset > self._high_watermark or not predicate(seg, nxt):
-                break
-            victims += 1
+        victims = self._local.deletable_prefix(predicate, self._high_watermark)
         if not victims:
             return 0
-        doomed = self._segments[:victims]
-        del self._segments[:victims]
-        del self._bases[:victims]
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        doomed = self._local.remove_oldest(victims)
+        first_base = self._local.segments[0].base_offset
+        self._log_start_offset = max(self._log_start_offset, first_base)
         self._hw_metadata = None
         self._producer_state.on_log_start_offset_incremented(self._log_start_offset)
-        self._producer_state.delete_snapshots_before(self._segments[0].base_offset)
-        self._schedule_delete(doomed, now, reason)
+        self._producer_state.delete_snapshots_before(first_base)
+        self._local.schedule_delete(doomed, now, reason)
         return victims
-
-    def _schedule_delete(self, doomed: list[LogSegment], now_ms: int | None, reason: str) -> None:
-        """Rename segments already removed from the list to ``*.deleted`` and remove their
-        files after file.delete.delay.ms (their descriptors stay open until then, so reads
-        handed out before keep working).  Under ``_lock``."""
-        now = self._time.milliseconds() if now_ms is None else now_ms
-        delay = self._config.file_delete_delay_ms
-        for seg in doomed:
-            log.info("%s-%d: deleting segment %d (%d bytes): %s", self.topic, self.partition,
-                     seg.base_offset, seg.size, reason)
-            seg.change_file_suffixes("", DELETED_SUFFIX)
-            self._pending_deletes.append((now + delay, seg))
-        if doomed:
-            self.delete_pending_segments(now)
 
     def delete_pending_segments(self, now_ms: int | None = None, force: bool = False) -> int:
         """Remove the files of deleted segments whose file.delete.delay.ms has passed."""
         now = self._time.milliseconds() if now_ms is None else now_ms
         with self._lock:
-            due = [seg for at, seg in self._pending_deletes if force or at <= now]
-            self._pending_deletes = [(at, seg) for at, seg in self._pending_deletes
-                                     if not (force or at <= now)]
+            due = self._local.pop_due_deletes(now, force)
         for seg in due:
             seg.delete()
         return len(due)
@@ -651,27 +553,16 @@ class Log:
         """Cleaner: swap ``old`` (consecutive segments, not the active one) for ``new``,
         whose files carry the ``.swap`` suffix.  False if the log changed meanwhile."""
         with self._lock:
-            if self._closed or not old:
+            if self._closed or not old or not self._local.replace_segments(new, old, now_ms):
                 return False
-            try:
-                i = next(k for k, s in enumerate(self._segments) if s is old[0])
-            except StopIteration:
-                return False
-            if self._segments[i:i + len(old)] != old or i + len(old) >= len(self._segments):
-                return False
-            self._schedule_delete(old, now_ms, "replaced by a cleaned segment")
-            new.change_file_suffixes(SWAP_SUFFIX, "")
-            self._segments[i:i + len(old)] = [new]
-            self._bases[i:i + len(old)] = [new.base_offset]
             self._hw_metadata = None
-            self._dir_dirty = True
             return True
 
     def segment_stats(self) -> list[tuple[LogSegment, int, int]]:
         """(segment, size, largest timestamp) of every segment, read under the lock (for
         the cleaner, which runs outside it)."""
         with self._lock:
-            return [(s, s.size, s.largest_timestamp) for s in self._segments]
+            return [(s, s.size, s.largest_timestamp) for s in self._local.segments]
 
     # ------------------------------------------------------------------ flush / close
     def flush(self, upto: int | None = None) -> None:
@@ -680,23 +571,14 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            upto = self._next_offset if upto is None else min(upto, self._next_offset)
-            if upto <= self._recovery_point:
+            end = self._local.log_end_offset
+            upto = end if upto is None else min(upto, end)
+            if upto <= self._local.recovery_point:
                 return
-            first = self._segment_index(self._recovery_point)
-            last = self._segment_index(max(upto - 1, 0))
-            todo = self._segments[first:last + 1]
-            for seg in todo:
-                seg.write_index_buffers()
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-        for seg in todo:
-            seg.sync()
-        if dir_dirty:
-            fsync_dir(self.dir)
+            todo, dir_dirty = self._local.segments_to_flush(upto)
+        self._local.sync(todo, dir_dirty)
         with self._lock:
-            if upto > self._recovery_point:
-                self._recovery_point = upto
-            self._last_flush_ms = self._time.milliseconds()
+            self._local.mark_flushed(upto, self._time.milliseconds())
 
     def close(self, sync: bool = False) -> None:
         """Write a producer state snapshot at the log end and close every segment; with
@@ -709,24 +591,18 @@ class Log:
             if self._closed:
                 return
             self._closed = True
-            active = self._segments[-1]
             try:
                 if snapshot:
                     try:
-                        self._producer_state.update_map_end_offset(self._next_offset)
+                        self._producer_state.update_map_end_offset(self._local.log_end_offset)
                         self._producer_state.take_snapshot(sync=sync)
                     except OSError:
                         log.exception("%s-%d: producer snapshot at close failed", self.topic,
                                       self.partition)
-                if sync:
-                    active.on_become_inactive()
-                    active.flush()
-            finally:
-                for seg in self._segments:
-                    seg.close()
-                for _, seg in self._pending_deletes:
-                    seg.close_handlers()
-                self._pending_deletes.clear()
+            except BaseException:
+                self._local.close(sync=False)
+                raise
+            self._local.close(sync)
 
     @property
     def closed(self) -> bool:
@@ -736,12 +612,11 @@ class Log:
         """Close and move the directory (topic deletion)."""
         with self._lock:
             self._close(False, snapshot=False)
-            os.replace(self.dir, new_dir)
-            self.dir = new_dir
+            self._local.rename_dir(new_dir)
             self._producer_state.rename_dir(new_dir)
 
     def delete(self) -> None:
         """Close and remove the whole directory."""
         with self._lock:
             self._close(False, snapshot=False)
-            shutil.rmtree(self.dir, ignore_errors=True)
+            self._local.delete_dir()

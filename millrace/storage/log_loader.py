@@ -17,7 +17,7 @@ Steps, in order:
    stay contiguous.
 5. The log end offset is read from the last segment; the log start offset is the larger of
    the checkpointed one and the first segment's base.
-6. Producer state (idempotence, see ``producer_state.py``): snapshots above the log end
+6. Producer state (idempotence, see ``producer_state_manager.py``): snapshots above the log end
    (recovery truncated the log) or below the log start are deleted, the latest valid
    snapshot is loaded and the batch headers from its offset to the log end are replayed;
    if that replayed anything, a snapshot at the log end is written so the next load is
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from millrace.record.batch import BatchHeader
 from millrace.storage.config import LogConfig
-from millrace.storage.producer_state import ProducerStateManager
+from millrace.storage.producer_state_manager import ProducerStateManager
 from millrace.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,

@@ -54,7 +54,7 @@ from millrace.storage.checkpoint import (
 from millrace.storage.config import LogConfig
 from millrace.storage.log import Log
 from millrace.storage.log_loader import log_dir_name, parse_topic_partition_name
-from millrace.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from millrace.storage.producer_state_manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
 log = logging.getLogger("millrace.storage")
 

@@ -1,4 +1,6 @@
-"""Real processes for tests, benchmarks and the demo (a broker as a child process).
+"""Support for tests and benchmarks: ``postgres.PostgresServer`` (a throw-away PostgreSQL
+server) and ``broker_process`` (a re-export of ``millrace.launcher``'s ``BrokerProcess``).
 
-Only the top layers (``millrace.demo``, ``millrace.cli``) and tests import this package.
+Nothing in ``millrace`` imports this package (an import-linter contract); only tests and
+benchmarks do.
 """

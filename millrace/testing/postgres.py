@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from millrace.testing.broker_process import free_port
+from millrace.launcher.broker_process import free_port
 
 SERVER_USER = "postgres"
 

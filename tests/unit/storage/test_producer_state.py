@@ -20,20 +20,24 @@ from millrace.common.errors import (
 )
 from millrace.common.time import MockTime
 from millrace.storage import AppendOrigin, Log, LogConfig, LogManager
-from millrace.storage.producer_state import (
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    INT32_MAX,
-    MAX_RETAINED_SNAPSHOTS,
-    NUM_BATCHES_TO_RETAIN,
-    BatchMetadata,
+from millrace.storage.producer_snapshot import (
     CorruptSnapshotError,
-    ProducerState,
-    ProducerStateEntry,
-    ProducerStateManager,
     decode_snapshot,
     encode_snapshot,
     read_snapshot,
     snapshot_file_name,
+)
+from millrace.storage.producer_state import (
+    INT32_MAX,
+    NUM_BATCHES_TO_RETAIN,
+    BatchMetadata,
+    ProducerState,
+    ProducerStateEntry,
+)
+from millrace.storage.producer_state_manager import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    MAX_RETAINED_SNAPSHOTS,
+    ProducerStateManager,
 )
 from tests.unit.storage.storagegen import T0, all_offsets, batch, config, open_log
 
