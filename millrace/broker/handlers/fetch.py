@@ -33,10 +33,7 @@ async def handle_fetch(ctx: RequestContext, body: Any) -> Any:
     names: list[str | None] = []
     infos: list[tuple[tuple[str, int], PartitionFetchInfo]] = []
     for t in body.topics:
-        name: str | None = t.topic
-        if v >= 13:
-            info = services.metadata.topic_by_id(t.topic_id)
-            name = info.name if info is not None else None
+        name = t.topic if v < 13 else services.metadata.topic_name(t.topic_id)
         names.append(name)
         if name is not None:
             infos.extend(((name, p.partition), PartitionFetchInfo(p.fetch_offset,

@@ -26,10 +26,7 @@ async def handle_produce(ctx: RequestContext, body: Any) -> Any:
     names: list[str | None] = []
     entries: dict[TopicPartition, bytes | None] = {}
     for topic in body.topic_data:
-        name: str | None = topic.name
-        if version >= 13:
-            info = services.metadata.topic_by_id(topic.topic_id)
-            name = info.name if info is not None else None
+        name = topic.name if version < 13 else services.metadata.topic_name(topic.topic_id)
         names.append(name)
         if name is not None:
             for pd in topic.partition_data:

@@ -119,6 +119,11 @@ class ClusterMetadata(ABC):
                 return t
         return None
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic with ``topic_id`` (None: no such topic)."""
+        info = self.topic_by_id(topic_id)
+        return info.name if info is not None else None
+
     @abstractmethod
     def create_topic(self, name: str, assignment: dict[int, list[int]],
                      configs: dict[str, str]) -> TopicInfo: ...
