@@ -12,13 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+from millrace.common.topic_partition import TopicPartition
 
 
 class Node(NamedTuple):

@@ -30,11 +30,11 @@ import re
 import threading
 import time as _time
 from collections.abc import Iterable
-from typing import Any
 
 from millrace.client._backoff import ExponentialBackoff
 from millrace.client.cluster import Cluster, Node, PartitionInfo, TopicPartition
 from millrace.common.errors import ConfigError, Errors, KafkaError, for_code
+from millrace.protocol.types import MetadataResponse
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,7 @@ class Metadata:
             self._set_attempts(self._attempts + 1)
             self._cond.notify_all()
 
-    def update(self, response: Any, request_version: int, now_ms: int,
+    def update(self, response: MetadataResponse, request_version: int, now_ms: int,
                requested_topics: list[str] | None = None) -> None:
         """Apply a MetadataResponse; ``request_version`` is what ``request_version()``
         said when the request was sent (a newer request keeps ``update_requested``)."""
@@ -217,7 +217,7 @@ class Metadata:
             self._cond.notify_all()
 
 
-def cluster_from_response(response: Any, old: Cluster) -> tuple[Cluster, bool]:
+def cluster_from_response(response: MetadataResponse, old: Cluster) -> tuple[Cluster, bool]:
     """A MetadataResponse as a ``Cluster`` and whether to ask again soon (a topic error
     such as LEADER_NOT_AVAILABLE, a partition without a leader, a stale leader epoch).
     ``old`` supplies leaders newer than the response's (their epoch is higher)."""

@@ -128,6 +128,8 @@ class _Compiler:
             out.append(f"{ind}{target}, pos = p.read_bool(buf, pos)")
         elif t == "uuid":
             out.append(f"{ind}{target}, pos = p.read_uuid(buf, pos)")
+        elif t == "records" and not fx:
+            out.append(f"{ind}{target}, pos = p.read_records(buf, pos)")
         elif t in ("string", "bytes", "records"):
             base = "bytes" if t == "records" else t
             null = nullable or t == "records"

@@ -136,7 +136,10 @@ def read_compact_nullable_string(buf: bytes, pos: int) -> tuple[str | None, int]
 def _enc(value: str, field: str) -> bytes:
     if value is None:
         raise ValueError(f"field {field!r} is not nullable in this version but is None")
-    return value.encode("utf-8")
+    data = value.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise ValueError(f"field {field!r}: string of {len(data)} bytes is too long")
+    return data
 
 
 def write_string(out: bytearray, value: str, field: str = "") -> None:
@@ -177,8 +180,19 @@ def read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
 def read_nullable_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     n = INT32.unpack_from(buf, pos)[0]
     if n < 0:
+        if n != -1:
+            raise ProtocolDecodeError(f"bytes length {n}")
         return None, pos + 4
     _check(buf, pos + 4, n, "bytes")
+    return bytes(buf[pos + 4:pos + 4 + n]), pos + 4 + n
+
+
+def read_records(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A non-flexible ``records`` field: as Kafka reads it, any negative length is null."""
+    n = INT32.unpack_from(buf, pos)[0]
+    if n < 0:
+        return None, pos + 4
+    _check(buf, pos + 4, n, "records")
     return bytes(buf[pos + 4:pos + 4 + n]), pos + 4 + n
 
 

@@ -123,11 +123,12 @@ def F(
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """A request or response body: api key, valid and flexible versions, fields."""
+    """A request or response body, or a ``data`` struct carried inside one (api key -1):
+    valid and flexible versions, fields."""
 
     name: str
     api_key: int
-    kind: Literal["request", "response"]
+    kind: Literal["request", "response", "data"]
     versions: Versions
     flexible: Versions
     fields: tuple[Field, ...] = field(default=())
@@ -144,3 +145,10 @@ def request(name: str, api_key: int, versions: str, flexible: str, *fields: Fiel
 def response(name: str, api_key: int, versions: str, flexible: str, *fields: Field) -> Message:
     return Message(name, api_key, "response", Versions.parse(versions),
                    Versions.parse(flexible), tuple(fields))
+
+
+def data(name: str, versions: str, flexible: str, *fields: Field) -> Message:
+    """A struct that travels as bytes inside a message (Kafka's ``"type": "data"``), e.g.
+    the consumer protocol's subscription inside JoinGroup's protocol metadata."""
+    return Message(name, -1, "data", Versions.parse(versions), Versions.parse(flexible),
+                   tuple(fields))

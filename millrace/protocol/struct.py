@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from millrace.protocol.schema import NO_DEFAULT, Field, Message
 
@@ -55,8 +55,9 @@ class Struct(metaclass=_StructType):
         body = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._fields)
         return f"{type(self).__name__}({body})"
 
-    def __getattr__(self, name: str) -> Any:  # pragma: no cover - typing aid only
-        raise AttributeError(f"{type(self).__name__} has no field {name!r}")
+    if not TYPE_CHECKING:  # a clearer message; hidden so that typos in typed code fail mypy
+        def __getattr__(self, name: str) -> Any:
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         def conv(v: Any) -> Any:

@@ -7,14 +7,6 @@
 """
 
 from millrace.client.admin.config import ADMIN_CONFIG, AdminClientConfig
-from millrace.client.admin.consumer_protocol import (
-    Assignment,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-    encode_subscription,
-)
 from millrace.client.admin.kafka_admin_client import AdminClient, KafkaAdminClient
 from millrace.client.admin.offset_reset import OffsetResetSpec, ResetKind
 from millrace.client.admin.results import AdminResult, IllegalArgumentError
@@ -45,6 +37,14 @@ from millrace.client.admin.types import (
     TopicListing,
     TopicPartition,
     TopicPartitionInfo,
+)
+from millrace.protocol.consumer_protocol import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
 )
 
 __all__ = [

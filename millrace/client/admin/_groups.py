@@ -21,7 +21,6 @@ from millrace.client.admin._admin_network import (
     RetriableCallError,
     check_coordinator_error,
 )
-from millrace.client.admin.consumer_protocol import PROTOCOL_TYPE, decode_assignment
 from millrace.client.admin.results import AdminResult, kafka_error
 from millrace.client.admin.types import (
     ConsumerGroupDescription,
@@ -40,6 +39,7 @@ from millrace.protocol import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
+from millrace.protocol.consumer_protocol import PROTOCOL_TYPE, decode_assignment
 
 log = logging.getLogger(__name__)
 

@@ -120,6 +120,13 @@ def test_null_is_refused_where_not_nullable() -> None:
         p.read_compact_bytes(b"\x00", 0)
     with pytest.raises(ProtocolDecodeError, match="length -2"):
         p.read_nullable_string(b"\xff\xfe", 0)
+    with pytest.raises(ProtocolDecodeError, match="length -2"):
+        p.read_nullable_bytes(b"\xff\xff\xff\xfe", 0)
+    # records keep Kafka's rule: any negative length is null
+    assert p.read_records(b"\xff\xff\xff\xf9", 0) == (None, 4)
+    assert p.read_records(b"\x00\x00\x00\x02ab", 0) == (b"ab", 6)
+    with pytest.raises(ValueError, match="too long"):
+        p.write_string(bytearray(), "x" * 0x8000, "topic")
     with pytest.raises(ValueError, match="'topic'"):
         p.write_string(bytearray(), None, "topic")  # type: ignore[arg-type]
 
@@ -131,6 +138,7 @@ def test_null_is_refused_where_not_nullable() -> None:
     (p.read_compact_nullable_string, b"\x06abcd"),
     (p.read_bytes, b"\x7f\xff\xff\xffabc"),
     (p.read_nullable_bytes, b"\x00\x00\x00\x05abcd"),
+    (p.read_records, b"\x00\x00\x00\x05abcd"),
     (p.read_compact_bytes, b"\xff\xff\xff\xff\x07abc"),
     (p.read_compact_nullable_bytes, b"\x06abcd"),
 ])

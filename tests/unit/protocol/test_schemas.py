@@ -20,6 +20,11 @@ from typing import Any
 import pytest
 
 from millrace.protocol import API, ApiKey
+from millrace.protocol.consumer_protocol import (
+    ASSIGNMENT,
+    STICKY_ASSIGNOR_USER_DATA,
+    SUBSCRIPTION,
+)
 from millrace.protocol.schema import Field, Message, Versions
 from millrace.protocol.struct import Struct
 
@@ -67,13 +72,13 @@ FIRST_FLEXIBLE = {
 
 
 
-def load_json(name: str) -> dict[str, Any]:
+def load_json(name: str, package: str | None = None) -> dict[str, Any]:
     """kafka-python's loader; it calls the deprecated ``importlib.resources.read_text``."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from kafka.protocol.schemas import load_json as kafka_load_json
 
-        schema: dict[str, Any] = kafka_load_json(name)
+        schema: dict[str, Any] = kafka_load_json(name, package)
     return schema
 
 
@@ -167,8 +172,8 @@ def compare_message(schema: dict[str, Any], msg: Message, cls: type[Struct],
     flexible = parse_versions(schema["flexibleVersions"])
     if schema["name"] != msg.name:
         diffs.append(f"name {msg.name} != JSON {schema['name']}")
-    if schema["apiKey"] != msg.api_key:
-        diffs.append(f"{msg.name}: api key {msg.api_key} != JSON {schema['apiKey']}")
+    if schema.get("apiKey", -1) != msg.api_key:
+        diffs.append(f"{msg.name}: api key {msg.api_key} != JSON {schema.get('apiKey')}")
     if schema["type"] != msg.kind:
         diffs.append(f"{msg.name}: kind {msg.kind} != JSON {schema['type']}")
     if msg.versions != valid:
@@ -186,8 +191,12 @@ def _codecs() -> list[Any]:
     return [c for api in API.values() for c in (api.request, api.response)]
 
 
-CODECS = {c.message.name: c for c in _codecs()}
-SCHEMAS = {name: load_json(name) for name in CODECS}
+# Payloads carried as bytes inside group messages: Kafka's "type": "data", no api key.
+DATA_CODECS = {c.message.name: c for c in (SUBSCRIPTION, ASSIGNMENT, STICKY_ASSIGNOR_USER_DATA)}
+SCHEMA_PACKAGES = {"StickyAssignorUserData": "kafka.coordinator.assignors.sticky"}
+
+CODECS = {c.message.name: c for c in _codecs()} | DATA_CODECS
+SCHEMAS = {name: load_json(name, SCHEMA_PACKAGES.get(name)) for name in CODECS}
 
 
 def _versioned() -> list[Any]:
@@ -202,7 +211,7 @@ def _versioned() -> list[Any]:
 @pytest.mark.parametrize("name", sorted(CODECS))
 def test_version_ranges_match_json(name: str) -> None:
     schema, msg = SCHEMAS[name], CODECS[name].message
-    assert schema["apiKey"] == msg.api_key
+    assert schema.get("apiKey", -1) == msg.api_key
     assert schema["type"] == msg.kind
     assert msg.versions == parse_versions(schema["validVersions"])
     assert msg.flexible == parse_versions(schema["flexibleVersions"])
@@ -220,6 +229,14 @@ def test_every_message_compared_at_every_version_without_difference() -> None:
     diffs = [d for name, c in CODECS.items()
              for d in compare_message(SCHEMAS[name], c.message, c.cls)]
     assert diffs == []
+
+
+def test_the_consumer_protocol_payloads_are_compared() -> None:
+    assert set(DATA_CODECS) == {"ConsumerProtocolSubscription", "ConsumerProtocolAssignment",
+                                "StickyAssignorUserData"}
+    for name in DATA_CODECS:
+        assert SCHEMAS[name]["type"] == "data" and "apiKey" not in SCHEMAS[name]
+        assert CODECS[name].message.kind == "data"
 
 
 def test_exactly_the_33_apis_of_the_issue() -> None:

@@ -37,15 +37,6 @@ from millrace.client.consumer._internals.abstract_coordinator import (
 )
 from millrace.client.consumer._internals.consumer_metadata import ConsumerMetadata
 from millrace.client.consumer._internals.consumer_network_client import ConsumerNetworkClient
-from millrace.client.consumer._internals.consumer_protocol import (
-    PROTOCOL_TYPE,
-    Assignment,
-    Subscription,
-    deserialize_assignment,
-    deserialize_subscription,
-    serialize_assignment,
-    serialize_subscription,
-)
 from millrace.client.consumer._internals.offset_commit import OffsetCommitter
 from millrace.client.consumer._internals.request_future import RequestFuture, Timer
 from millrace.client.consumer._internals.subscription_state import (
@@ -62,6 +53,16 @@ from millrace.client.consumer.interceptor import ConsumerInterceptors
 from millrace.client.errors import IllegalStateError
 from millrace.common.errors import KafkaError
 from millrace.common.time import Time
+from millrace.protocol.consumer_protocol import (
+    ASSIGNMENT_VERSION,
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +199,7 @@ class ConsumerCoordinator(AbstractCoordinator, OffsetCommitter):
         owned = sorted(self._subscriptions.assigned_partitions())
         with self._lock:
             generation_id = self.generation.generation_id
-        return [(a.name, serialize_subscription(Subscription(
+        return [(a.name, encode_subscription(Subscription(
                     topics, a.subscription_user_data(set(topics)), owned, generation_id,
                     self.client_rack)))
                 for a in self.assignors]
@@ -267,14 +268,11 @@ class ConsumerCoordinator(AbstractCoordinator, OffsetCommitter):
                            members: list[Any]) -> dict[str, bytes]:
         assignor = self._assignor(protocol)
         subscriptions: dict[str, Subscription] = {}
-        versions: dict[str, int] = {}
         all_topics: set[str] = set()
         for member in members:
-            subscription = deserialize_subscription(member.metadata)
+            subscription = decode_subscription(member.metadata)
             subscription.group_instance_id = member.group_instance_id
             subscriptions[member.member_id] = subscription
-            versions[member.member_id] = int.from_bytes(member.metadata[:2], "big",
-                                                        signed=True)
             all_topics.update(subscription.topics)
         if self._subscriptions.group_subscribe(all_topics) or \
                 not all_topics <= self._metadata.fetch().topics:
@@ -297,7 +295,8 @@ class ConsumerCoordinator(AbstractCoordinator, OffsetCommitter):
                 assignment = Assignment([])
             log.info("group %s: assigned to %s: %s", self.group_id, member,
                      [str(tp) for tp in assignment.partitions])
-            out[member] = serialize_assignment(assignment, min(max(versions[member], 0), 3))
+            version = min(subscriptions[member].version, ASSIGNMENT_VERSION)
+            out[member] = encode_assignment(assignment, version)
         return out
 
     def on_join_complete(self, generation_id: int, member_id: str, protocol: str | None,
@@ -305,7 +304,7 @@ class ConsumerCoordinator(AbstractCoordinator, OffsetCommitter):
         if not self._is_leader:
             self._assignment_snapshot = None
         assignor = self._assignor(protocol)
-        decoded = deserialize_assignment(assignment)
+        decoded = decode_assignment(assignment)
         assigned = list(dict.fromkeys(decoded.partitions))
         if not self._subscriptions.check_assignment_matched_subscription(assigned):
             log.warning("group %s: received an assignment %s that does not match the "

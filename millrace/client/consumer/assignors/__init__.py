@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from millrace.client.consumer._internals.consumer_protocol import Assignment, Subscription
 from millrace.client.consumer.assignors.abstract import (
     AbstractPartitionAssignor,
     ConsumerGroupMetadata,
@@ -23,6 +22,7 @@ from millrace.client.consumer.assignors.round_robin import RoundRobinAssignor
 from millrace.client.consumer.assignors.sticky import AbstractStickyAssignor, StickyAssignor
 from millrace.client.serialization import load_class
 from millrace.common.errors import ConfigError
+from millrace.protocol.consumer_protocol import Assignment, Subscription
 
 __all__ = [
     "AbstractPartitionAssignor", "AbstractStickyAssignor", "Assignment",

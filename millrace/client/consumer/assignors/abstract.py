@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import ClassVar, NamedTuple
 
 from millrace.client.cluster import TopicPartition
-from millrace.client.consumer._internals.consumer_protocol import Assignment, Subscription
+from millrace.protocol.consumer_protocol import Assignment, Subscription
 
 
 class RebalanceProtocol(enum.IntEnum):

@@ -14,12 +14,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from millrace.client.consumer._internals.consumer_protocol import Assignment, Subscription
 from millrace.client.consumer.assignors.abstract import (
     ConsumerGroupMetadata,
     RebalanceProtocol,
 )
 from millrace.client.consumer.assignors.sticky import AbstractStickyAssignor, MemberData
+from millrace.protocol.consumer_protocol import Assignment, Subscription
 
 _GENERATION = struct.Struct(">i")
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from millrace.client.cluster import TopicPartition
-from millrace.client.consumer._internals.consumer_protocol import Subscription
 from millrace.client.consumer.assignors.abstract import (
     AbstractPartitionAssignor,
     member_order_key,
     subscribed_partitions,
 )
+from millrace.protocol.consumer_protocol import Subscription
 
 
 class RoundRobinAssignor(AbstractPartitionAssignor):

@@ -31,18 +31,18 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from millrace.client.cluster import TopicPartition
-from millrace.client.consumer._internals.consumer_protocol import (
-    Assignment,
-    ProtocolReader,
-    ProtocolWriter,
-    Subscription,
-)
 from millrace.client.consumer.assignors.abstract import (
     AbstractPartitionAssignor,
     ConsumerGroupMetadata,
     subscribed_partitions,
 )
 from millrace.common.errors import ProtocolDecodeError
+from millrace.protocol.consumer_protocol import (
+    Assignment,
+    Subscription,
+    decode_sticky_user_data,
+    encode_sticky_user_data,
+)
 
 
 class MemberData(NamedTuple):
@@ -171,21 +171,6 @@ def _general(assignment: dict[str, list[TopicPartition]], free: list[TopicPartit
 
 
 # ---------------------------------------------------------------------- StickyAssignor
-def encode_sticky_user_data(partitions: list[TopicPartition], generation: int | None) -> bytes:
-    w = ProtocolWriter()
-    w.topic_partitions(partitions)
-    if generation is not None:
-        w.i32(generation)
-    return bytes(w.out)
-
-
-def decode_sticky_user_data(data: bytes) -> MemberData:
-    r = ProtocolReader(data, "sticky assignor user data")
-    partitions = r.topic_partitions()
-    generation = r.i32() if not r.at_end() else None
-    return MemberData(partitions, generation)
-
-
 class StickyAssignor(AbstractStickyAssignor):
     name = "sticky"
 
@@ -205,7 +190,7 @@ class StickyAssignor(AbstractStickyAssignor):
     def member_data(self, subscription: Subscription) -> MemberData:
         if subscription.user_data:
             try:
-                return decode_sticky_user_data(subscription.user_data)
+                return MemberData(*decode_sticky_user_data(subscription.user_data))
             except ProtocolDecodeError:
                 pass  # another client's user data: treat the member as owning nothing
         generation = subscription.generation_id if subscription.generation_id >= 0 else None

@@ -22,7 +22,6 @@ from millrace.client.admin import (
     _groups,
     _topics,
 )
-from millrace.client.admin.consumer_protocol import Assignment, encode_assignment
 from millrace.client.cluster import Node
 from millrace.client.errors import KafkaTimeoutError
 from millrace.common.errors import (
@@ -46,6 +45,7 @@ from millrace.protocol import (
     OffsetCommitResponse,
     OffsetFetchResponse,
 )
+from millrace.protocol.consumer_protocol import Assignment, encode_assignment
 from tests.unit.client.admin.scripted_network import NODE, ScriptedNetwork
 
 DEADLINE = 2_000_000_000_000

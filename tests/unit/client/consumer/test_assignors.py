@@ -12,12 +12,6 @@ from hypothesis import strategies as st
 
 from millrace.client.cluster import TopicPartition
 from millrace.client.consumer._internals.consumer_coordinator import common_protocol
-from millrace.client.consumer._internals.consumer_protocol import (
-    Assignment,
-    Subscription,
-    deserialize_subscription,
-    serialize_subscription,
-)
 from millrace.client.consumer.assignors import (
     ConsumerGroupMetadata,
     CooperativeStickyAssignor,
@@ -29,6 +23,12 @@ from millrace.client.consumer.assignors import (
 )
 from millrace.client.consumer.assignors.sticky import decode_sticky_user_data
 from millrace.common.errors import ConfigError
+from millrace.protocol.consumer_protocol import (
+    Assignment,
+    Subscription,
+    decode_subscription,
+    encode_subscription,
+)
 
 
 def tp(topic: str, partition: int) -> TopicPartition:
@@ -145,7 +145,7 @@ def test_cooperative_user_data_carries_the_generation() -> None:
     a = CooperativeStickyAssignor()
     a.on_assignment(Assignment([]), ConsumerGroupMetadata("g", 7, "m"))
     data = a.subscription_user_data({"t"})
-    sub = deserialize_subscription(serialize_subscription(
+    sub = decode_subscription(encode_subscription(
         Subscription(["t"], data, [tp("t", 0)], -1), 1))  # v1: no generation field
     assert a.member_data(sub).generation == 7
 

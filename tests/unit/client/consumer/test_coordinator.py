@@ -15,7 +15,6 @@ from consumergen import FakeNetworkClient, SimBroker, consumer_metadata, subscri
 from millrace.client.cluster import TopicPartition
 from millrace.client.consumer._internals.abstract_coordinator import MemberState
 from millrace.client.consumer._internals.consumer_coordinator import ConsumerCoordinator
-from millrace.client.consumer._internals.consumer_protocol import deserialize_subscription
 from millrace.client.consumer._internals.request_future import Timer
 from millrace.client.consumer._internals.subscription_state import FetchPosition
 from millrace.client.consumer.assignors import RebalanceProtocol, load_assignors
@@ -24,6 +23,7 @@ from millrace.client.consumer.errors import CommitFailedError
 from millrace.client.consumer.listener import ConsumerRebalanceListener
 from millrace.common.errors import KafkaError
 from millrace.common.time import MockTime
+from millrace.protocol.consumer_protocol import decode_subscription
 
 ALL = tps("t", 0, 1, 2, 3)
 
@@ -122,7 +122,7 @@ def test_single_member_joins_and_gets_every_partition(broker: SimBroker) -> None
     assert joins[0].member_id == "" and joins[1].member_id.startswith("a-")
     assert joins[1].protocol_type == "consumer"
     assert [p.name for p in joins[1].protocols] == ["range"]
-    assert deserialize_subscription(joins[1].protocols[0].metadata).topics == ["t"]
+    assert decode_subscription(joins[1].protocols[0].metadata).topics == ["t"]
     [sync] = broker.sent("SyncGroupRequest", "a")
     assert [x.member_id for x in sync.assignments] == [joins[1].member_id]
 
@@ -288,7 +288,7 @@ def test_cooperative_rebalance_revokes_only_what_moves(broker: SimBroker) -> Non
     assert all(kind != "lost" for kind, _ in a.listener.events)
     # a kept its partitions through both rebalances: never revoked all
     owned = broker.sent("JoinGroupRequest", "a")[-1].protocols[0].metadata
-    assert set(deserialize_subscription(owned).owned_partitions) == a.assigned
+    assert set(decode_subscription(owned).owned_partitions) == a.assigned
 
 
 def test_pattern_subscription_assigns_matching_topics(broker: SimBroker) -> None:
