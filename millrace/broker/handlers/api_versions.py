@@ -10,19 +10,22 @@ version, which must match Kafka's pattern or the answer is INVALID_REQUEST.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+)
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 @handles(ApiKey.API_VERSIONS)
-async def handle_api_versions(ctx: RequestContext, body: Any) -> Any:
-    cls = ctx.api.response.cls
+async def handle_api_versions(ctx: RequestContext, body: ApiVersionsRequest) -> ApiVersionsResponse:
+    cls = ApiVersionsResponse
     if ctx.version >= 3 and not (_SOFTWARE.match(body.client_software_name or "")
                                  and _SOFTWARE.match(body.client_software_version or "")):
         return cls(error_code=Errors.INVALID_REQUEST, api_keys=[])

@@ -16,15 +16,25 @@ from millrace.broker.handlers import handles
 from millrace.broker.topic_config import SOURCE_DEFAULT
 from millrace.common.errors import ConfigError, Errors
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 
 TOPIC, BROKER = 2, 4
 SOURCE_STATIC_BROKER = 4
 
 
 @handles(ApiKey.DESCRIBE_CONFIGS)
-async def handle_describe_configs(ctx: RequestContext, body: Any) -> Any:
+async def handle_describe_configs(ctx: RequestContext, body: DescribeConfigsRequest) -> DescribeConfigsResponse:
     services = ctx.services
-    cls = ctx.api.response.cls
+    cls = DescribeConfigsResponse
     result_cls = cls.DescribeConfigsResult
     entry_cls = result_cls.DescribeConfigsResourceResult
     results = []
@@ -68,15 +78,20 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _apply(ctx: RequestContext, r: Any, new: dict[str, str], validate_only: bool) -> Any:
+_Resource = (AlterConfigsRequest.AlterConfigsResource
+             | IncrementalAlterConfigsRequest.AlterConfigsResource)
+
+
+def _apply(ctx: RequestContext, name: str, new: dict[str, str],
+           validate_only: bool) -> tuple[int, str | None]:
     try:
-        ctx.services.admin_manager.alter_topic_configs(r.resource_name, new, validate_only)
+        ctx.services.admin_manager.alter_topic_configs(name, new, validate_only)
     except ConfigError as e:
         return Errors.INVALID_CONFIG, str(e)
     return Errors.NONE, None
 
 
-def _check_resource(ctx: RequestContext, r: Any) -> tuple[int, str | None]:
+def _check_resource(ctx: RequestContext, r: _Resource) -> tuple[int, str | None]:
     if r.resource_type == BROKER:
         return Errors.INVALID_REQUEST, "Dynamic broker configs are not supported by this broker"
     if r.resource_type != TOPIC:
@@ -87,14 +102,14 @@ def _check_resource(ctx: RequestContext, r: Any) -> tuple[int, str | None]:
 
 
 @handles(ApiKey.ALTER_CONFIGS)
-async def handle_alter_configs(ctx: RequestContext, body: Any) -> Any:
-    cls = ctx.api.response.cls
+async def handle_alter_configs(ctx: RequestContext, body: AlterConfigsRequest) -> AlterConfigsResponse:
+    cls = AlterConfigsResponse
     out = []
     for r in body.resources:
         code, msg = _check_resource(ctx, r)
         if not code:
             new = {c.name: c.value for c in r.configs if c.value is not None}
-            code, msg = _apply(ctx, r, new, body.validate_only)
+            code, msg = _apply(ctx, r.resource_name, new, body.validate_only)
         out.append(cls.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=r.resource_type,
             resource_name=r.resource_name))
@@ -102,8 +117,8 @@ async def handle_alter_configs(ctx: RequestContext, body: Any) -> Any:
 
 
 @handles(ApiKey.INCREMENTAL_ALTER_CONFIGS)
-async def handle_incremental_alter_configs(ctx: RequestContext, body: Any) -> Any:
-    cls = ctx.api.response.cls
+async def handle_incremental_alter_configs(ctx: RequestContext, body: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    cls = IncrementalAlterConfigsResponse
     out = []
     for r in body.resources:
         code, msg = _check_resource(ctx, r)
@@ -130,7 +145,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, body: Any) -> An
                     code, msg = Errors.INVALID_REQUEST, f"Bad operation {c.config_operation}"
                     break
             if not code:
-                code, msg = _apply(ctx, r, new, body.validate_only)
+                code, msg = _apply(ctx, r.resource_name, new, body.validate_only)
         out.append(cls.AlterConfigsResourceResponse(
             error_code=code, error_message=msg, resource_type=r.resource_type,
             resource_name=r.resource_name))
@@ -138,9 +153,9 @@ async def handle_incremental_alter_configs(ctx: RequestContext, body: Any) -> An
 
 
 @handles(ApiKey.DELETE_RECORDS)
-async def handle_delete_records(ctx: RequestContext, body: Any) -> Any:
+async def handle_delete_records(ctx: RequestContext, body: DeleteRecordsRequest) -> DeleteRecordsResponse:
     rm = ctx.services.replica_manager
-    cls = ctx.api.response.cls
+    cls = DeleteRecordsResponse
     topic_cls = cls.DeleteRecordsTopicResult
     topics = []
     for t in body.topics:

@@ -11,20 +11,22 @@ fetch requests.
 
 from __future__ import annotations
 
-from typing import Any
-
 from millrace.broker.context import RequestContext
 from millrace.broker.delayed_fetch import FetchPartitionData
 from millrace.broker.handlers import handles
 from millrace.broker.replica_manager import FetchParams, PartitionFetchInfo
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    FetchRequest,
+    FetchResponse,
+)
 
 
 @handles(ApiKey.FETCH)
-async def handle_fetch(ctx: RequestContext, body: Any) -> Any:
+async def handle_fetch(ctx: RequestContext, body: FetchRequest) -> FetchResponse:
     services = ctx.services
-    cls = ctx.api.response.cls
+    cls = FetchResponse
     v = ctx.version
     if v >= 7 and body.session_id != 0:
         return cls(throttle_time_ms=0, error_code=Errors.FETCH_SESSION_ID_NOT_FOUND,

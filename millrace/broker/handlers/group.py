@@ -15,13 +15,33 @@ is the leader of its ``__transaction_state`` partition.
 
 from __future__ import annotations
 
-from typing import Any
-
 from millrace.broker.context import RequestContext
 from millrace.broker.group.group_metadata_manager import partition_for
 from millrace.broker.handlers import handles
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
@@ -50,8 +70,8 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None
 
 
 @handles(ApiKey.FIND_COORDINATOR)
-async def handle_find_coordinator(ctx: RequestContext, body: Any) -> Any:
-    cls = ctx.api.response.cls
+async def handle_find_coordinator(ctx: RequestContext, body: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    cls = FindCoordinatorResponse
     key_type = body.key_type if ctx.version >= 1 else GROUP_KEY
     if ctx.version >= 4:
         coordinators = []
@@ -67,29 +87,30 @@ async def handle_find_coordinator(ctx: RequestContext, body: Any) -> Any:
 
 # ---------------------------------------------------------------------- membership
 @handles(ApiKey.JOIN_GROUP)
-async def handle_join_group(ctx: RequestContext, body: Any) -> Any:
+async def handle_join_group(ctx: RequestContext, body: JoinGroupRequest) -> JoinGroupResponse:
     # Kafka reports client hosts as Java's InetAddress.toString(): "/127.0.0.1".
     return await ctx.services.group_coordinator.join_group(
         body, ctx.version, ctx.client_id, f"/{ctx.client_host}")
 
 
 @handles(ApiKey.SYNC_GROUP)
-async def handle_sync_group(ctx: RequestContext, body: Any) -> Any:
+async def handle_sync_group(ctx: RequestContext, body: SyncGroupRequest) -> SyncGroupResponse:
     return await ctx.services.group_coordinator.sync_group(body, ctx.version)
 
 
 @handles(ApiKey.HEARTBEAT)
-async def handle_heartbeat(ctx: RequestContext, body: Any) -> Any:
+async def handle_heartbeat(ctx: RequestContext, body: HeartbeatRequest) -> HeartbeatResponse:
     return await ctx.services.group_coordinator.heartbeat(body, ctx.version)
 
 
 @handles(ApiKey.LEAVE_GROUP)
-async def handle_leave_group(ctx: RequestContext, body: Any) -> Any:
+async def handle_leave_group(ctx: RequestContext, body: LeaveGroupRequest) -> LeaveGroupResponse:
     return await ctx.services.group_coordinator.leave_group(body, ctx.version)
 
 
 # ---------------------------------------------------------------------- offsets
-def _unknown_partitions(ctx: RequestContext, body: Any) -> frozenset[tuple[str, int]]:
+def _unknown_partitions(ctx: RequestContext,
+                        body: OffsetCommitRequest) -> frozenset[tuple[str, int]]:
     topics = ctx.services.metadata.topics
     unknown = set()
     for t in body.topics:
@@ -101,27 +122,27 @@ def _unknown_partitions(ctx: RequestContext, body: Any) -> frozenset[tuple[str, 
 
 
 @handles(ApiKey.OFFSET_COMMIT)
-async def handle_offset_commit(ctx: RequestContext, body: Any) -> Any:
+async def handle_offset_commit(ctx: RequestContext, body: OffsetCommitRequest) -> OffsetCommitResponse:
     return await ctx.services.group_coordinator.commit_offsets(
         body, ctx.version, _unknown_partitions(ctx, body))
 
 
 @handles(ApiKey.OFFSET_FETCH)
-async def handle_offset_fetch(ctx: RequestContext, body: Any) -> Any:
+async def handle_offset_fetch(ctx: RequestContext, body: OffsetFetchRequest) -> OffsetFetchResponse:
     return await ctx.services.group_coordinator.fetch_offsets(body, ctx.version)
 
 
 # ---------------------------------------------------------------------- administration
 @handles(ApiKey.DESCRIBE_GROUPS)
-async def handle_describe_groups(ctx: RequestContext, body: Any) -> Any:
+async def handle_describe_groups(ctx: RequestContext, body: DescribeGroupsRequest) -> DescribeGroupsResponse:
     return await ctx.services.group_coordinator.describe_groups(body, ctx.version)
 
 
 @handles(ApiKey.LIST_GROUPS)
-async def handle_list_groups(ctx: RequestContext, body: Any) -> Any:
+async def handle_list_groups(ctx: RequestContext, body: ListGroupsRequest) -> ListGroupsResponse:
     return await ctx.services.group_coordinator.list_groups(body, ctx.version)
 
 
 @handles(ApiKey.DELETE_GROUPS)
-async def handle_delete_groups(ctx: RequestContext, body: Any) -> Any:
+async def handle_delete_groups(ctx: RequestContext, body: DeleteGroupsRequest) -> DeleteGroupsResponse:
     return await ctx.services.group_coordinator.delete_groups(body, ctx.version)

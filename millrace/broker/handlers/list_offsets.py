@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
 
 
 @handles(ApiKey.LIST_OFFSETS)
-async def handle_list_offsets(ctx: RequestContext, body: Any) -> Any:
+async def handle_list_offsets(ctx: RequestContext, body: ListOffsetsRequest) -> ListOffsetsResponse:
     rm = ctx.services.replica_manager
-    cls = ctx.api.response.cls
+    cls = ListOffsetsResponse
     topic_cls = cls.ListOffsetsTopicResponse
     part_cls = topic_cls.ListOffsetsPartitionResponse
     isolation = body.isolation_level if ctx.version >= 2 else 0

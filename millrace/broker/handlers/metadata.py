@@ -9,18 +9,27 @@ v4+; always allowed before v4), as Kafka does.
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.broker.metadata import TopicInfo
 from millrace.common.errors import Errors, KafkaError
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def _partitions(ctx: RequestContext, cls: Any, info: TopicInfo) -> list[Any]:
+_Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
+
+
+def _partitions(ctx: RequestContext, info: TopicInfo) -> list[_Partition]:
     metadata = ctx.services.metadata
     live = {b.node_id for b in metadata.brokers()}
     out = []
@@ -28,7 +37,7 @@ def _partitions(ctx: RequestContext, cls: Any, info: TopicInfo) -> list[Any]:
         replicas = info.replicas(i)
         state = metadata.partition_state(info.name, i)
         leader = state.leader if state is not None else -1
-        out.append(cls.MetadataResponseTopic.MetadataResponsePartition(
+        out.append(_Partition(
             error_code=Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
             partition_index=i, leader_id=leader,
             leader_epoch=state.leader_epoch if state is not None else -1,
@@ -38,10 +47,10 @@ def _partitions(ctx: RequestContext, cls: Any, info: TopicInfo) -> list[Any]:
 
 
 @handles(ApiKey.METADATA)
-async def handle_metadata(ctx: RequestContext, body: Any) -> Any:
+async def handle_metadata(ctx: RequestContext, body: MetadataRequest) -> MetadataResponse:
     services = ctx.services
     metadata = services.metadata
-    cls = ctx.api.response.cls
+    cls = MetadataResponse
     v = ctx.version
     brokers = [cls.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
                                           rack=b.rack) for b in metadata.brokers()]
@@ -50,9 +59,10 @@ async def handle_metadata(ctx: RequestContext, body: Any) -> Any:
     allow_create = body.allow_auto_topic_creation if v >= 4 else True
     topics = []
     if all_topics:
-        names: list[tuple[str | None, Any]] = [(n, None) for n in sorted(metadata.topics)]
+        names: list[tuple[str | None, uuid.UUID | None]] = [
+            (n, None) for n in sorted(metadata.topics)]
     else:
-        names = [(t.name, t.topic_id) for t in requested]
+        names = [(t.name, t.topic_id) for t in requested or ()]
     for name, topic_id in names:
         info = None
         if name is None and topic_id is not None:
@@ -78,7 +88,7 @@ async def handle_metadata(ctx: RequestContext, body: Any) -> Any:
                 continue
         topics.append(cls.MetadataResponseTopic(
             error_code=Errors.NONE, name=info.name, topic_id=info.topic_id,
-            is_internal=info.internal, partitions=_partitions(ctx, cls, info),
+            is_internal=info.internal, partitions=_partitions(ctx, info),
             topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
     return cls(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
                controller_id=metadata.controller_id, topics=topics,
@@ -87,9 +97,9 @@ async def handle_metadata(ctx: RequestContext, body: Any) -> Any:
 
 
 @handles(ApiKey.DESCRIBE_CLUSTER)
-async def handle_describe_cluster(ctx: RequestContext, body: Any) -> Any:
+async def handle_describe_cluster(ctx: RequestContext, body: DescribeClusterRequest) -> DescribeClusterResponse:
     metadata = ctx.services.metadata
-    cls = ctx.api.response.cls
+    cls = DescribeClusterResponse
     return cls(throttle_time_ms=0, error_code=Errors.NONE, error_message=None, endpoint_type=1,
                cluster_id=metadata.cluster_id, controller_id=metadata.controller_id,
                brokers=[cls.DescribeClusterBroker(broker_id=b.node_id, host=b.host,

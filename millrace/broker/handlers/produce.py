@@ -9,18 +9,20 @@ resolved here; an unknown id answers UNKNOWN_TOPIC_ID.
 
 from __future__ import annotations
 
-from typing import Any
-
 from millrace.broker.context import RequestContext
 from millrace.broker.delayed_produce import PartitionResponse, TopicPartition
 from millrace.broker.handlers import handles
 from millrace.broker.replica_manager import VALID_ACKS
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    ProduceRequest,
+    ProduceResponse,
+)
 
 
 @handles(ApiKey.PRODUCE)
-async def handle_produce(ctx: RequestContext, body: Any) -> Any:
+async def handle_produce(ctx: RequestContext, body: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
     version = ctx.version
     names: list[str | None] = []
@@ -35,7 +37,7 @@ async def handle_produce(ctx: RequestContext, body: Any) -> Any:
         body.timeout_ms, body.acks, entries, produce_version=version)
     if body.acks == 0:
         return None
-    cls = ctx.api.response.cls
+    cls = ProduceResponse
     topic_cls = cls.TopicProduceResponse
     part_cls = topic_cls.PartitionProduceResponse
     unknown_id = PartitionResponse(error=Errors.UNKNOWN_TOPIC_ID if body.acks in VALID_ACKS

@@ -8,19 +8,21 @@ clear error until it exists.
 
 from __future__ import annotations
 
-from typing import Any
-
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 
 MAX_EPOCH = 32767
 
 
 @handles(ApiKey.INIT_PRODUCER_ID)
-async def handle_init_producer_id(ctx: RequestContext, body: Any) -> Any:
-    cls = ctx.api.response.cls
+async def handle_init_producer_id(ctx: RequestContext, body: InitProducerIdRequest) -> InitProducerIdResponse:
+    cls = InitProducerIdResponse
     if body.transactional_id is not None:
         return cls(throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                    producer_id=-1, producer_epoch=-1)

@@ -7,18 +7,26 @@ UNKNOWN_TOPIC_OR_PARTITION.  ``validate_only`` checks everything and changes not
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.common.errors import ConfigError, Errors, InvalidRequestError, KafkaError
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
 
 
 @handles(ApiKey.CREATE_TOPICS)
-async def handle_create_topics(ctx: RequestContext, body: Any) -> Any:
+async def handle_create_topics(ctx: RequestContext, body: CreateTopicsRequest) -> CreateTopicsResponse:
     services = ctx.services
-    cls = ctx.api.response.cls
+    cls = CreateTopicsResponse
     result_cls = cls.CreatableTopicResult
     results = []
     seen: set[str] = set()
@@ -53,10 +61,11 @@ async def handle_create_topics(ctx: RequestContext, body: Any) -> Any:
 
 
 @handles(ApiKey.DELETE_TOPICS)
-async def handle_delete_topics(ctx: RequestContext, body: Any) -> Any:
+async def handle_delete_topics(ctx: RequestContext, body: DeleteTopicsRequest) -> DeleteTopicsResponse:
     services = ctx.services
-    cls = ctx.api.response.cls
+    cls = DeleteTopicsResponse
     res_cls = cls.DeletableTopicResult
+    wanted: list[tuple[str | None, uuid.UUID | None]]
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
     else:
@@ -87,9 +96,9 @@ async def handle_delete_topics(ctx: RequestContext, body: Any) -> Any:
 
 
 @handles(ApiKey.CREATE_PARTITIONS)
-async def handle_create_partitions(ctx: RequestContext, body: Any) -> Any:
+async def handle_create_partitions(ctx: RequestContext, body: CreatePartitionsRequest) -> CreatePartitionsResponse:
     admin = ctx.services.admin_manager
-    cls = ctx.api.response.cls
+    cls = CreatePartitionsResponse
     results = []
     for t in body.topics:
         res = cls.CreatePartitionsTopicResult(name=t.name, error_code=Errors.NONE,
