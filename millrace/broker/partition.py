@@ -189,7 +189,7 @@ class Partition:
             return
         if (replica.log_end_offset >= self.log.high_watermark
                 and replica.log_end_offset >= self.leader_epoch_start_offset):
-            self._propose(self.isr + (replica.broker_id,))
+            self._propose((*self.isr, replica.broker_id))
 
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         leo = self.log.log_end_offset
