@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from millrace.broker.config import KafkaConfig
@@ -37,9 +37,14 @@ from millrace.broker.delayed_produce import (
     TopicPartition,
 )
 from millrace.broker.file_region import FileRegion
-from millrace.broker.metadata import ClusterMetadata, TopicInfo
-from millrace.broker.partition import Partition
+from millrace.broker.metadata import ClusterMetadata, PartitionState, TopicInfo
+from millrace.broker.partition import AlterIsrManager, Partition
 from millrace.broker.purgatory import DelayedOperationPurgatory
+from millrace.broker.replica_fetcher import (
+    BrokerEndpoint,
+    PartitionFetchState,
+    ReplicaFetcherManager,
+)
 from millrace.broker.topic_config import TopicConfigs
 from millrace.common.errors import (
     CorruptBatchError,
@@ -66,6 +71,7 @@ class PartitionFetchInfo:
 
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1  # -1: the client does not check (KIP-320)
 
 
 @dataclass(slots=True)
@@ -74,6 +80,22 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation_level: int = 0
+    replica_id: int = -1  # a follower's broker id; -1 for consumers
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartition:
+    """One partition of a LeaderAndIsr request: its state and assigned replicas."""
+
+    topic: str
+    partition: int
+    state: PartitionState
+    replicas: tuple[int, ...]
+    is_new: bool = False
 
 
 def validate_produce_records(records: bytes | bytearray | None, version: int) -> bytearray:
@@ -115,6 +137,13 @@ class ReplicaManager:
         self.produce_purgatory = DelayedOperationPurgatory("Produce", time)
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", time)
         self.cleaner: LogCleaner | None = None
+        self.alter_isr_manager: AlterIsrManager | None = None  # set in cluster mode
+        self.controller_epoch = 0
+        # Called with (partitions now led here, partitions now followed here) after a
+        # LeaderAndIsr: the group coordinator loads and unloads __consumer_offsets.
+        self.leadership_listeners: list[
+            Callable[[list[Partition], list[Partition]], None]] = []
+        self.fetcher_manager: ReplicaFetcherManager | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def startup(self) -> None:
@@ -162,7 +191,8 @@ class ReplicaManager:
             if key in self.partitions or self.local_broker_id not in replicas:
                 continue
             lg = self.log_manager.get_or_create_log(info.name, i, config)
-            partition = Partition(info.name, i, lg, self.local_broker_id)
+            partition = Partition(info.name, i, lg, self.local_broker_id,
+                                  self.alter_isr_manager)
             state = self.metadata.partition_state(info.name, i)
             if state is not None and state.leader == self.local_broker_id:
                 partition.make_leader(state, replicas)
@@ -179,15 +209,87 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] == name]:
             del self.partitions[key]
             self.log_manager.delete_log(name, key[1])
-            self._partition_changed(key)
+            self.partition_changed(key)
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
-    def _partition_changed(self, key: TopicPartition) -> None:
+    def partition_changed(self, key: TopicPartition) -> None:
         """An append, a high-watermark move or a deletion: parked requests try again."""
         self.fetch_purgatory.check_and_complete(key)
         self.produce_purgatory.check_and_complete(key)
+
+    # ------------------------------------------------------------------ LeaderAndIsr
+    def become_leader_or_follower(self, controller_epoch: int,
+                                  partitions: Sequence[LeaderAndIsrPartition],
+                                  live_brokers: Mapping[int, BrokerEndpoint],
+                                  topic_configs: Mapping[str, dict[str, str]] | None = None
+                                  ) -> dict[TopicPartition, int]:
+        """Kafka's ``becomeLeaderOrFollower``: apply the controller's partition states.
+
+        A request from an older controller epoch is refused whole
+        (STALE_CONTROLLER_EPOCH).  A partition state whose leader epoch is not newer than
+        the one held is ignored (STALE_CONTROLLER_EPOCH, as Kafka answers); a partition not
+        assigned here is UNKNOWN_TOPIC_OR_PARTITION.  Leaders stop fetching and take over;
+        followers start fetching from their leader, truncating first.
+        """
+        if controller_epoch < self.controller_epoch:
+            return {(p.topic, p.partition): Errors.STALE_CONTROLLER_EPOCH for p in partitions}
+        self.controller_epoch = controller_epoch
+        now = self.time.milliseconds()
+        errors: dict[TopicPartition, int] = {}
+        leaders: list[Partition] = []
+        followers: list[Partition] = []
+        fetch: dict[TopicPartition, tuple[BrokerEndpoint, PartitionFetchState]] = {}
+        for lp in partitions:
+            tp = (lp.topic, lp.partition)
+            if self.local_broker_id not in lp.replicas:
+                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None:
+                overrides = (topic_configs or {}).get(lp.topic)
+                if overrides is None:
+                    info = self.metadata.topics.get(lp.topic)
+                    overrides = info.configs if info is not None else {}
+                lg = self.log_manager.get_or_create_log(
+                    lp.topic, lp.partition, self.topic_configs.log_config(overrides))
+                partition = self.partitions[tp] = Partition(
+                    lp.topic, lp.partition, lg, self.local_broker_id, self.alter_isr_manager)
+            elif lp.state.leader_epoch <= partition.leader_epoch:
+                errors[tp] = Errors.STALE_CONTROLLER_EPOCH
+                continue
+            errors[tp] = Errors.NONE
+            if lp.state.leader == self.local_broker_id:
+                partition.make_leader(lp.state, list(lp.replicas), now)
+                leaders.append(partition)
+            else:
+                changed = partition.make_follower(lp.state, list(lp.replicas))
+                followers.append(partition)
+                leader = live_brokers.get(lp.state.leader)
+                if changed and leader is not None:
+                    fetch[tp] = (leader, PartitionFetchState(
+                        partition.log.log_end_offset, lp.state.leader_epoch))
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_fetcher_for_partitions(
+                [(p.topic, p.index) for p in leaders]
+                + [(p.topic, p.index) for p in followers if (p.topic, p.index) not in fetch])
+            if fetch:
+                self.fetcher_manager.add_fetcher_for_partitions(fetch)
+        for p in leaders + followers:
+            self.partition_changed((p.topic, p.index))
+        for listener in self.leadership_listeners:
+            listener(leaders, followers)
+        return errors
+
+    def maybe_shrink_isrs(self) -> int:
+        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): drop the
+        followers that have not caught up within the lag time.  Returns how many
+        partitions proposed a smaller ISR."""
+        now = self.time.milliseconds()
+        lag = self.config["replica.lag.time.max.ms"]
+        return sum(1 for p in list(self.partitions.values())
+                   if p.is_leader and p.maybe_shrink_isr(now, lag))
 
     # ------------------------------------------------------------------ produce
     def append_to_local_log(self, entries: Mapping[TopicPartition, bytes | bytearray | None],
@@ -225,7 +327,7 @@ class ReplicaManager:
                         resp.log_append_time = info.log_append_time
                         resp.log_start_offset = info.log_start_offset
                         end = info.last_offset + 1
-                        self._partition_changed((topic, index))
+                        self.partition_changed((topic, index))
                     except KafkaError as e:
                         resp.error = e.code
                         resp.error_message = e.message
@@ -265,6 +367,11 @@ class ReplicaManager:
         def read() -> LogReadResults:
             return self.read_from_local_log(params, fetch_infos)
 
+        if params.is_from_follower:
+            if params.replica_id not in {b.node_id for b in self.metadata.brokers()}:
+                # Only registered brokers replicate (the lesson of CVE-2018-1288).
+                return [FetchPartitionData(Errors.NOT_LEADER_OR_FOLLOWER) for _ in fetch_infos]
+            self._update_follower_fetch_state(params.replica_id, fetch_infos)
         result = read()
         if (params.max_wait_ms <= 0 or not fetch_infos or result.has_error
                 or result.bytes_read >= params.min_bytes):
@@ -275,6 +382,18 @@ class ReplicaManager:
         assert op.result is not None
         return op.result.partitions
 
+    def _update_follower_fetch_state(
+            self, replica_id: int,
+            fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]]) -> None:
+        """A follower's fetch tells the leader where the follower's log ends."""
+        now = self.time.milliseconds()
+        for tp, info in fetch_infos:
+            p = self.partitions.get(tp)
+            if p is None or not p.is_leader or replica_id not in p.remote_replicas:
+                continue
+            if p.update_follower_fetch_state(replica_id, info.fetch_offset, now):
+                self.partition_changed(tp)
+
     def read_from_local_log(self, params: FetchParams,
                             fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]]
                             ) -> LogReadResults:
@@ -284,7 +403,9 @@ class ReplicaManager:
         for (topic, index), info in fetch_infos:
             budget = max(0, min(info.max_bytes, params.max_bytes - total))
             data = self.read(topic, index, info.fetch_offset, budget,
-                             min_one_message=(total == 0), isolation=params.isolation_level)
+                             min_one_message=(total == 0), isolation=params.isolation_level,
+                             current_leader_epoch=info.current_leader_epoch,
+                             replica_id=params.replica_id)
             if data.error:
                 has_error = True
             else:
@@ -292,22 +413,44 @@ class ReplicaManager:
             partitions.append(data)
         return LogReadResults(partitions, total, has_error)
 
-    def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int,
-             min_one_message: bool, isolation: int) -> FetchPartitionData:
+    def leader_partition_or_error(self, topic: str, index: int,
+                                  current_leader_epoch: int = -1) -> Partition | Errors:
+        """This broker's partition if it leads it at ``current_leader_epoch`` (-1: any),
+        else Kafka's error: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+        FENCED_LEADER_EPOCH (the caller is behind) or UNKNOWN_LEADER_EPOCH (ahead)."""
         p = self.partitions.get((topic, index))
         if p is None:
-            return FetchPartitionData(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            return Errors.UNKNOWN_TOPIC_OR_PARTITION
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < p.leader_epoch:
+                return Errors.FENCED_LEADER_EPOCH
+            if current_leader_epoch > p.leader_epoch:
+                return Errors.UNKNOWN_LEADER_EPOCH
+        if not p.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return p
+
+    def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int,
+             min_one_message: bool, isolation: int, current_leader_epoch: int = -1,
+             replica_id: int = -1) -> FetchPartitionData:
+        p = self.leader_partition_or_error(topic, index, current_leader_epoch)
+        if isinstance(p, Errors):
+            return FetchPartitionData(p)
+        if replica_id >= 0 and replica_id not in p.remote_replicas:
+            return FetchPartitionData(Errors.NOT_LEADER_OR_FOLLOWER)
         lg = p.log
         hw = lg.high_watermark
         result = FetchPartitionData(Errors.NONE, hw, hw, lg.log_start_offset)
         if fetch_offset < lg.log_start_offset or fetch_offset > lg.log_end_offset:
             result.error = Errors.OFFSET_OUT_OF_RANGE
             return result
-        if fetch_offset >= hw or (max_bytes <= 0 and not min_one_message):
+        # Followers read to the log end; consumers only what is committed.
+        bound = lg.log_end_offset if replica_id >= 0 else hw
+        if fetch_offset >= bound or (max_bytes <= 0 and not min_one_message):
             return result
         try:
             info = lg.read(fetch_offset, max_bytes, min_one_message=min_one_message,
-                           max_offset=hw)
+                           max_offset=bound)
         except KafkaError as e:
             result.error = e.code
             return result
@@ -321,20 +464,35 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ offsets
     def offset_for_timestamp(self, topic: str, index: int, timestamp: int,
-                             isolation: int) -> tuple[int, int, int, int]:
-        """(error, timestamp, offset, leader_epoch) for ListOffsets."""
-        p = self.partitions.get((topic, index))
-        if p is None:
-            return Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
+                             isolation: int, current_leader_epoch: int = -1,
+                             replica_id: int = -1) -> tuple[int, int, int, int]:
+        """(error, timestamp, offset, leader_epoch) for ListOffsets.  Consumers see only
+        committed offsets (the high watermark bounds "latest" and every lookup); a
+        follower (``replica_id`` >= 0) asking for "latest" gets the log end offset."""
+        p = self.leader_partition_or_error(topic, index, current_leader_epoch)
+        if isinstance(p, Errors):
+            return p, -1, -1, -1
         lg = p.log
+        fetchable = lg.log_end_offset if replica_id >= 0 else lg.high_watermark
         if timestamp == -1:
-            return Errors.NONE, -1, lg.high_watermark, p.leader_epoch
+            return Errors.NONE, -1, fetchable, p.leader_epoch
         if timestamp in (-2, -4):
             return Errors.NONE, -1, lg.log_start_offset, p.leader_epoch
         found = lg.fetch_offset_by_timestamp(timestamp)
-        if found is None:
+        if found is None or found.offset >= fetchable:
             return Errors.NONE, -1, -1, -1
         return Errors.NONE, found.timestamp, found.offset, found.leader_epoch
+
+    def last_offset_for_leader_epoch(self, topic: str, index: int, leader_epoch: int,
+                                     current_leader_epoch: int = -1) -> tuple[int, int, int]:
+        """(error, epoch, end offset) for OffsetForLeaderEpoch: where ``leader_epoch`` ends
+        in the leader's log (the largest epoch at or below it, and the start of the next
+        one, or the log end for the latest)."""
+        p = self.leader_partition_or_error(topic, index, current_leader_epoch)
+        if isinstance(p, Errors):
+            return p, -1, -1
+        epoch, end = p.log.end_offset_for_epoch(leader_epoch)
+        return Errors.NONE, epoch, end
 
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[int, int]:
         """(error, new low watermark) for DeleteRecords; offset -1 means the high watermark."""

@@ -38,14 +38,15 @@ async def handle_fetch(ctx: RequestContext, body: FetchRequest) -> FetchResponse
         name = t.topic if v < 13 else services.metadata.topic_name(t.topic_id)
         names.append(name)
         if name is not None:
-            infos.extend(((name, p.partition), PartitionFetchInfo(p.fetch_offset,
-                                                                  p.partition_max_bytes))
-                         for p in t.partitions)
+            infos.extend(((name, p.partition), PartitionFetchInfo(
+                p.fetch_offset, p.partition_max_bytes,
+                p.current_leader_epoch if v >= 9 else -1)) for p in t.partitions)
     unknown_ids = any(name is None for name in names)
     params = FetchParams(max_wait_ms=0 if unknown_ids else max(body.max_wait_ms, 0),
                          min_bytes=body.min_bytes,
                          max_bytes=body.max_bytes if v >= 3 else 0x7FFFFFFF,
-                         isolation_level=isolation)
+                         isolation_level=isolation,
+                         replica_id=body.replica_id if v <= 14 else body.replica_state.replica_id)
     results = iter(await services.replica_manager.fetch_messages(params, infos))
     topic_cls = cls.FetchableTopicResponse
     part_cls = topic_cls.PartitionData

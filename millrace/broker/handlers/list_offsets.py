@@ -22,8 +22,10 @@ async def handle_list_offsets(ctx: RequestContext, body: ListOffsetsRequest) -> 
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            error, ts, offset, epoch = rm.offset_for_timestamp(t.name, p.partition_index,
-                                                               p.timestamp, isolation)
+            error, ts, offset, epoch = rm.offset_for_timestamp(
+                t.name, p.partition_index, p.timestamp, isolation,
+                current_leader_epoch=p.current_leader_epoch if ctx.version >= 4 else -1,
+                replica_id=body.replica_id)
             parts.append(part_cls(partition_index=p.partition_index, error_code=error,
                                   old_style_offsets=[offset] if offset >= 0 else [],
                                   timestamp=ts, offset=offset, leader_epoch=epoch))

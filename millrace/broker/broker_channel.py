@@ -1,0 +1,87 @@
+"""``BrokerChannel``: one broker's connection to another, for requests it sends itself.
+
+Replica fetchers (Fetch, OffsetForLeaderEpoch to the leader) and the controller
+(LeaderAndIsr, UpdateMetadata, StopReplica to every broker) talk to other brokers with
+Kafka's own APIs.  The broker never imports the client package, so this is the broker's
+own small asyncio adapter around the sans-I/O ``ClientConnection``: it connects lazily,
+sends one request at a time (a fetcher and a controller queue each keep one request in
+flight, as in Kafka), waits for its response up to ``request_timeout_ms``, and on any
+failure closes the socket and raises ``BrokerNotAvailableError`` so the caller backs off
+and retries on a fresh connection.  Versions are fixed by the caller: both ends are
+millrace brokers of the same release.
+
+Owned by the event-loop thread; one task uses a channel at a time (``send`` holds a lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from millrace.common.errors import BrokerNotAvailableError, ProtocolDecodeError
+from millrace.protocol import NEED_DATA, ClientConnection, Response
+
+log = logging.getLogger(__name__)
+
+
+class BrokerChannel:
+    def __init__(self, node_id: int, host: str, port: int, *, client_id: str,
+                 request_timeout_ms: int = 30_000, max_frame_size: int = 100 * 1024 * 1024
+                 ) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self._client_id = client_id
+        self._timeout_s = request_timeout_ms / 1000
+        self._max_frame = max_frame_size
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._conn: ClientConnection | None = None
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"BrokerChannel(node {self.node_id} at {self.host}:{self.port})"
+
+    def update_endpoint(self, host: str, port: int) -> None:
+        if (host, port) != (self.host, self.port):
+            self.host, self.port = host, port
+            self.close()
+
+    async def send(self, body: Any, version: int) -> Any:
+        """Send ``body`` at ``version`` and return the response body."""
+        async with self._lock:
+            try:
+                return await asyncio.wait_for(self._round_trip(body, version), self._timeout_s)
+            except (OSError, TimeoutError, ProtocolDecodeError, asyncio.IncompleteReadError,
+                    ConnectionError) as e:
+                self.close()
+                raise BrokerNotAvailableError(
+                    f"request to broker {self.node_id} at {self.host}:{self.port} failed: "
+                    f"{type(e).__name__}: {e}") from None
+
+    async def _round_trip(self, body: Any, version: int) -> Any:
+        if self._writer is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            self._conn = ClientConnection(self._client_id, self._max_frame)
+        assert self._reader is not None and self._conn is not None
+        _, data = self._conn.send_request(body, version)
+        self._writer.write(data)
+        await self._writer.drain()
+        while True:
+            event = self._conn.next_event()
+            if event is not NEED_DATA:
+                assert isinstance(event, Response)
+                return event.body
+            chunk = await self._reader.read(1 << 16)
+            if not chunk:
+                raise ConnectionError("connection closed by the peer")
+            self._conn.receive_data(chunk)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        self._reader = self._writer = None
+        self._conn = None
