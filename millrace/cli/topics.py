@@ -27,6 +27,7 @@ from millrace.cli.common import (
 
 if TYPE_CHECKING:
     from millrace.client.admin import Config, KafkaAdminClient, TopicDescription
+    from millrace.client.admin.types import TopicPartitionInfo
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,6 +59,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                            help="partitions, leaders, replicas, ISR and configs")
     p.add_argument("--topic", "-t", help="a topic name or regular expression (default: all)")
     p.add_argument("--exclude-internal", action="store_true", help="leave out __internal topics")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--under-replicated-partitions", action="store_true",
+                      help="only partitions whose ISR is smaller than their replica set")
+    only.add_argument("--unavailable-partitions", action="store_true",
+                      help="only partitions without a leader")
     p.set_defaults(func=describe)
 
     p = actions.add_parser("delete", parents=[parent], help="delete topics")
@@ -151,14 +157,26 @@ def list_(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_line(d: TopicDescription, configs: Config | None) -> list[str]:
+def _wanted(p: TopicPartitionInfo, args: argparse.Namespace) -> bool:
+    """kafka-topics' partition filters: under-replicated (ISR smaller than the replica
+    set) and unavailable (no leader)."""
+    if args.under_replicated_partitions:
+        return len(p.isr) < len(p.replicas)
+    if args.unavailable_partitions:
+        return p.leader is None
+    return True
+
+
+def _describe_line(d: TopicDescription, configs: Config | None,
+                   partitions: list[TopicPartitionInfo], header: bool = True) -> list[str]:
     overrides = "" if configs is None else ",".join(
         f"{e.name}={'' if e.is_sensitive else e.value}" for e in configs.entries()
         if not e.is_default)
     rf = len(d.partitions[0].replicas) if d.partitions else 0
     lines = [f"Topic: {d.name}\tTopicId: {d.topic_id or '-'}\tPartitionCount: "
-             f"{len(d.partitions)}\tReplicationFactor: {rf}\tConfigs: {overrides}"]
-    for p in d.partitions:
+             f"{len(d.partitions)}\tReplicationFactor: {rf}\tConfigs: {overrides}"] if header \
+        else []
+    for p in partitions:
         leader = p.leader.id if p.leader is not None else "none"
         lines.append(f"\tTopic: {d.name}\tPartition: {p.partition}\tLeader: {leader}\t"
                      f"Replicas: {','.join(str(r.id) for r in p.replicas)}\t"
@@ -183,6 +201,10 @@ def describe(args: argparse.Namespace) -> int:
             status = 1
             continue
         d = described[name].result()
+        filtered = args.under_replicated_partitions or args.unavailable_partitions
+        partitions = [p for p in d.partitions if _wanted(p, args)]
+        if filtered and not partitions:
+            continue
         config_future = configs[resources[name]]
         config = None if config_future.exception() else config_future.result()
         if args.output == "json":
@@ -194,10 +216,10 @@ def describe(args: argparse.Namespace) -> int:
                 "partitions": [{"partition": p.partition,
                                 "leader": p.leader.id if p.leader else None,
                                 "replicas": [r.id for r in p.replicas],
-                                "isr": [r.id for r in p.isr]} for p in d.partitions]}
+                                "isr": [r.id for r in p.isr]} for p in partitions]}
             out.append(entry)
         else:
-            print("\n".join(_describe_line(d, config)))
+            print("\n".join(_describe_line(d, config, partitions, header=not filtered)))
     if args.output == "json":
         print_json(out)
     return status
