@@ -158,6 +158,18 @@ class ReplicaManager:
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
 
+    async def run_isr_expiration(self) -> None:
+        """Kafka's isr-expiration task: every ``replica.lag.time.max.ms / 2``, leaders drop
+        the followers that have not caught up within the lag time (so a follower leaves
+        the ISR between 1 and 1.5 lag times after it stopped keeping up)."""
+        every = self.config["replica.lag.time.max.ms"] / 2 / 1000
+        while True:
+            await asyncio.sleep(every)
+            try:
+                self.maybe_shrink_isrs()
+            except Exception:
+                log.exception("ISR expiration failed")
+
     async def run_periodic(self) -> None:
         """Retention, compaction, flushes and checkpoints on their intervals."""
         retention_every = self.config["log.retention.check.interval.ms"] / 1000
