@@ -120,6 +120,13 @@ class Partition:
         self.remote_replicas = {}
         return changed
 
+    def stop(self) -> None:
+        """Neither lead nor follow (StopReplica without delete): serve nothing until the
+        next LeaderAndIsr."""
+        self.leader_id = -1
+        self.pending_isr = None
+        self.remote_replicas = {}
+
     # ------------------------------------------------------------------ leader appends
     def append_records_to_leader(self, records: bytearray, now_ms: int, *,
                                  origin: AppendOrigin = AppendOrigin.CLIENT,

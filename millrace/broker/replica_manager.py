@@ -294,6 +294,36 @@ class ReplicaManager:
             listener(leaders, followers)
         return errors
 
+    def stop_replicas(self, controller_epoch: int,
+                      partitions: Sequence[tuple[TopicPartition, int, bool]]
+                      ) -> dict[TopicPartition, int]:
+        """Kafka's ``stopReplicas``: stop fetching for each (partition, leader epoch,
+        delete) and, with delete, remove it and its log.  A leader epoch of -2 means the
+        topic is being deleted; an older epoch than held is refused
+        (FENCED_LEADER_EPOCH)."""
+        if controller_epoch < self.controller_epoch:
+            return {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _, _ in partitions}
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, int] = {}
+        stopped: list[TopicPartition] = []
+        for tp, leader_epoch, delete in partitions:
+            partition = self.partitions.get(tp)
+            if partition is not None and 0 <= leader_epoch < partition.leader_epoch:
+                errors[tp] = Errors.FENCED_LEADER_EPOCH
+                continue
+            errors[tp] = Errors.NONE
+            stopped.append(tp)
+            if delete and partition is not None:
+                del self.partitions[tp]
+                self.log_manager.delete_log(*tp)
+            elif partition is not None:
+                partition.stop()
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.remove_fetcher_for_partitions(stopped)
+        for tp in stopped:
+            self.partition_changed(tp)
+        return errors
+
     def maybe_shrink_isrs(self) -> int:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): drop the
         followers that have not caught up within the lag time.  Returns how many
