@@ -63,8 +63,9 @@ class Broker:
             return None
         return api.response.decode(api.response.encode(response, version), version)
 
-    def create_topic(self, name: str, partitions: int = 1, **configs: str) -> None:
-        self.services.admin_manager.create_topic(name, partitions, dict(configs))
+    def create_topic(self, name: str, partitions: int = 1,
+                     configs: dict[str, str] | None = None) -> None:
+        self.services.admin_manager.create_topic(name, partitions, dict(configs or {}))
 
     def partition(self, topic: str, index: int = 0) -> Partition:
         p = self.services.replica_manager.get_partition(topic, index)

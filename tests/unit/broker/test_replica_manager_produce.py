@@ -20,9 +20,9 @@ from tests.unit.broker.brokergen import (
 )
 
 
-async def read_all(broker: Broker, topic: str, partition: int = 0) -> list[tuple[int, bytes | None]]:
-    got = await broker.call(ApiKey.FETCH, 12, fetch_req([(topic, partition, 0, 1 << 20)]))
-    part = fetched(got)[(topic, partition)]
+async def read_all(broker: Broker, topic: str) -> list[tuple[int, bytes | None]]:
+    got = await broker.call(ApiKey.FETCH, 12, fetch_req([(topic, 0, 0, 1 << 20)]))
+    part = fetched(got)[(topic, 0)]
     assert part.error_code == 0
     return records(part.records)
 
@@ -116,7 +116,7 @@ def test_an_idempotent_duplicate_is_answered_with_the_original_offset(broker: Br
 
 def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(broker: Broker) -> None:
     async def main() -> None:
-        broker.create_topic("strict", **{"min.insync.replicas": "2"})
+        broker.create_topic("strict", configs={"min.insync.replicas": "2"})
         got = await broker.call(ApiKey.PRODUCE, PRODUCE_V,
                                 produce_req({("strict", 0): batch(b"a")}, acks=-1))
         part = got.responses[0].partition_responses[0]
