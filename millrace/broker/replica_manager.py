@@ -332,7 +332,7 @@ class ReplicaManager:
         if timestamp in (-2, -4):
             return Errors.NONE, -1, lg.log_start_offset, p.leader_epoch
         found = lg.fetch_offset_by_timestamp(timestamp)
-        if found is None:
+        if found is None or found.offset >= lg.high_watermark:  # consumers see committed only
             return Errors.NONE, -1, -1, -1
         return Errors.NONE, found.timestamp, found.offset, found.leader_epoch
 

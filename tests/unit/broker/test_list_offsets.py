@@ -90,9 +90,6 @@ def test_earliest_follows_deleted_records_and_latest_the_high_watermark(
     asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, reason="ReplicaManager.offset_for_timestamp does not bound "
-                   "timestamp lookups by the high watermark (Kafka's lastFetchableOffset); "
-                   "unseen on one node, where the high watermark is the log end")
 def test_by_timestamp_never_answers_an_offset_above_the_high_watermark(
         broker: Broker) -> None:
     async def main() -> None:

@@ -9,8 +9,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from millrace.common.errors import Errors
 from millrace.protocol import (
     ApiKey,
@@ -172,9 +170,6 @@ def test_create_topics_validate_only_and_explicit_assignments(broker: Broker) ->
     asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, reason="CreateTopics ignores the brokers named in "
-                   "assignments (AdminManager._assign puts every replica here); Kafka "
-                   "answers INVALID_REPLICA_ASSIGNMENT for a broker that is not live")
 def test_create_topics_refuses_an_assignment_to_an_unknown_broker(broker: Broker) -> None:
     async def main() -> None:
         cls = CreateTopicsRequest.CreatableTopic
@@ -214,9 +209,6 @@ def test_delete_topics_by_name_and_by_id(broker: Broker) -> None:
     asyncio.run(main())
 
 
-@pytest.mark.xfail(strict=True, reason="DeleteTopics v6 answers an unknown topic id with "
-                   "topic_id zero; Kafka echoes the id, which the Java admin client uses to "
-                   "match each result to its request")
 def test_delete_topics_echoes_an_unknown_topic_id(broker: Broker) -> None:
     async def main() -> None:
         got = await broker.call(ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(topics=[
