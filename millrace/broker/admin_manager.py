@@ -26,6 +26,7 @@ from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.topic_config import TopicConfigs
 from millrace.common.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -49,7 +50,12 @@ class AdminManager:
         return {p: [node] for p in partitions}
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str],
-                     replication_factor: int = -1, validate_only: bool = False) -> TopicInfo:
+                     replication_factor: int = -1, validate_only: bool = False,
+                     assignment: dict[int, list[int]] | None = None) -> TopicInfo:
+        """Create ``name`` with ``partitions`` x ``replication_factor`` replicas (-1: the
+        broker defaults), or with an explicit ``assignment`` (partition -> broker ids),
+        checked as Kafka checks it: partitions numbered from 0, the same replication
+        factor everywhere, no broker twice in a partition, every broker live."""
         if name in self._metadata.topics:
             raise TopicExistsError(f"Topic '{name}' already exists.")
         if partitions == -1:
@@ -66,13 +72,36 @@ class AdminManager:
                 f"Replication factor: {rf} larger than available brokers: {brokers}.")
         self._topic_configs.validate(configs)
         validate_topic_name(name)
-        assignment = self._assign(range(partitions), rf)
+        if assignment is None:
+            assignment = self._assign(range(partitions), rf)
+        else:
+            self._check_assignment(assignment)
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), assignment, dict(configs))
         info = self._metadata.create_topic(name, assignment, configs)
         self._rm.create_partitions(info, 0, partitions)
         log.info("created topic %s with %d partition(s)", name, partitions)
         return info
+
+    def _check_assignment(self, assignment: dict[int, list[int]]) -> None:
+        if sorted(assignment) != list(range(len(assignment))):
+            raise InvalidReplicaAssignmentError(
+                "Unexpected existing partitions: partitions must be numbered consecutively "
+                f"from 0, got {sorted(assignment)}")
+        sizes = {len(r) for r in assignment.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise InvalidReplicaAssignmentError(
+                "All partitions should have the same number of replicas")
+        live = {b.node_id for b in self._metadata.brokers()}
+        for p, replicas in sorted(assignment.items()):
+            if len(set(replicas)) != len(replicas):
+                raise InvalidReplicaAssignmentError(
+                    f"Duplicate brokers not allowed in replica assignment: {replicas} "
+                    f"for partition {p}")
+            unknown = sorted(r for r in replicas if r not in live)
+            if unknown:
+                raise InvalidReplicaAssignmentError(
+                    f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
 
     def delete_topic(self, name: str) -> None:
         if name not in self._metadata.topics:

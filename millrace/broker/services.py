@@ -17,11 +17,24 @@ from millrace.broker.api_version_manager import ApiVersionManager
 from millrace.broker.config import KafkaConfig
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.metadata import ClusterMetadata
+from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.topic_config import TopicConfigs
 from millrace.common.time import Time
 from millrace.storage import LogManager
+
+
+@dataclass(slots=True)
+class ClusterServices:
+    """What a broker in a ZooKeeper cluster has besides the single node's services: its
+    registration epoch (KIP-380: a request meant for an older incarnation is refused),
+    the controller's view pushed by UpdateMetadata, and its replica fetchers."""
+
+    broker_epoch: int
+    metadata_cache: MetadataCache
+    fetcher_manager: ReplicaFetcherManager
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,3 +49,4 @@ class BrokerServices:
     group_coordinator: GroupCoordinatorService
     producer_id_manager: ProducerIdManager
     api_versions: ApiVersionManager
+    cluster: ClusterServices | None = None  # None: the single-node embedded broker

@@ -192,12 +192,15 @@ class ServerConnection:
         prefix, _ = read_request_header(frame, known_version=0)
         api = API.get(prefix.api_key)
         enabled = self.enabled.get(prefix.api_key)
+        # Past the prefix, an unserved request is read only up to its client id (header
+        # v1, or v0 for ControlledShutdown v0): enough to answer it.
+        common = min(1, request_header_version(prefix.api_key, prefix.api_version))
         if api is None or enabled is None:
-            header, _ = read_request_header(frame, known_version=1)
+            header, _ = read_request_header(frame, known_version=common)
             raise UnsupportedRequestError(f"unknown api key {prefix.api_key}", header)
         low, high = enabled
         if not low <= prefix.api_version <= high or prefix.api_version not in api.versions:
-            header, _ = read_request_header(frame, known_version=1)
+            header, _ = read_request_header(frame, known_version=common)
             if api.key == ApiKey.API_VERSIONS and prefix.api_version > high:
                 return ApiVersionsFallback(header)
             raise UnsupportedRequestError(

@@ -11,6 +11,9 @@ Layouts (after the int32 size prefix):
 A request in one of its API's flexible versions uses request header v2 and response
 header v1, otherwise v1 / v0.  ApiVersions responses always use response header v0
 (KIP-511) so that a client can read the error of a version it did not expect.
+The one exception on the request side: ControlledShutdown v0 is sent with request
+header v0, which has no client id (Kafka's generated ``ApiMessageType`` makes the same
+exception); a server reading a frame of it must not take body bytes for a client id.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class RequestHeader:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
     api = API.get(api_key)
     if api is not None and api.is_flexible(api_version):
         return 2

@@ -14,8 +14,14 @@ __all__ = [
     "AddPartitionsToTxnResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
+    "AlterPartitionRequest",
+    "AlterPartitionResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
@@ -34,6 +40,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "EndTxnRequest",
     "EndTxnResponse",
     "FetchRequest",
@@ -48,12 +56,16 @@ __all__ = [
     "InitProducerIdResponse",
     "JoinGroupRequest",
     "JoinGroupResponse",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
     "LeaveGroupRequest",
     "LeaveGroupResponse",
     "ListGroupsRequest",
     "ListGroupsResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
@@ -68,10 +80,14 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "StopReplicaRequest",
+    "StopReplicaResponse",
     "SyncGroupRequest",
     "SyncGroupResponse",
     "TxnOffsetCommitRequest",
     "TxnOffsetCommitResponse",
+    "UpdateMetadataRequest",
+    "UpdateMetadataResponse",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",
 ]
@@ -546,6 +562,384 @@ class MetadataResponse(Struct):
         topics: list[MetadataResponseTopic] = ...,
         cluster_authorized_operations: int = ...,
         error_code: int = ...,
+    ) -> None: ...
+
+
+class LeaderAndIsrRequest(Struct):
+    class LeaderAndIsrPartitionState(Struct):
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: list[int]
+        partition_epoch: int
+        replicas: list[int]
+        adding_replicas: list[int]
+        removing_replicas: list[int]
+        is_new: bool
+        leader_recovery_state: int
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+            controller_epoch: int = ...,
+            leader: int = ...,
+            leader_epoch: int = ...,
+            isr: list[int] = ...,
+            partition_epoch: int = ...,
+            replicas: list[int] = ...,
+            adding_replicas: list[int] = ...,
+            removing_replicas: list[int] = ...,
+            is_new: bool = ...,
+            leader_recovery_state: int = ...,
+        ) -> None: ...
+    class LeaderAndIsrTopicState(Struct):
+        class LeaderAndIsrPartitionState(Struct):
+            topic_name: str
+            partition_index: int
+            controller_epoch: int
+            leader: int
+            leader_epoch: int
+            isr: list[int]
+            partition_epoch: int
+            replicas: list[int]
+            adding_replicas: list[int]
+            removing_replicas: list[int]
+            is_new: bool
+            leader_recovery_state: int
+            def __init__(
+                self,
+                *,
+                topic_name: str = ...,
+                partition_index: int = ...,
+                controller_epoch: int = ...,
+                leader: int = ...,
+                leader_epoch: int = ...,
+                isr: list[int] = ...,
+                partition_epoch: int = ...,
+                replicas: list[int] = ...,
+                adding_replicas: list[int] = ...,
+                removing_replicas: list[int] = ...,
+                is_new: bool = ...,
+                leader_recovery_state: int = ...,
+            ) -> None: ...
+        topic_name: str
+        topic_id: _uuid.UUID
+        partition_states: list[LeaderAndIsrPartitionState]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: _uuid.UUID = ...,
+            partition_states: list[LeaderAndIsrPartitionState] = ...,
+        ) -> None: ...
+    class LeaderAndIsrLiveLeader(Struct):
+        broker_id: int
+        host_name: str
+        port: int
+        def __init__(
+            self,
+            *,
+            broker_id: int = ...,
+            host_name: str = ...,
+            port: int = ...,
+        ) -> None: ...
+    controller_id: int
+    is_kraft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    type: int
+    ungrouped_partition_states: list[LeaderAndIsrPartitionState]
+    topic_states: list[LeaderAndIsrTopicState]
+    live_leaders: list[LeaderAndIsrLiveLeader]
+    def __init__(
+        self,
+        *,
+        controller_id: int = ...,
+        is_kraft_controller: bool = ...,
+        controller_epoch: int = ...,
+        broker_epoch: int = ...,
+        type: int = ...,
+        ungrouped_partition_states: list[LeaderAndIsrPartitionState] = ...,
+        topic_states: list[LeaderAndIsrTopicState] = ...,
+        live_leaders: list[LeaderAndIsrLiveLeader] = ...,
+    ) -> None: ...
+
+
+class LeaderAndIsrResponse(Struct):
+    class LeaderAndIsrPartitionError(Struct):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+            error_code: int = ...,
+        ) -> None: ...
+    class LeaderAndIsrTopicError(Struct):
+        class LeaderAndIsrPartitionError(Struct):
+            topic_name: str
+            partition_index: int
+            error_code: int
+            def __init__(
+                self,
+                *,
+                topic_name: str = ...,
+                partition_index: int = ...,
+                error_code: int = ...,
+            ) -> None: ...
+        topic_id: _uuid.UUID
+        partition_errors: list[LeaderAndIsrPartitionError]
+        def __init__(
+            self,
+            *,
+            topic_id: _uuid.UUID = ...,
+            partition_errors: list[LeaderAndIsrPartitionError] = ...,
+        ) -> None: ...
+    error_code: int
+    partition_errors: list[LeaderAndIsrPartitionError]
+    topics: list[LeaderAndIsrTopicError]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        partition_errors: list[LeaderAndIsrPartitionError] = ...,
+        topics: list[LeaderAndIsrTopicError] = ...,
+    ) -> None: ...
+
+
+class StopReplicaRequest(Struct):
+    class StopReplicaPartitionV0(Struct):
+        topic_name: str
+        partition_index: int
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+        ) -> None: ...
+    class StopReplicaTopicV1(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partition_indexes: list[int] = ...,
+        ) -> None: ...
+    class StopReplicaTopicState(Struct):
+        class StopReplicaPartitionState(Struct):
+            partition_index: int
+            leader_epoch: int
+            delete_partition: bool
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                leader_epoch: int = ...,
+                delete_partition: bool = ...,
+            ) -> None: ...
+        topic_name: str
+        partition_states: list[StopReplicaPartitionState]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_states: list[StopReplicaPartitionState] = ...,
+        ) -> None: ...
+    controller_id: int
+    is_kraft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    delete_partitions: bool
+    ungrouped_partitions: list[StopReplicaPartitionV0]
+    topics: list[StopReplicaTopicV1]
+    topic_states: list[StopReplicaTopicState]
+    def __init__(
+        self,
+        *,
+        controller_id: int = ...,
+        is_kraft_controller: bool = ...,
+        controller_epoch: int = ...,
+        broker_epoch: int = ...,
+        delete_partitions: bool = ...,
+        ungrouped_partitions: list[StopReplicaPartitionV0] = ...,
+        topics: list[StopReplicaTopicV1] = ...,
+        topic_states: list[StopReplicaTopicState] = ...,
+    ) -> None: ...
+
+
+class StopReplicaResponse(Struct):
+    class StopReplicaPartitionError(Struct):
+        topic_name: str
+        partition_index: int
+        error_code: int
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+            error_code: int = ...,
+        ) -> None: ...
+    error_code: int
+    partition_errors: list[StopReplicaPartitionError]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        partition_errors: list[StopReplicaPartitionError] = ...,
+    ) -> None: ...
+
+
+class UpdateMetadataRequest(Struct):
+    class UpdateMetadataPartitionState(Struct):
+        topic_name: str
+        partition_index: int
+        controller_epoch: int
+        leader: int
+        leader_epoch: int
+        isr: list[int]
+        zk_version: int
+        replicas: list[int]
+        offline_replicas: list[int]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+            controller_epoch: int = ...,
+            leader: int = ...,
+            leader_epoch: int = ...,
+            isr: list[int] = ...,
+            zk_version: int = ...,
+            replicas: list[int] = ...,
+            offline_replicas: list[int] = ...,
+        ) -> None: ...
+    class UpdateMetadataTopicState(Struct):
+        class UpdateMetadataPartitionState(Struct):
+            topic_name: str
+            partition_index: int
+            controller_epoch: int
+            leader: int
+            leader_epoch: int
+            isr: list[int]
+            zk_version: int
+            replicas: list[int]
+            offline_replicas: list[int]
+            def __init__(
+                self,
+                *,
+                topic_name: str = ...,
+                partition_index: int = ...,
+                controller_epoch: int = ...,
+                leader: int = ...,
+                leader_epoch: int = ...,
+                isr: list[int] = ...,
+                zk_version: int = ...,
+                replicas: list[int] = ...,
+                offline_replicas: list[int] = ...,
+            ) -> None: ...
+        topic_name: str
+        topic_id: _uuid.UUID
+        partition_states: list[UpdateMetadataPartitionState]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: _uuid.UUID = ...,
+            partition_states: list[UpdateMetadataPartitionState] = ...,
+        ) -> None: ...
+    class UpdateMetadataBroker(Struct):
+        class UpdateMetadataEndpoint(Struct):
+            port: int
+            host: str
+            listener: str
+            security_protocol: int
+            def __init__(
+                self,
+                *,
+                port: int = ...,
+                host: str = ...,
+                listener: str = ...,
+                security_protocol: int = ...,
+            ) -> None: ...
+        id: int
+        v0_host: str
+        v0_port: int
+        endpoints: list[UpdateMetadataEndpoint]
+        rack: str | None
+        def __init__(
+            self,
+            *,
+            id: int = ...,
+            v0_host: str = ...,
+            v0_port: int = ...,
+            endpoints: list[UpdateMetadataEndpoint] = ...,
+            rack: str | None = ...,
+        ) -> None: ...
+    controller_id: int
+    is_kraft_controller: bool
+    type: int
+    controller_epoch: int
+    broker_epoch: int
+    ungrouped_partition_states: list[UpdateMetadataPartitionState]
+    topic_states: list[UpdateMetadataTopicState]
+    live_brokers: list[UpdateMetadataBroker]
+    def __init__(
+        self,
+        *,
+        controller_id: int = ...,
+        is_kraft_controller: bool = ...,
+        type: int = ...,
+        controller_epoch: int = ...,
+        broker_epoch: int = ...,
+        ungrouped_partition_states: list[UpdateMetadataPartitionState] = ...,
+        topic_states: list[UpdateMetadataTopicState] = ...,
+        live_brokers: list[UpdateMetadataBroker] = ...,
+    ) -> None: ...
+
+
+class UpdateMetadataResponse(Struct):
+    error_code: int
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+    ) -> None: ...
+
+
+class ControlledShutdownRequest(Struct):
+    broker_id: int
+    broker_epoch: int
+    def __init__(
+        self,
+        *,
+        broker_id: int = ...,
+        broker_epoch: int = ...,
+    ) -> None: ...
+
+
+class ControlledShutdownResponse(Struct):
+    class RemainingPartition(Struct):
+        topic_name: str
+        partition_index: int
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            partition_index: int = ...,
+        ) -> None: ...
+    error_code: int
+    remaining_partitions: list[RemainingPartition]
+    def __init__(
+        self,
+        *,
+        error_code: int = ...,
+        remaining_partitions: list[RemainingPartition] = ...,
     ) -> None: ...
 
 
@@ -2028,6 +2422,61 @@ class DeleteGroupsResponse(Struct):
     ) -> None: ...
 
 
+class ElectLeadersRequest(Struct):
+    class TopicPartitions(Struct):
+        topic: str
+        partitions: list[int]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partitions: list[int] = ...,
+        ) -> None: ...
+    election_type: int
+    topic_partitions: list[TopicPartitions] | None
+    timeout_ms: int
+    def __init__(
+        self,
+        *,
+        election_type: int = ...,
+        topic_partitions: list[TopicPartitions] | None = ...,
+        timeout_ms: int = ...,
+    ) -> None: ...
+
+
+class ElectLeadersResponse(Struct):
+    class ReplicaElectionResult(Struct):
+        class PartitionResult(Struct):
+            partition_id: int
+            error_code: int
+            error_message: str | None
+            def __init__(
+                self,
+                *,
+                partition_id: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        topic: str
+        partition_result: list[PartitionResult]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partition_result: list[PartitionResult] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ReplicaElectionResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        replica_election_results: list[ReplicaElectionResult] = ...,
+    ) -> None: ...
+
+
 class IncrementalAlterConfigsRequest(Struct):
     class AlterConfigsResource(Struct):
         class AlterableConfig(Struct):
@@ -2082,6 +2531,224 @@ class IncrementalAlterConfigsResponse(Struct):
         *,
         throttle_time_ms: int = ...,
         responses: list[AlterConfigsResourceResponse] = ...,
+    ) -> None: ...
+
+
+class AlterPartitionReassignmentsRequest(Struct):
+    class ReassignableTopic(Struct):
+        class ReassignablePartition(Struct):
+            partition_index: int
+            replicas: list[int] | None
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                replicas: list[int] | None = ...,
+            ) -> None: ...
+        name: str
+        partitions: list[ReassignablePartition]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[ReassignablePartition] = ...,
+        ) -> None: ...
+    timeout_ms: int
+    allow_replication_factor_change: bool
+    topics: list[ReassignableTopic]
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        topics: list[ReassignableTopic] = ...,
+    ) -> None: ...
+
+
+class AlterPartitionReassignmentsResponse(Struct):
+    class ReassignableTopicResponse(Struct):
+        class ReassignablePartitionResponse(Struct):
+            partition_index: int
+            error_code: int
+            error_message: str | None
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                error_message: str | None = ...,
+            ) -> None: ...
+        name: str
+        partitions: list[ReassignablePartitionResponse]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[ReassignablePartitionResponse] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    allow_replication_factor_change: bool
+    error_code: int
+    error_message: str | None
+    responses: list[ReassignableTopicResponse]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        allow_replication_factor_change: bool = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        responses: list[ReassignableTopicResponse] = ...,
+    ) -> None: ...
+
+
+class ListPartitionReassignmentsRequest(Struct):
+    class ListPartitionReassignmentsTopics(Struct):
+        name: str
+        partition_indexes: list[int]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partition_indexes: list[int] = ...,
+        ) -> None: ...
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsTopics] | None
+    def __init__(
+        self,
+        *,
+        timeout_ms: int = ...,
+        topics: list[ListPartitionReassignmentsTopics] | None = ...,
+    ) -> None: ...
+
+
+class ListPartitionReassignmentsResponse(Struct):
+    class OngoingTopicReassignment(Struct):
+        class OngoingPartitionReassignment(Struct):
+            partition_index: int
+            replicas: list[int]
+            adding_replicas: list[int]
+            removing_replicas: list[int]
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                replicas: list[int] = ...,
+                adding_replicas: list[int] = ...,
+                removing_replicas: list[int] = ...,
+            ) -> None: ...
+        name: str
+        partitions: list[OngoingPartitionReassignment]
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            partitions: list[OngoingPartitionReassignment] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[OngoingTopicReassignment]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        topics: list[OngoingTopicReassignment] = ...,
+    ) -> None: ...
+
+
+class AlterPartitionRequest(Struct):
+    class TopicData(Struct):
+        class PartitionData(Struct):
+            class BrokerState(Struct):
+                broker_id: int
+                broker_epoch: int
+                def __init__(
+                    self,
+                    *,
+                    broker_id: int = ...,
+                    broker_epoch: int = ...,
+                ) -> None: ...
+            partition_index: int
+            leader_epoch: int
+            new_isr: list[int]
+            new_isr_with_epochs: list[BrokerState]
+            leader_recovery_state: int
+            partition_epoch: int
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                leader_epoch: int = ...,
+                new_isr: list[int] = ...,
+                new_isr_with_epochs: list[BrokerState] = ...,
+                leader_recovery_state: int = ...,
+                partition_epoch: int = ...,
+            ) -> None: ...
+        topic_name: str
+        topic_id: _uuid.UUID
+        partitions: list[PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: _uuid.UUID = ...,
+            partitions: list[PartitionData] = ...,
+        ) -> None: ...
+    broker_id: int
+    broker_epoch: int
+    topics: list[TopicData]
+    def __init__(
+        self,
+        *,
+        broker_id: int = ...,
+        broker_epoch: int = ...,
+        topics: list[TopicData] = ...,
+    ) -> None: ...
+
+
+class AlterPartitionResponse(Struct):
+    class TopicData(Struct):
+        class PartitionData(Struct):
+            partition_index: int
+            error_code: int
+            leader_id: int
+            leader_epoch: int
+            isr: list[int]
+            leader_recovery_state: int
+            partition_epoch: int
+            def __init__(
+                self,
+                *,
+                partition_index: int = ...,
+                error_code: int = ...,
+                leader_id: int = ...,
+                leader_epoch: int = ...,
+                isr: list[int] = ...,
+                leader_recovery_state: int = ...,
+                partition_epoch: int = ...,
+            ) -> None: ...
+        topic_name: str
+        topic_id: _uuid.UUID
+        partitions: list[PartitionData]
+        def __init__(
+            self,
+            *,
+            topic_name: str = ...,
+            topic_id: _uuid.UUID = ...,
+            partitions: list[PartitionData] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    topics: list[TopicData]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        topics: list[TopicData] = ...,
     ) -> None: ...
 
 

@@ -41,11 +41,15 @@ async def handle_create_topics(ctx: RequestContext, body: CreateTopicsRequest) -
                     raise InvalidRequestError("Both numPartitions or replicationFactor and "
                                               "replicasAssignments were set.")
                 partitions, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+                assignment: dict[int, list[int]] | None = {
+                    a.partition_index: list(a.broker_ids) for a in t.assignments}
             else:
                 partitions, rf = t.num_partitions, t.replication_factor
+                assignment = None
             configs = {c.name: c.value for c in t.configs if c.value is not None}
             info = services.admin_manager.create_topic(t.name, partitions, configs, rf,
-                                                       validate_only=body.validate_only)
+                                                       validate_only=body.validate_only,
+                                                       assignment=assignment)
             res.topic_id = info.topic_id
             res.num_partitions = info.partitions
             res.replication_factor = len(info.replicas(0))
@@ -76,6 +80,7 @@ async def handle_delete_topics(ctx: RequestContext, body: DeleteTopicsRequest) -
         if name is None and topic_id is not None:
             info = services.metadata.topic_by_id(topic_id)
             if info is None:
+                res.topic_id = topic_id
                 res.error_code = Errors.UNKNOWN_TOPIC_ID
                 results.append(res)
                 continue

@@ -1,7 +1,14 @@
 """Every message millrace speaks, one module per API (request and response together).
 
-``ALL`` maps api key -> (request declaration, response declaration).  The value classes
-and codecs are built from these in ``millrace.protocol.api``.
+``ALL`` maps api key -> (request declaration, response declaration), in api key order.
+The value classes and codecs are built from these in ``millrace.protocol.api``.
+
+Besides the client APIs, the cluster's own: the controller-to-broker APIs of ZooKeeper
+mode (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown -- Kafka 3.x only),
+AlterPartition (leader to controller) and the admin APIs the controller answers
+(ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments).  Declaring a
+message does not make the broker serve it: that takes a registered handler
+(``millrace.broker.api_version_manager``).
 """
 
 from __future__ import annotations
@@ -10,7 +17,10 @@ from millrace.protocol.messages import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_partition,
+    alter_partition_reassignments,
     api_versions,
+    controlled_shutdown,
     create_partitions,
     create_topics,
     delete_groups,
@@ -20,6 +30,7 @@ from millrace.protocol.messages import (
     describe_configs,
     describe_groups,
     describe_producers,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -27,9 +38,11 @@ from millrace.protocol.messages import (
     incremental_alter_configs,
     init_producer_id,
     join_group,
+    leader_and_isr,
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_fetch,
@@ -37,20 +50,24 @@ from millrace.protocol.messages import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    stop_replica,
     sync_group,
     txn_offset_commit,
+    update_metadata,
     write_txn_markers,
 )
 from millrace.protocol.schema import Message
 
 _MODULES = (
-    produce, fetch, list_offsets, metadata, offset_commit, offset_fetch, find_coordinator,
-    join_group, heartbeat, leave_group, sync_group, describe_groups, list_groups,
-    sasl_handshake, api_versions, create_topics, delete_topics, delete_records,
-    init_producer_id, offset_for_leader_epoch, add_partitions_to_txn, add_offsets_to_txn,
-    end_txn, write_txn_markers, txn_offset_commit, describe_configs, alter_configs,
-    sasl_authenticate, create_partitions, delete_groups, incremental_alter_configs,
-    describe_cluster, describe_producers,
+    produce, fetch, list_offsets, metadata, leader_and_isr, stop_replica, update_metadata,
+    controlled_shutdown, offset_commit, offset_fetch, find_coordinator, join_group,
+    heartbeat, leave_group, sync_group, describe_groups, list_groups, sasl_handshake,
+    api_versions, create_topics, delete_topics, delete_records, init_producer_id,
+    offset_for_leader_epoch, add_partitions_to_txn, add_offsets_to_txn, end_txn,
+    write_txn_markers, txn_offset_commit, describe_configs, alter_configs,
+    sasl_authenticate, create_partitions, delete_groups, elect_leaders,
+    incremental_alter_configs, alter_partition_reassignments, list_partition_reassignments,
+    alter_partition, describe_cluster, describe_producers,
 )
 
 ALL: dict[int, tuple[Message, Message]] = {

@@ -16,6 +16,7 @@ from millrace.protocol import (
     ApiVersionsRequest,
     ApiVersionsResponse,
     ClientConnection,
+    ControlledShutdownRequest,
     CorrelationError,
     FetchResponse,
     HeartbeatRequest,
@@ -279,7 +280,7 @@ def _request_frame(key: int, version: int, cid: int, body: bytes = b"") -> bytes
     return struct.pack(">i", len(payload)) + payload
 
 
-@pytest.mark.parametrize("key", [4, 5, 68, 1000, -1])
+@pytest.mark.parametrize("key", [29, 30, 68, 1000, -1])  # 29, 30: ACL APIs, not declared
 def test_unknown_api_key_is_refused_with_its_header(key: int) -> None:
     with pytest.raises(UnsupportedRequestError, match=f"unknown api key {key}") as info:
         server_event(ServerConnection(), _request_frame(key, 0, 42))
@@ -294,6 +295,41 @@ def test_version_outside_the_declared_range_is_refused(key: int, version: int) -
         server_event(ServerConnection(), _request_frame(key, version, 9))
     assert info.value.header.correlation_id == 9
     assert info.value.header.api_version == version
+
+
+# ---------------------------------------------------------------- ControlledShutdown v0
+def test_controlled_shutdown_v0_uses_request_header_v0_without_client_id() -> None:
+    assert [request_header_version(ApiKey.CONTROLLED_SHUTDOWN, v) for v in range(4)] == [
+        0, 1, 1, 2]
+    assert [response_header_version(ApiKey.CONTROLLED_SHUTDOWN, v) for v in range(4)] == [
+        0, 0, 0, 1]
+    client = ClientConnection(client_id="broker-1")
+    cid, data = client.send_request(ControlledShutdownRequest(broker_id=3), 0)
+    # size, api key 7, version 0, correlation id, then straight to the body: broker_id 3.
+    assert data == struct.pack(">ihhi", 12, 7, 0, cid) + b"\x00\x00\x00\x03"
+    event = server_event(ServerConnection(), data, byte_by_byte=True)
+    assert isinstance(event, Request)
+    assert event.header == RequestHeader(7, 0, cid, None)
+    assert event.body == ControlledShutdownRequest(broker_id=3)
+
+
+def test_controlled_shutdown_v1_keeps_the_client_id() -> None:
+    client = ClientConnection(client_id="b")
+    cid, data = client.send_request(ControlledShutdownRequest(broker_id=3), 1)
+    assert data == struct.pack(">ihhi", 15, 7, 1, cid) + b"\x00\x01b" + b"\x00\x00\x00\x03"
+    event = server_event(ServerConnection(), data)
+    assert event.header == RequestHeader(7, 1, cid, "b")
+
+
+def test_unserved_controlled_shutdown_v0_is_refused_without_reading_a_client_id() -> None:
+    # broker_id 0x00050000 read as a client id would be a 5-byte string past the frame's end.
+    frame = struct.pack(">ihhi", 12, 7, 0, 77) + b"\x00\x05\x00\x00"
+    with pytest.raises(UnsupportedRequestError, match="unknown api key 7") as info:
+        server_event(ServerConnection(enabled={}), frame)
+    assert info.value.header == RequestHeader(7, 0, 77, None)
+    with pytest.raises(UnsupportedRequestError, match="not supported") as info:
+        server_event(ServerConnection(enabled={ApiKey.CONTROLLED_SHUTDOWN: (1, 3)}), frame)
+    assert info.value.header == RequestHeader(7, 0, 77, None)
 
 
 def test_disabled_versions_and_apis_are_refused() -> None:

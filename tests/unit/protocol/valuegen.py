@@ -36,7 +36,7 @@ TEXTS = ("", "a", "topic-1", "grüße", "日本語のトピック", "emoji 🚀 
 
 def all_messages() -> list[tuple[MessageCodec, int]]:
     """Every (codec, version) pair: requests and responses of every API."""
-    out = []
+    out: list[tuple[MessageCodec, int]] = []
     for api in API.values():
         for codec in (api.request, api.response):
             m = codec.message
