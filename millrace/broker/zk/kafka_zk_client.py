@@ -253,7 +253,8 @@ class KafkaZkClient:
             return ControllerElection(True, controller_id, new_epoch, int(stat.version))
         except (ZkNodeExistsError, ZkBadVersionError):
             pass
-        # Lost, or won over a connection loss that kazoo retried: ask who is controller.
+        # The race is lost, unless a write of ours got through before an error (Kafka's
+        # checkControllerAndEpoch): we won only if we are named and the epoch is ours.
         current_id = self.get_controller_id()
         current_epoch, current_version = self.get_controller_epoch() or (epoch, version)
         won = current_id == controller_id and current_epoch == new_epoch
