@@ -1,0 +1,211 @@
+"""Run Apache ZooKeeper (Debian's ``zookeeper`` package) as a real child process on loopback.
+
+Cluster mode (``zookeeper.connect``) needs a ZooKeeper server; integration tests, the coming
+``millrace cluster up`` and benchmarks start one with this class::
+
+    with ZooKeeperProcess(tmp_path / "zk") as zk:
+        KafkaZkClient(zk.connect_string + "/millrace")
+
+Theory of operation:
+
+- The process owns one directory: ``zoo.cfg`` (written at every start), ``data/`` (the
+  snapshots and transaction log: a restart on the same directory and port keeps every
+  persistent znode and even live sessions, since a standalone server restores sessions
+  from its log) and ``zookeeper.log`` (stdout and stderr, appended across restarts).
+- The server is ``java -cp <zookeeper.jar>:<slf4j-simple.jar> QuorumPeerMain zoo.cfg``.
+  ``zookeeper.jar``'s manifest names its own dependencies, so the class path needs only
+  a logging binding.  The broader ``/usr/share/java/*`` also works but puts six SLF4J
+  bindings on the path; SLF4J then picks one in directory order (here the no-op one), so
+  the log stays empty.  ``slf4j-simple`` writes INFO lines to stderr, hence the log file.
+- Ready means the server answers the ``srvr`` four-letter word (the only one enabled by
+  default since ZooKeeper 3.5) with a ``Mode:`` line: the port is bound and the
+  database loaded.  A TCP connect alone is not enough, it succeeds before the load.
+- ``maxSessionTimeout`` is Kafka's ``zookeeper.session.timeout.ms`` default (18000 ms)
+  unless asked otherwise: the server clamps every client's requested timeout into
+  ``[minSessionTimeout, maxSessionTimeout]`` (defaults 2 and 20 ticks), so a test that
+  wants sessions to expire fast lowers both ``tick_time_ms`` and ``max_session_timeout_ms``.
+- ``pause``/``resume`` are SIGSTOP/SIGCONT: a frozen server is how a test makes every
+  client lose its connection (sessions do not expire while the server is frozen: the
+  server's own clock of them stops too).
+
+Thread ownership: one instance is driven from one thread (a test or the launcher).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from millrace.launcher.broker_process import free_port
+
+ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
+SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
+MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+# Kafka's zookeeper.session.timeout.ms default (KIP-537)
+DEFAULT_MAX_SESSION_TIMEOUT_MS = 18_000
+
+
+def zookeeper_classpath() -> str:
+    """The class path that starts Debian's ZooKeeper 3.8 with its log on stderr."""
+    if not ZOOKEEPER_JAR.exists():
+        raise FileNotFoundError(f"{ZOOKEEPER_JAR} is missing: install Debian's zookeeper "
+                                "package (scripts/system-deps.sh zookeeper)")
+    parts = [str(ZOOKEEPER_JAR)]
+    if SLF4J_SIMPLE_JAR.exists():
+        parts.append(str(SLF4J_SIMPLE_JAR))
+    return ":".join(parts)
+
+
+def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:
+    """Send a ZooKeeper four-letter command (``srvr``, ``ruok`` ...) and return the answer."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(word.encode("ascii"))
+        chunks: list[bytes] = []
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", errors="replace")
+
+
+class ZooKeeperProcess:
+    """A standalone ZooKeeper server on ``127.0.0.1:<port>``, owning ``directory``."""
+
+    def __init__(self, directory: Path | str, port: int | None = None, *,
+                 tick_time_ms: int = 500,
+                 max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS,
+                 min_session_timeout_ms: int | None = None,
+                 start_timeout: float = 30.0) -> None:
+        self.directory = Path(directory)
+        self.port = port or free_port()
+        self.tick_time_ms = tick_time_ms
+        self.max_session_timeout_ms = max_session_timeout_ms
+        self.min_session_timeout_ms = (min_session_timeout_ms if min_session_timeout_ms
+                                       is not None else 2 * tick_time_ms)
+        self.start_timeout = start_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.data_dir = self.directory / "data"
+        self.config_path = self.directory / "zoo.cfg"
+        self.log_path = self.directory / "zookeeper.log"
+
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    @property
+    def connect_string(self) -> str:
+        """``host:port`` for ``zookeeper.connect`` (append ``/chroot`` as needed)."""
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def config(self) -> dict[str, str]:
+        """The ``zoo.cfg`` entries, in the order they are written."""
+        return {
+            "tickTime": str(self.tick_time_ms),
+            "dataDir": str(self.data_dir.resolve()),
+            "clientPort": str(self.port),
+            "clientPortAddress": self.host,
+            "admin.enableServer": "false",
+            "minSessionTimeout": str(self.min_session_timeout_ms),
+            "maxSessionTimeout": str(self.max_session_timeout_ms),
+            "maxClientCnxns": "0",
+            "4lw.commands.whitelist": "srvr,ruok,stat,cons",
+        }
+
+    def start(self) -> ZooKeeperProcess:
+        """Start the server (again, on the same port and data) and wait until it serves."""
+        if self.running():
+            raise RuntimeError(f"ZooKeeper is already running (pid {self.pid})")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            "".join(f"{k}={v}\n" for k, v in self.config().items()), encoding="utf-8")
+        args = ["java", "-Xms32m", "-Xmx256m", "-cp", zookeeper_classpath(), MAIN_CLASS,
+                str(self.config_path.resolve())]
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=self.directory,
+                                         env={**os.environ})
+        finally:
+            log.close()
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n"
+                                   f"{self.logs()}")
+            if self.serving():
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"ZooKeeper did not start within {self.start_timeout}s:\n"
+                           f"{self.logs()}")
+
+    def serving(self) -> bool:
+        """True once the server answers ``srvr`` with its mode (the database is loaded)."""
+        try:
+            return "Mode:" in four_letter_word(self.host, self.port, "srvr", timeout=1.0)
+        except OSError:
+            return False
+
+    def logs(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait: the JVM's shutdown hook closes the server."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.resume()  # a stopped process would never see the SIGTERM
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+            raise RuntimeError(f"ZooKeeper ignored SIGTERM for {timeout}s:\n"
+                               f"{self.logs()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash at an arbitrary instant."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def pause(self) -> None:
+        """SIGSTOP: the server freezes with its sockets open (clients time out)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after ``pause``."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+    def restart(self) -> ZooKeeperProcess:
+        """Stop (SIGTERM) and start again on the same port and data directory."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> ZooKeeperProcess:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if et is not None:
+            self.kill()
+        else:
+            self.stop()
