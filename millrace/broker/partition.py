@@ -59,6 +59,7 @@ class Partition:
         self.leader_epoch = -1
         self.leader_epoch_start_offset = -1
         self.partition_epoch = 0
+        self.controller_epoch = 0  # of the controller that wrote the state we hold
         self.isr: tuple[int, ...] = ()
         self.pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
         self.remote_replicas: dict[int, Replica] = {}
@@ -91,6 +92,7 @@ class Partition:
         self.leader_id = state.leader
         self.isr = state.isr
         self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
         self.pending_isr = None
         leo = self.log.log_end_offset
         if state.leader_epoch != self.leader_epoch:
@@ -116,6 +118,7 @@ class Partition:
         self.leader_epoch_start_offset = -1
         self.isr = state.isr
         self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
         self.pending_isr = None
         self.remote_replicas = {}
         return changed
