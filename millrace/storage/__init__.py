@@ -5,7 +5,9 @@ Modules: ``config`` (LogConfig), ``index`` (OffsetIndex, TimeIndex), ``segment``
 (LogSegment), ``log_loader`` (opening and recovering a partition dir), ``local_log``
 (LocalLog: a partition dir's segment list, log end, recovery point), ``log`` (Log, one
 partition), ``log_manager`` (LogManager, all log dirs), ``checkpoint`` (checkpoint files),
-``cleaner`` (LogCleaner), ``info`` (FetchDataInfo, LogAppendInfo, ...); idempotence:
+``cleaner`` (LogCleaner), ``info`` (FetchDataInfo, LogAppendInfo, ...),
+``leader_epoch_cache`` (LeaderEpochFileCache: where each leader epoch starts, the
+``leader-epoch-checkpoint`` file); idempotence:
 ``producer_state`` (ProducerStateEntry, ProducerAppendInfo: the per-producer rules),
 ``producer_state_manager`` (ProducerStateManager: one partition's producers, snapshots,
 expiry), ``producer_snapshot`` (the snapshot file format).
@@ -26,6 +28,12 @@ from millrace.storage.info import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
+from millrace.storage.leader_epoch_cache import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochFileCache,
+)
 from millrace.storage.log import Log
 from millrace.storage.log_loader import log_dir_name, parse_topic_partition_name
 from millrace.storage.log_manager import LogManager
@@ -35,12 +43,16 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
     "AppendOrigin",
     "CleanResult",
     "CorruptCheckpointError",
     "CorruptIndexError",
+    "EpochEntry",
     "FetchDataInfo",
     "FetchIsolation",
+    "LeaderEpochFileCache",
     "Log",
     "LogAppendInfo",
     "LogCleaner",

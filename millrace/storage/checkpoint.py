@@ -15,15 +15,22 @@ Kafka keeps one of each per log dir, all in the same text format::
 
 Writes are atomic (KAFKA-1647): the new content goes to ``<name>.tmp``, is fsync'd, renamed
 over the old file, and the directory is fsync'd, so a crash leaves either the old or the new
-file, never a torn one.  Reading a malformed file raises ``CorruptCheckpointError``; a
-missing file reads as empty.
+file, never a torn one.  Reading a malformed file raises ``CorruptCheckpointError`` naming the
+file; a missing file reads as empty.
+
+``CheckpointFile`` (Java: ``CheckpointFile<T>``) is the format itself: a version line, a
+count line, then one entry per line, each turned to and from text by an ``EntryFormatter``.
+``OffsetCheckpointFile`` is it with "<topic> <partition> <offset>" entries; the
+per-partition ``leader-epoch-checkpoint`` (``leader_epoch_cache.py``) uses it with
+"<epoch> <start offset>" entries.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Generic, Protocol, TypeVar
 
 from millrace.common.errors import MillraceError
 
@@ -64,38 +71,53 @@ def write_atomically(path: str, data: bytes) -> None:
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-class OffsetCheckpointFile:
-    """One checkpoint file: ``write({(topic, partition): offset})`` / ``read()``.
+T = TypeVar("T")
+
+
+class EntryFormatter(Protocol[T]):
+    """Turns one checkpoint entry into a line and back (Java: ``EntryFormatter``)."""
+
+    def to_line(self, entry: T) -> str:
+        """The entry as one line without newline; ValueError if it cannot be written."""
+        ...
+
+    def from_line(self, line: str) -> T | None:
+        """The entry a line holds, or None if the line is malformed."""
+        ...
+
+
+class CheckpointFile(Generic[T]):
+    """One checkpoint file of ``T`` entries: ``write(entries)`` / ``read()``.
 
     Thread-safe: a lock serialises writers, so periodic and shutdown checkpoints can race.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, formatter: EntryFormatter[T],
+                 version: int = CURRENT_VERSION) -> None:
         self.path = path
+        self.formatter = formatter
+        self.version = version
         self._lock = threading.Lock()
 
-    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
-        lines = [str(CURRENT_VERSION), str(len(offsets))]
-        for (topic, partition), offset in sorted(offsets.items()):
-            if not topic or any(c.isspace() for c in topic):
-                raise ValueError(f"topic name {topic!r} cannot be checkpointed")
-            lines.append(f"{topic} {partition} {offset}")
-        data = ("\n".join(lines) + "\n").encode()
+    def write(self, entries: Iterable[T]) -> None:
+        body = [self.formatter.to_line(e) for e in entries]
+        data = "\n".join([str(self.version), str(len(body)), *body, ""]).encode()
         with self._lock:
             write_atomically(self.path, data)
 
-    def read(self) -> dict[TopicPartition, int]:
+    def read(self) -> list[T]:
+        """The entries in file order; [] if the file does not exist."""
         with self._lock:
             try:
                 with open(self.path, encoding="utf-8") as f:
                     text = f.read()
             except FileNotFoundError:
-                return {}
+                return []
             except UnicodeDecodeError as e:
                 raise CorruptCheckpointError(f"{self.path}: not text: {e}") from None
         return self._parse(text)
 
-    def _parse(self, text: str) -> dict[TopicPartition, int]:
+    def _parse(self, text: str) -> list[T]:
         lines = text.splitlines()
 
         def bad(why: str) -> CorruptCheckpointError:
@@ -108,18 +130,49 @@ class OffsetCheckpointFile:
             count = int(lines[1].strip())
         except ValueError:
             raise bad("version and count must be integers") from None
-        if version != CURRENT_VERSION:
+        if version != self.version:
             raise bad(f"unsupported version {version}")
         entries = [ln for ln in lines[2:] if ln.strip()]
         if count != len(entries):
             raise bad(f"expected {count} entries, found {len(entries)}")
-        out: dict[TopicPartition, int] = {}
+        out: list[T] = []
         for ln in entries:
-            parts = ln.split()
-            if len(parts) != 3:
+            entry = self.formatter.from_line(ln)
+            if entry is None:
                 raise bad(f"line {ln!r}")
-            try:
-                out[(parts[0], int(parts[1]))] = int(parts[2])
-            except ValueError:
-                raise bad(f"line {ln!r}") from None
+            out.append(entry)
         return out
+
+
+class _OffsetFormatter:
+    """"<topic> <partition> <offset>" lines."""
+
+    def to_line(self, entry: tuple[TopicPartition, int]) -> str:
+        (topic, partition), offset = entry
+        if not topic or any(c.isspace() for c in topic):
+            raise ValueError(f"topic name {topic!r} cannot be checkpointed")
+        return f"{topic} {partition} {offset}"
+
+    def from_line(self, line: str) -> tuple[TopicPartition, int] | None:
+        parts = line.split()
+        if len(parts) != 3:
+            return None
+        try:
+            return (parts[0], int(parts[1])), int(parts[2])
+        except ValueError:
+            return None
+
+
+class OffsetCheckpointFile:
+    """A per-log-dir offsets checkpoint: ``write({(topic, partition): offset})`` /
+    ``read()``.  Thread-safe (see ``CheckpointFile``)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file = CheckpointFile(path, _OffsetFormatter())
+
+    def write(self, offsets: Mapping[TopicPartition, int]) -> None:
+        self._file.write(sorted(offsets.items()))
+
+    def read(self) -> dict[TopicPartition, int]:
+        return dict(self._file.read())

@@ -28,6 +28,14 @@ duplicate); a gap raises OutOfOrderSequenceError, a stale epoch InvalidProducerE
 The state is updated only after the write.  Snapshots are taken on every roll and on close;
 loading and ``truncate_to`` rebuild the state from the latest snapshot plus a replay.
 
+Leader epochs (``leader_epoch_cache.py``): each log keeps a ``LeaderEpochFileCache``, the
+offset where each leader epoch's records begin, in ``leader-epoch-checkpoint``.  A leader
+append records (epoch, first offset) when its epoch is new, a follower append the epoch of
+each batch it receives, both before the bytes are written; truncation drops the entries
+past the new end, a moving log start clips the first entry, and ``end_offset_for_epoch``
+answers OffsetForLeaderEpoch from it (a follower truncates to that answer after a leader
+change, never to its high watermark: KIP-101, KIP-279).
+
 Threading model: a ``Log`` is shared by the broker's asyncio thread (append, read, list
 offsets) and background threads (retention, flush, the cleaner).  Every access to the
 ``LocalLog`` (segment list, log end, recovery point) and the other offsets is guarded by
@@ -70,6 +78,7 @@ from millrace.storage.info import (
     LogOffsetMetadata,
     TimestampAndOffset,
 )
+from millrace.storage.leader_epoch_cache import EpochEntry, LeaderEpochFileCache
 from millrace.storage.local_log import LocalLog
 from millrace.storage.log_loader import (
     load_log,
@@ -118,6 +127,7 @@ class Log:
         self._high_watermark = min(max(high_watermark, self._log_start_offset),
                                    loaded.next_offset)
         self._hw_metadata: LogOffsetMetadata | None = None
+        self._epoch_cache = loaded.leader_epoch_cache
         self._closed = False
         self.truncated_on_load = loaded.truncated_bytes
         if not had_clean_shutdown:
@@ -188,6 +198,24 @@ class Log:
         with self._lock:
             before = self._high_watermark
             return hw > before and self.update_high_watermark(hw) > before
+
+    # ------------------------------------------------------------------ leader epochs
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochFileCache:
+        """Where each leader epoch starts (thread-safe on its own; the replica layer calls
+        ``assign(epoch, log_end_offset)`` on becoming leader, KAFKA-7415)."""
+        return self._epoch_cache
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch with an entry in the cache; -1 if there is none."""
+        return self._epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= ``leader_epoch``, where it ends in this
+        log); the latest epoch ends at the log end; (-1, -1) when undefined."""
+        with self._lock:
+            return self._epoch_cache.end_offset_for(leader_epoch, self._local.log_end_offset)
 
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self._log_start_offset}, "
@@ -279,6 +307,8 @@ class Log:
                 count += h.records_count
                 offset = last + 1
             if entries:
+                if leader_epoch >= 0:
+                    self._epoch_cache.assign(leader_epoch, first)
                 self._maybe_roll(len(buf), max_ts, offset - 1, first, now)
                 self._local.append(buf, entries, offset - 1)
                 if producers:
@@ -320,10 +350,16 @@ class Log:
                                          f"below the log end offset {end}")
             data = memoryview(records)[:fb.valid_bytes] if fb.valid_bytes < len(records) \
                 else records
+            headers = [h for _, h in iter_batches(data)]
+            cache = self._epoch_cache
+            if cache.assign_entries((EpochEntry(h.partition_leader_epoch, h.base_offset)
+                                     for h in headers if h.partition_leader_epoch >= 0),
+                                    flush=False):
+                cache.flush()
             self._maybe_roll(fb.valid_bytes, fb.max_timestamp, fb.last_offset,
                              fb.first_offset, now)
             self._local.append(data, fb.entries, fb.last_offset)
-            self._producer_state.replay(h for _, h in iter_batches(data))
+            self._producer_state.replay(headers)
             self._producer_state.update_map_end_offset(self._local.log_end_offset)
             return LogAppendInfo(fb.first_offset, fb.last_offset, fb.max_timestamp,
                                  fb.offset_of_max_timestamp, -1, self._log_start_offset,
@@ -416,25 +452,19 @@ class Log:
         with self._lock:
             self._check_open()
             if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                return TimestampAndOffset(-1, self._log_start_offset,
-                                          self._epoch_at(self._log_start_offset))
+                # the first entry's epoch, if it covers the log start (Kafka's check)
+                first = self._epoch_cache.earliest_entry
+                epoch = first.epoch if first is not None and \
+                    first.start_offset <= self._log_start_offset else -1
+                return TimestampAndOffset(-1, self._log_start_offset, epoch)
             if timestamp == LATEST_TIMESTAMP:
-                end = self._local.log_end_offset
-                return TimestampAndOffset(-1, end, self._epoch_at(end - 1))
+                return TimestampAndOffset(-1, self._local.log_end_offset,
+                                          self._epoch_cache.latest_epoch)
             if timestamp == MAX_TIMESTAMP:
                 return self._local.offset_of_max_timestamp(self._log_start_offset)
             if timestamp < 0:
                 return None
             return self._local.find_offset_by_timestamp(timestamp, self._log_start_offset)
-
-    def _epoch_at(self, offset: int) -> int:
-        end = self._local.log_end_offset
-        if offset < self._log_start_offset or offset >= end:
-            if offset >= end and end > self._log_start_offset:
-                return self._epoch_at(end - 1)
-            return -1
-        found = self._local.find_batch(offset)
-        return -1 if found is None else found[2].partition_leader_epoch
 
     # ------------------------------------------------------------------ truncation
     def truncate_to(self, offset: int) -> bool:
@@ -443,11 +473,16 @@ class Log:
         with self._lock:
             self._check_open()
             if offset >= self._local.log_end_offset:
+                # An entry at the log end can still go: a leader that recorded its epoch
+                # start and wrote nothing before losing leadership (Kafka does the same).
+                self._epoch_cache.truncate_from_end(self._local.log_end_offset)
                 return False
             if offset < self._log_start_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
             self._local.truncate_to(offset)
+            # the log may end below ``offset`` (a batch straddling it goes whole)
+            self._epoch_cache.truncate_from_end(self._local.log_end_offset)
             self._after_truncation()
             rebuild_producer_state(self._producer_state, self._local.segments,
                                    self._log_start_offset, self._local.log_end_offset,
@@ -460,6 +495,7 @@ class Log:
             self._check_open()
             self._local.truncate_fully_and_start_at(new_offset)
             self._log_start_offset = new_offset
+            self._epoch_cache.clear_and_flush()
             self._producer_state.truncate_fully_and_start_at(new_offset)
             self._after_truncation()
 
@@ -485,6 +521,7 @@ class Log:
                          self.partition, self._log_start_offset, offset)
                 self._log_start_offset = offset
                 self._hw_metadata = None
+                self._epoch_cache.truncate_from_start(offset)
                 self._producer_state.on_log_start_offset_incremented(offset)
                 self._delete_segments(lambda seg, nxt: nxt.base_offset <= self._log_start_offset,
                                       "log start offset", now_ms)
@@ -533,7 +570,9 @@ class Log:
             return 0
         doomed = self._local.remove_oldest(victims)
         first_base = self._local.segments[0].base_offset
-        self._log_start_offset = max(self._log_start_offset, first_base)
+        if first_base > self._log_start_offset:
+            self._log_start_offset = first_base
+            self._epoch_cache.truncate_from_start(first_base)
         self._hw_metadata = None
         self._producer_state.on_log_start_offset_incremented(self._log_start_offset)
         self._producer_state.delete_snapshots_before(first_base)
@@ -599,6 +638,11 @@ class Log:
                     except OSError:
                         log.exception("%s-%d: producer snapshot at close failed", self.topic,
                                       self.partition)
+                    try:
+                        self._epoch_cache.flush()
+                    except KafkaStorageError:
+                        log.exception("%s-%d: leader epoch checkpoint at close failed",
+                                      self.topic, self.partition)
             except BaseException:
                 self._local.close(sync=False)
                 raise
@@ -614,9 +658,11 @@ class Log:
             self._close(False, snapshot=False)
             self._local.rename_dir(new_dir)
             self._producer_state.rename_dir(new_dir)
+            self._epoch_cache.rename_dir(new_dir)
 
     def delete(self) -> None:
         """Close and remove the whole directory."""
         with self._lock:
             self._close(False, snapshot=False)
+            self._epoch_cache.clear()
             self._local.delete_dir()

@@ -22,6 +22,13 @@ Steps, in order:
    snapshot is loaded and the batch headers from its offset to the log end are replayed;
    if that replayed anything, a snapshot at the log end is written so the next load is
    immediate.  ``Log.truncate_to`` runs the same ``rebuild_producer_state``.
+7. Leader epoch cache (``leader_epoch_cache.py``): read ``leader-epoch-checkpoint``; after an
+   unclean shutdown the recovered batches add the epochs newer than its latest (Kafka's
+   recovery rule), then entries at or past the log end go and the first entry is clipped
+   to the log start (a crash can leave a truncation unwritten).  A missing file (a log
+   written before the cache existed) or a corrupt one is rebuilt from the
+   ``partition_leader_epoch`` of every batch; the result is written if it differs from
+   the file.
 """
 
 from __future__ import annotations
@@ -34,7 +41,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from millrace.record.batch import BatchHeader
+from millrace.storage.checkpoint import CorruptCheckpointError
 from millrace.storage.config import LogConfig
+from millrace.storage.leader_epoch_cache import (
+    EpochEntry,
+    LeaderEpochCheckpointFile,
+    LeaderEpochFileCache,
+)
 from millrace.storage.producer_state_manager import ProducerStateManager
 from millrace.storage.segment import (
     CLEANED_SUFFIX,
@@ -70,6 +83,7 @@ class LoadedLog:
     next_offset: int
     log_start_offset: int
     truncated_bytes: int
+    leader_epoch_cache: LeaderEpochFileCache
 
 
 def _base_of(name: str, suffix: str) -> int | None:
@@ -115,6 +129,8 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
                 _unlink(os.path.join(dir, name))
     segments: list[LogSegment] = []
     truncated = 0
+    recovered_from: int | None = None  # first offset of the segments recovered
+    emptied = False  # every segment deleted: the epochs are gone with them
     try:
         for base in bases:
             missing = [s for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
@@ -135,6 +151,7 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
                 start = 0
             log.info("%s: recovering %d segment(s) from offset %d after an unclean shutdown",
                      dir, len(segments) - start, segments[start].base_offset)
+            recovered_from = segments[start].base_offset
             for i in range(start, len(segments)):
                 cut = segments[i].recover()
                 truncated += cut
@@ -157,6 +174,7 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
                 for seg in segments:
                     seg.delete()
                 segments = []
+                emptied = True
         if not segments:
             start_offset = max(log_start_offset, 0)
             segments = [LogSegment(dir, start_offset, config, now_ms=now_ms, create=True)]
@@ -165,11 +183,48 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
         if producer_state is not None:
             rebuild_producer_state(producer_state, segments, start_offset, next_offset, now_ms,
                                    force=True)
+        # 7. leader epochs
+        epochs = load_leader_epoch_cache(dir, segments, start_offset, next_offset,
+                                         recovered_from=recovered_from, emptied=emptied)
     except BaseException:
         for seg in segments:
             seg.close_handlers()
         raise
-    return LoadedLog(segments, next_offset, start_offset, truncated)
+    return LoadedLog(segments, next_offset, start_offset, truncated, epochs)
+
+
+def load_leader_epoch_cache(dir: str, segments: Sequence[LogSegment], log_start_offset: int,
+                            log_end_offset: int, *, recovered_from: int | None = None,
+                            emptied: bool = False) -> LeaderEpochFileCache:
+    """The partition's leader epoch cache, consistent with its segments (step 7)."""
+    checkpoint = LeaderEpochCheckpointFile.in_dir(dir)
+    name = os.path.basename(dir)
+    rebuild = corrupt = False
+    try:
+        cache = LeaderEpochFileCache(checkpoint, name)
+        rebuild = not os.path.exists(checkpoint.path)
+    except CorruptCheckpointError as e:
+        log.warning("%s; rebuilding it from the batches", e)
+        cache = LeaderEpochFileCache(checkpoint, name, entries=[])
+        rebuild = corrupt = True
+    if emptied:
+        cache.clear_and_flush()
+        return cache
+    replay_from = log_start_offset if rebuild else recovered_from
+    if replay_from is not None and replay_from < log_end_offset:
+        latest = cache.latest_epoch
+        found = []
+        for h in _headers_between(segments, replay_from, log_end_offset):
+            if h.partition_leader_epoch > latest:
+                latest = h.partition_leader_epoch
+                found.append(EpochEntry(latest, h.base_offset))
+        if rebuild and found:
+            log.info("%s: rebuilt %d leader epoch entries from the batches", dir, len(found))
+        cache.assign_entries(found, flush=False)
+    cache.truncate_from_end(log_end_offset, flush=False)
+    cache.truncate_from_start(log_start_offset, flush=False)
+    cache.flush(force=corrupt)
+    return cache
 
 
 def rebuild_producer_state(producer_state: ProducerStateManager, segments: Sequence[LogSegment],

@@ -7,7 +7,8 @@ no clean-shutdown marker) and checked: every acknowledged record is there (a kil
 loses nothing that reached the page cache), every batch passes its CRC, offsets run
 0..LEO-1 without gaps and keep increasing across rounds, every index entry names its batch.
 Then torn tails, garbage and damaged index files are written by hand and must be truncated
-or rebuilt.
+or rebuilt.  The leader epoch cache (each round appends at its own epoch) must name exactly
+the first offset of each epoch the batches carry.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from tests.unit.storage.storagegen import records
 
 pytestmark = pytest.mark.integration
 
+REPO_ROOT = str(Path(__file__).resolve().parents[2])
 PARTITIONS = 3
 TOPIC = "crash"
 PROPS = {"segment.bytes": "30000", "index.interval.bytes": "700"}
 
 CHILD = r"""
 import random, sys, time
+import millrace
+assert millrace.__file__.startswith(%(root)r), millrace.__file__
 from millrace.record.batch import RecordBatchBuilder
 from millrace.record.compression import CompressionType
 from millrace.storage import LogConfig, LogManager
@@ -75,8 +79,12 @@ def _config() -> LogConfig:
 
 def _run_and_kill(script: Path, log_dir: Path, round_no: int, delay: float) -> dict[int, int]:
     """Run the writer, SIGKILL it after ``delay`` seconds of writing; acked last offsets."""
+    # the writer imports this checkout's millrace, not whichever the venv has installed
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (REPO_ROOT, os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.Popen([sys.executable, str(script), str(log_dir), str(round_no)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
     acked: dict[int, int] = {}
     ready = threading.Event()
 
@@ -116,8 +124,13 @@ def _check_log(lg: Log) -> list[tuple[int, int]]:
     (round, i) of each record in offset order."""
     data = lg.read_all_bytes()
     assert len(data) == sum(s.size for s in lg.segments)
-    for pos, _ in iter_batches(data):
+    first_of_epoch: dict[int, int] = {}
+    for pos, h in iter_batches(data):
         validate_batch(data, pos)
+        first_of_epoch.setdefault(h.partition_leader_epoch, h.base_offset)
+    # the leader epoch cache names exactly where each round's epoch begins (an entry
+    # written just before a killed append is dropped on load)
+    assert [tuple(e) for e in lg.leader_epoch_cache.entries()] == sorted(first_of_epoch.items())
     recs = records(data)
     assert [r.offset for r in recs] == list(range(lg.log_end_offset))
     for seg in lg.segments:
@@ -155,7 +168,8 @@ def test_kill9_rounds_then_torn_tails_and_damaged_indexes(tmp_path: Path,
                                                           caplog: pytest.LogCaptureFixture
                                                           ) -> None:
     script = tmp_path / "writer.py"
-    script.write_text(CHILD % {"props": PROPS, "topic": TOPIC, "partitions": PARTITIONS})
+    script.write_text(CHILD % {"props": PROPS, "topic": TOPIC, "partitions": PARTITIONS,
+                               "root": REPO_ROOT})
     log_dir = tmp_path / "logs"
     rng = random.Random(20240611)
     all_acked: dict[int, int] = {}
