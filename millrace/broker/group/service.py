@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from millrace.broker.config import KafkaConfig
@@ -71,19 +71,44 @@ class GroupCoordinatorService:
         self._task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> None:
-        """Load every ``__consumer_offsets`` partition, then start the timer task."""
+    async def start(self, partitions: Iterable[int] | None = None) -> None:
+        """Load ``partitions`` of ``__consumer_offsets`` (default: every one, the single
+        node leads them all), then start the timer task.  In a cluster the broker loads
+        only the partitions it leads, as leadership arrives (``on_leadership_change``)."""
         coord = self.coordinator
-        partitions = range(coord.num_partitions)
+        await self.load_partitions(range(coord.num_partitions) if partitions is None
+                                   else partitions)
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def load_partitions(self, partitions: Iterable[int]) -> None:
+        """Become coordinator for ``partitions``: replay each from its log.  Requests for
+        them answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
+        coord = self.coordinator
+        partitions = [p for p in partitions if p not in coord.hosted]
+        if not partitions:
+            return
         coord.begin_loading(partitions)
         total = 0
         for partition in partitions:
+            if partition not in coord.loading:  # unloaded again while we were loading
+                continue
             total += coord.load(partition, self._log.replay(partition),
                                 self._time.milliseconds())
             await asyncio.sleep(0)
-        log.info("group coordinator loaded %d group(s) from %d record(s)",
-                 len(coord.groups), total)
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        log.info("group coordinator loaded %d partition(s), %d group(s) from %d record(s)",
+                 len(partitions), len(coord.groups), total)
+
+    def unload_partitions(self, partitions: Iterable[int]) -> None:
+        """Stop coordinating ``partitions`` (leadership moved away): their groups leave
+        memory and parked requests answer NOT_COORDINATOR, so clients look up the new
+        coordinator."""
+        coord = self.coordinator
+        gone = [p for p in partitions if p in coord.hosted or p in coord.loading]
+        for partition in gone:
+            coord.unload(partition)
+        if gone:
+            log.info("group coordinator unloaded partition(s) %s", sorted(gone))
+            self._dispatch()
 
     async def stop(self) -> None:
         """Stop the timers; parked requests are answered NOT_COORDINATOR."""

@@ -56,6 +56,36 @@ def atomic_write(path: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def ensure_meta_properties(log_dir: str, node_id: int, wanted: str | None) -> str:
+    """Kafka's ``meta.properties`` in a log dir: the node id and cluster id the dir
+    belongs to.  A dir of another node or cluster is refused (ConfigError naming both); a
+    new dir gets ``wanted`` (or a fresh id).  Returns the cluster id."""
+    path = os.path.join(log_dir, "meta.properties")
+    props: dict[str, str] = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    k, v = line.split("=", 1)
+                    props[k.strip()] = v.strip()
+        stored_node = props.get("node.id")
+        if stored_node is not None and int(stored_node) != node_id:
+            raise ConfigError(f"node.id {node_id} does not match node.id "
+                              f"{stored_node} stored in {path}")
+        cluster_id = props.get("cluster.id")
+        if cluster_id and wanted and wanted != cluster_id:
+            raise ConfigError(f"cluster.id {wanted} does not match {cluster_id} in {path}")
+        if cluster_id:
+            return cluster_id
+    os.makedirs(log_dir, exist_ok=True)
+    cluster_id = wanted or new_cluster_id()
+    text = (f"#\n# written by millrace\nversion=1\nnode.id={node_id}\n"
+            f"cluster.id={cluster_id}\n")
+    atomic_write(os.path.join(log_dir, "meta.properties"), text.encode())
+    return cluster_id
+
+
 class LocalMetadataStore(ClusterMetadata):
     FILE = "millrace-metadata.json"
 
@@ -66,7 +96,7 @@ class LocalMetadataStore(ClusterMetadata):
         self._registration: BrokerRegistration | None = None
         self.producer_id_block_end = 0  # ids below this were handed out (or reserved)
         os.makedirs(log_dir, exist_ok=True)
-        self._cluster_id = self._load_meta_properties(cluster_id)
+        self._cluster_id = ensure_meta_properties(log_dir, node_id, cluster_id)
         self._load()
 
     @property
@@ -97,31 +127,6 @@ class LocalMetadataStore(ClusterMetadata):
         return PartitionState(leader=self.node_id, leader_epoch=0, isr=(self.node_id,))
 
     # ------------------------------------------------------------------ persistence
-    def _load_meta_properties(self, wanted: str | None) -> str:
-        path = os.path.join(self.log_dir, "meta.properties")
-        props: dict[str, str] = {}
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    line = line.strip()
-                    if line and not line.startswith("#") and "=" in line:
-                        k, v = line.split("=", 1)
-                        props[k.strip()] = v.strip()
-            stored_node = props.get("node.id")
-            if stored_node is not None and int(stored_node) != self.node_id:
-                raise ConfigError(f"node.id {self.node_id} does not match node.id "
-                                  f"{stored_node} stored in {path}")
-            cluster_id = props.get("cluster.id")
-            if cluster_id and wanted and wanted != cluster_id:
-                raise ConfigError(f"cluster.id {wanted} does not match {cluster_id} in {path}")
-            if cluster_id:
-                return cluster_id
-        cluster_id = wanted or new_cluster_id()
-        text = (f"#\n# written by millrace\nversion=1\nnode.id={self.node_id}\n"
-                f"cluster.id={cluster_id}\n")
-        atomic_write(path, text.encode())
-        return cluster_id
-
     def _load(self) -> None:
         path = os.path.join(self.log_dir, self.FILE)
         if not os.path.exists(path):
