@@ -246,6 +246,7 @@ class KafkaController(ControllerEventEngine):
         infos = {t.name: t for t in topics}
         for gone in sorted(ctx.all_topics - set(infos)):
             ctx.remove_topic(gone)
+            self._deletion.forget(gone)
         new_partitions: list[TopicPartition] = []
         for name, t in sorted(infos.items()):
             known = ctx.assignments.get(name, {})

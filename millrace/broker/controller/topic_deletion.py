@@ -41,6 +41,10 @@ class TopicDeletionManager:
     def reset(self) -> None:
         self._pending.clear()
 
+    def forget(self, topic: str) -> None:
+        """The topic vanished from ZooKeeper by other means: stop tracking it."""
+        self._pending.pop(topic, None)
+
     def is_started(self, topic: str) -> bool:
         return topic in self._pending
 

@@ -159,6 +159,11 @@ def test_new_topic_goes_new_then_online() -> None:
     result = c.run(c.controller.on_topic_change(c.topics))
     assert result.zk_writes == [CreatePartitionState(TopicPartition("u", 1),
                                                      state(1, [1, 3], controller_epoch=1))]
+    # A topic that vanished is forgotten, its partitions with it.
+    c.topics.pop()
+    c.run(c.controller.on_topic_change(c.topics))
+    assert c.controller.context.all_topics == {"t"}
+    assert u not in c.controller.context.leadership
 
 
 def test_new_partition_without_live_replica_waits_for_its_broker() -> None:
