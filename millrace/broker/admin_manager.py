@@ -16,6 +16,11 @@ import logging
 import uuid
 
 from millrace.broker.config import KafkaConfig
+from millrace.broker.controller.replica_assignment import (
+    BrokerMetadata,
+    assign_added_partitions,
+    assign_replicas_to_brokers,
+)
 from millrace.broker.metadata import (
     INTERNAL_TOPICS,
     ClusterMetadata,
@@ -37,15 +42,25 @@ log = logging.getLogger("millrace.broker")
 
 class AdminManager:
     def __init__(self, config: KafkaConfig, metadata: ClusterMetadata,
-                 replica_manager: ReplicaManager, topic_configs: TopicConfigs) -> None:
+                 replica_manager: ReplicaManager, topic_configs: TopicConfigs,
+                 cluster: bool = False) -> None:
         self._config = config
         self._metadata = metadata
         self._rm = replica_manager
         self._topic_configs = topic_configs
+        # In a cluster the controller hosts new partitions (LeaderAndIsr) once the
+        # metadata write lands; on one node this broker hosts them at once.
+        self._cluster = cluster
+
+    def _brokers(self) -> list[BrokerMetadata]:
+        return [BrokerMetadata(b.node_id, b.rack) for b in self._metadata.brokers()]
 
     def _assign(self, partitions: range, replication_factor: int) -> dict[int, list[int]]:
-        """Replica assignment for new partitions: on one node, this broker."""
-        del replication_factor  # checked by the caller against the live brokers
+        """Replica assignment for new partitions: Kafka's spread over the live brokers
+        (rack-aware when they have racks); on one node, this broker."""
+        if self._cluster:
+            return assign_replicas_to_brokers(self._brokers(), len(partitions),
+                                              replication_factor)
         node = self._config.node_id
         return {p: [node] for p in partitions}
 
@@ -67,7 +82,7 @@ class AdminManager:
         if rf < 1:
             raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
         brokers = max(1, len(self._metadata.brokers()))
-        if rf > brokers and name not in INTERNAL_TOPICS:
+        if rf > brokers and (self._cluster or name not in INTERNAL_TOPICS):
             raise InvalidReplicationFactorError(
                 f"Replication factor: {rf} larger than available brokers: {brokers}.")
         self._topic_configs.validate(configs)
@@ -79,7 +94,8 @@ class AdminManager:
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), assignment, dict(configs))
         info = self._metadata.create_topic(name, assignment, configs)
-        self._rm.create_partitions(info, 0, partitions)
+        if not self._cluster:
+            self._rm.create_partitions(info, 0, partitions)
         log.info("created topic %s with %d partition(s)", name, partitions)
         return info
 
@@ -106,7 +122,8 @@ class AdminManager:
     def delete_topic(self, name: str) -> None:
         if name not in self._metadata.topics:
             raise UnknownTopicOrPartitionError("This server does not host this topic.")
-        self._rm.delete_topic(name)
+        if not self._cluster:
+            self._rm.delete_topic(name)
         self._metadata.delete_topic(name)
         log.info("deleted topic %s", name)
 
@@ -127,6 +144,12 @@ class AdminManager:
         if validate_only:
             return
         start = info.partitions
+        if self._cluster:
+            added = {p: list(r) for p, r in zip(range(start, count), assignments)} \
+                if assignments is not None else \
+                assign_added_partitions(self._brokers(), info.assignment, count)
+            self._metadata.add_partitions(name, added)
+            return
         info = self._metadata.add_partitions(name, self._assign(range(start, count), 1))
         self._rm.create_partitions(info, start, count)
 

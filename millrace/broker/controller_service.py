@@ -36,12 +36,12 @@ from millrace.broker.controller.broker_requests import (
 from millrace.broker.controller.controller_context import (
     LeaderIsrAndControllerEpoch as CtlState,
 )
-from millrace.broker.controller.controller_context import LeaderRecoveryState
 from millrace.broker.controller.controller_result import (
     ControllerConfig,
     ControllerResult,
     FailoverState,
 )
+from millrace.broker.controller.election import LeaderRecoveryState
 from millrace.broker.controller.kafka_controller import KafkaController
 from millrace.broker.controller.zk_writes import (
     CreatePartitionState,
@@ -85,7 +85,7 @@ T = TypeVar("T")
 
 def to_zk(s: CtlState) -> ZkState:
     return ZkState(s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch,
-                   int(s.leader_recovery_state), s.zk_version)
+                   int(s.leader_recovery_state.value), s.zk_version)
 
 
 def from_zk(s: ZkState) -> CtlState:

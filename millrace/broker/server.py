@@ -29,11 +29,13 @@ from millrace.broker.group.offsets_log import ReplicatedOffsetsLog
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import load_all
 from millrace.broker.metadata import BrokerRegistration, LocalMetadataStore
+from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.network import SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.services import BrokerServices
 from millrace.broker.topic_config import TopicConfigs
+from millrace.broker.zk_broker import build_zk_services, controlled_shutdown, start_controller
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.storage import LogConfig, LogManager
 
@@ -83,23 +85,36 @@ class KafkaServer:
 
     async def startup(self) -> None:
         cfg = self.config
-        log.info("starting millrace broker node.id=%d log.dirs=%s", cfg.node_id,
-                 ",".join(cfg.log_dirs))
-        services = self.services = self.build_services(cfg, self.time)
-        await services.group_coordinator.start()
+        clustered = bool(cfg["zookeeper.connect"])
+        log.info("starting millrace broker node.id=%d log.dirs=%s%s", cfg.node_id,
+                 ",".join(cfg.log_dirs),
+                 f" zookeeper.connect={cfg['zookeeper.connect']}" if clustered else "")
+        loop = asyncio.get_running_loop()
+        if clustered:
+            services = self.services = await loop.run_in_executor(
+                None, build_zk_services, cfg, self.time, loop)
+            await services.group_coordinator.start(partitions=[])
+        else:
+            services = self.services = self.build_services(cfg, self.time)
+            await services.group_coordinator.start()
         socket_server = self.socket_server = SocketServer(cfg, services)
         await socket_server.bind()
         bound = socket_server.bound_addresses()
         adv = cfg.advertised_listeners[0]
         host = adv.host or "localhost"
         port = adv.port or bound[0][1]
-        services.metadata.register_broker(BrokerRegistration(cfg.node_id, host, port))
+        registration = BrokerRegistration(cfg.node_id, host, port, cfg["broker.rack"])
+        await loop.run_in_executor(None, services.metadata.register_broker, registration)
         for bound_host, bound_port in bound:
             log.info("listening on %s:%d", bound_host, bound_port)
         await socket_server.start_serving()
+        if services.cluster is not None:
+            assert isinstance(services.metadata, ZkClusterMetadata)
+            services.cluster.broker_epoch = services.metadata.broker_epoch
+            await start_controller(services)
+            self._tasks.append(loop.create_task(services.replica_manager.run_isr_expiration()))
         log.info("millrace broker %d started; cluster.id=%s advertised=%s:%d", cfg.node_id,
                  services.metadata.cluster_id, host, port)
-        loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(services.replica_manager.run_periodic()))
 
     @property
@@ -109,6 +124,9 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("stopping millrace broker %d", self.config.node_id)
+        cluster = self.services.cluster if self.services is not None else None
+        if cluster is not None:
+            await controlled_shutdown(self.services)  # type: ignore[arg-type]
         if self.socket_server is not None:
             await self.socket_server.shutdown()
         for t in self._tasks:
@@ -116,10 +134,16 @@ class KafkaServer:
         for t in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
+        if cluster is not None:
+            if cluster.controller is not None:
+                await cluster.controller.shutdown()
+            await cluster.fetcher_manager.shutdown()
         if self.services is not None:
             await self.services.group_coordinator.stop()
             self.services.replica_manager.shutdown()
             self.services.log_manager.shutdown()
+        if cluster is not None:
+            cluster.zk.close()  # the registration vanishes: the controller reacts
         log.info("millrace broker %d stopped", self.config.node_id)
 
     async def serve_forever(self) -> None:

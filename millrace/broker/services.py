@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from millrace.broker.admin_manager import AdminManager
 from millrace.broker.api_version_manager import ApiVersionManager
 from millrace.broker.config import KafkaConfig
+from millrace.broker.controller_service import ControllerService
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.metadata.metadata_cache import MetadataCache
@@ -22,6 +23,7 @@ from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.topic_config import TopicConfigs
+from millrace.broker.zk import KafkaZkClient
 from millrace.common.time import Time
 from millrace.storage import LogManager
 
@@ -35,6 +37,8 @@ class ClusterServices:
     broker_epoch: int
     metadata_cache: MetadataCache
     fetcher_manager: ReplicaFetcherManager
+    zk: KafkaZkClient
+    controller: ControllerService | None = None  # set once the election service starts
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from millrace.broker.context import RequestContext
 from millrace.broker.group.group_metadata_manager import partition_for
 from millrace.broker.handlers import handles
-from millrace.common.errors import Errors
+from millrace.common.errors import Errors, KafkaError
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
     DeleteGroupsRequest,
@@ -44,6 +44,7 @@ from millrace.protocol.types import (
 )
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 # ---------------------------------------------------------------------- FindCoordinator
@@ -53,6 +54,8 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None
     if key_type == GROUP_KEY:
         service = services.group_coordinator
         partition = service.partition_for(key)
+        if services.cluster is not None:
+            return _partition_leader(ctx, OFFSETS_TOPIC, partition)
         coord = service.coordinator
         if partition not in coord.hosted and partition not in coord.loading:
             return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
@@ -66,6 +69,33 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None
     for broker in services.metadata.brokers():
         if broker.node_id == node:
             return Errors.NONE, None, node, broker.host, broker.port
+    return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+
+
+def _partition_leader(ctx: RequestContext, topic: str, partition: int
+                      ) -> tuple[int, str | None, int, str, int]:
+    """In a cluster a group's coordinator is the leader of its ``__consumer_offsets``
+    partition.  The topic is created on first use (``offsets.topic.replication.factor``
+    replicas; COORDINATOR_NOT_AVAILABLE until it has a leader, as in Kafka)."""
+    services = ctx.services
+    metadata = services.metadata
+    if topic not in metadata.topics:
+        try:
+            services.admin_manager.create_topic(
+                topic, services.config["offsets.topic.num.partitions"],
+                {"cleanup.policy": "compact",
+                 "segment.bytes": str(services.config["offsets.topic.segment.bytes"])},
+                services.config["offsets.topic.replication.factor"])
+        except KafkaError as e:
+            if e.code != Errors.TOPIC_ALREADY_EXISTS:
+                return Errors.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1
+        return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    state = metadata.partition_state(topic, partition)
+    if state is None or state.leader < 0:
+        return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    for broker in metadata.brokers():
+        if broker.node_id == state.leader:
+            return Errors.NONE, None, broker.node_id, broker.host, broker.port
     return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
 
 

@@ -1,0 +1,156 @@
+"""A broker in a ZooKeeper cluster: its services, its registration, its controlled shutdown.
+
+With ``zookeeper.connect`` set, ``KafkaServer`` builds these instead of the single node's
+(Kafka's ``KafkaServer.startup`` in ZooKeeper mode):
+
+1. connect to ZooKeeper (optional chroot), create the persistent roots, get or create the
+   cluster id and check it against ``meta.properties`` in the log dir;
+2. open the logs (recovery), build a ``ReplicaManager`` whose partitions appear only when
+   the controller's LeaderAndIsr assigns them, with replica fetchers and a ZooKeeper ISR
+   manager, and the admin manager in cluster mode (topic changes are ZooKeeper writes the
+   controller reacts to);
+3. a group coordinator that loads the ``__consumer_offsets`` partitions this broker leads
+   and unloads those it stops leading;
+4. after the listeners are bound: register ``/brokers/ids/<id>`` (the znode's czxid is the
+   broker epoch), start the controller election, then serve.
+
+``controlled_shutdown`` runs on SIGTERM before anything stops: the broker asks the
+controller (ControlledShutdown) to move leadership of its partitions elsewhere, retrying
+``controlled.shutdown.max.retries`` times, so clients see a leader change instead of an
+outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from millrace.broker.admin_manager import AdminManager
+from millrace.broker.api_version_manager import ApiVersionManager
+from millrace.broker.broker_channel import BrokerChannel
+from millrace.broker.config import KafkaConfig
+from millrace.broker.controller_service import ControllerService
+from millrace.broker.group.offsets_log import ReplicatedOffsetsLog
+from millrace.broker.group.service import GroupCoordinatorService
+from millrace.broker.handlers import load_all
+from millrace.broker.metadata.local_store import ensure_meta_properties
+from millrace.broker.metadata.metadata_cache import MetadataCache
+from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
+from millrace.broker.partition import Partition
+from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.replica_fetcher import ReplicaFetcherManager
+from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.services import BrokerServices, ClusterServices
+from millrace.broker.topic_config import TopicConfigs
+from millrace.broker.zk import KafkaZkClient
+from millrace.broker.zk_alter_isr_manager import ZkAlterIsrManager
+from millrace.common.errors import BrokerNotAvailableError, Errors
+from millrace.common.time import Time
+from millrace.protocol.types import ControlledShutdownRequest
+from millrace.storage import LogConfig, LogManager
+
+log = logging.getLogger("millrace.broker")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+CONTROLLED_SHUTDOWN_VERSION = 3
+
+
+def build_zk_services(config: KafkaConfig, time: Time,
+                      loop: asyncio.AbstractEventLoop) -> BrokerServices:
+    zk = KafkaZkClient(config["zookeeper.connect"],
+                       session_timeout_ms=config["zookeeper.session.timeout.ms"],
+                       connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
+                       time=time).start()
+    zk.create_top_level_paths()
+    cluster_id = zk.create_or_get_cluster_id(config["cluster.id"])
+    ensure_meta_properties(config.log_dirs[0], config.node_id, cluster_id)
+    listener = config.listeners[0].name
+    cache = MetadataCache(config.node_id)
+    metadata = ZkClusterMetadata(zk, cache, cluster_id, listener)
+    topic_configs = TopicConfigs(config)
+
+    def log_config_for(topic: str) -> LogConfig:
+        return topic_configs.log_config(metadata.topic_configs(topic))
+
+    log_manager = LogManager(config.log_dirs, log_config_for, time=time,
+                             producer_id_expiration_ms=config["producer.id.expiration.ms"])
+    log_manager.startup()
+    rm = ReplicaManager(config, time, metadata, log_manager, topic_configs)
+    rm.alter_isr_manager = ZkAlterIsrManager(zk, loop, rm.partition_changed)
+    rm.fetcher_manager = ReplicaFetcherManager(config.node_id, rm.get_partition,
+                                               rm.partition_changed, config, time)
+    rm.startup()
+    admin = AdminManager(config, metadata, rm, topic_configs, cluster=True)
+    group = GroupCoordinatorService(config, time, ReplicatedOffsetsLog(
+        rm, metadata, config["offsets.topic.num.partitions"]))
+    rm.leadership_listeners.append(_group_leadership(group, loop))
+    return BrokerServices(
+        config=config, time=time, metadata=metadata, log_manager=log_manager,
+        topic_configs=topic_configs, replica_manager=rm, admin_manager=admin,
+        group_coordinator=group,
+        producer_id_manager=ProducerIdManager(metadata.reserve_producer_ids),
+        api_versions=ApiVersionManager(load_all()),
+        cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
+                                fetcher_manager=rm.fetcher_manager, zk=zk))
+
+
+def _group_leadership(group: GroupCoordinatorService, loop: asyncio.AbstractEventLoop
+                      ) -> Callable[[list[Partition], list[Partition]], None]:
+    """The group coordinator follows leadership of ``__consumer_offsets``."""
+    def changed(leaders: list[Partition], followers: list[Partition]) -> None:
+        led = [p.index for p in leaders if p.topic == OFFSETS_TOPIC]
+        followed = [p.index for p in followers if p.topic == OFFSETS_TOPIC]
+        if followed:
+            group.unload_partitions(followed)
+        if led:
+            loop.create_task(group.load_partitions(led))
+    return changed
+
+
+async def start_controller(services: BrokerServices) -> ControllerService:
+    cluster = services.cluster
+    assert cluster is not None
+    controller = ControllerService(services.config, services.time, cluster.zk,
+                                   services.config.listeners[0].name)
+    cluster.controller = controller
+    await controller.startup()
+    return controller
+
+
+async def controlled_shutdown(services: BrokerServices) -> bool:
+    """Ask the controller to move leadership away; True once nothing is left here."""
+    config = services.config
+    cluster = services.cluster
+    if cluster is None or not config["controlled.shutdown.enable"]:
+        return False
+    backoff = config["controlled.shutdown.retry.backoff.ms"] / 1000
+    for attempt in range(config["controlled.shutdown.max.retries"]):
+        controller_id = cluster.metadata_cache.controller_id
+        broker = cluster.metadata_cache.alive_broker(controller_id)
+        if broker is None:
+            log.info("controlled shutdown: no controller known yet (attempt %d)", attempt + 1)
+            await asyncio.sleep(backoff)
+            continue
+        channel = BrokerChannel(broker.node_id, broker.host, broker.port,
+                                client_id=f"broker-{config.node_id}-shutdown",
+                                request_timeout_ms=config["controller.socket.timeout.ms"])
+        try:
+            response = await channel.send(ControlledShutdownRequest(
+                broker_id=config.node_id, broker_epoch=cluster.broker_epoch),
+                CONTROLLED_SHUTDOWN_VERSION)
+        except BrokerNotAvailableError as e:
+            log.info("controlled shutdown: %s", e)
+            response = None
+        finally:
+            channel.close()
+        if response is not None and response.error_code == Errors.NONE \
+                and not response.remaining_partitions:
+            log.info("controlled shutdown succeeded")
+            return True
+        if response is not None:
+            log.info("controlled shutdown: %d partition(s) still led here (error %d)",
+                     len(response.remaining_partitions), response.error_code)
+        await asyncio.sleep(backoff)
+    log.warning("controlled shutdown did not complete; shutting down anyway")
+    return False
