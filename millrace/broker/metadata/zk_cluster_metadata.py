@@ -33,7 +33,9 @@ from millrace.broker.metadata.cluster_metadata import (
 from millrace.broker.metadata.local_store import new_topic_id
 from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.zk import KafkaZkClient
+from millrace.broker.zk.errors import ZkNodeExistsError
 from millrace.broker.zk.zk_data import BrokerInfo, EndPoint
+from millrace.common.errors import TopicExistsError
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +97,10 @@ class ZkClusterMetadata(ClusterMetadata):
                      configs: dict[str, str]) -> TopicInfo:
         validate_topic_name(name)
         topic_id = new_topic_id(set(self.cache.topic_ids.values()))
-        self.zk.create_topic(name, topic_id, assignment, configs)
+        try:
+            self.zk.create_topic(name, topic_id, assignment, configs)
+        except ZkNodeExistsError:  # another broker created it first
+            raise TopicExistsError(f"Topic '{name}' already exists.") from None
         self._configs[name] = dict(configs)
         return TopicInfo(name, topic_id, dict(assignment), dict(configs))
 
