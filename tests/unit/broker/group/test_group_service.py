@@ -187,7 +187,7 @@ def fake_server(service: GroupCoordinatorService) -> Any:
     """The slice of BrokerServices the group handlers use."""
     registration = BrokerRegistration(3, "broker-3", 9093)
     return SimpleNamespace(
-        config=config(**{"node.id": 3}), group_coordinator=service,
+        config=config(**{"node.id": 3}), group_coordinator=service, cluster=None,
         metadata=SimpleNamespace(topics={"t": SimpleNamespace(partitions=2)},
                                  brokers=lambda: [registration]))
 
