@@ -1,0 +1,132 @@
+"""``LocalCluster``: ZooKeeper and N ``millrace broker`` processes on this machine.
+
+The development cluster of ``millrace cluster up`` and the fixture of the cluster and
+fault tests: one ZooKeeper server on loopback, brokers 1..N registered under a chroot
+(``/millrace``), each with its own log dir under ``directory/broker-<id>`` and its own port
+(``base_port + id - 1``, or free ports).  Brokers can be stopped cleanly (SIGTERM:
+controlled shutdown), killed (SIGKILL), paused and resumed (SIGSTOP / SIGCONT) and
+restarted on the same port and log dir, which is what the fault scenarios need.
+
+A real deployment runs ``millrace broker`` with ``zookeeper.connect`` on each machine
+against an existing ZooKeeper ensemble instead.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from types import TracebackType
+
+from millrace.launcher.broker_process import BrokerProcess, free_port
+from millrace.launcher.zookeeper_process import ZooKeeperProcess
+
+CHROOT = "/millrace"
+
+
+class LocalCluster:
+    def __init__(self, directory: Path | str, brokers: int = 3, *, base_port: int | None = None,
+                 zookeeper_port: int | None = None, overrides: dict[str, str] | None = None,
+                 broker_overrides: dict[int, dict[str, str]] | None = None,
+                 start_timeout: float = 60.0) -> None:
+        if brokers < 1:
+            raise ValueError(f"a cluster needs at least one broker, got {brokers}")
+        self.directory = Path(directory)
+        self.zookeeper = ZooKeeperProcess(self.directory / "zookeeper", zookeeper_port)
+        self._overrides = dict(overrides or {})
+        self._per_broker = broker_overrides or {}
+        self._base_port = base_port
+        self._start_timeout = start_timeout
+        self.brokers: dict[int, BrokerProcess] = {}
+        self._count = brokers
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.zookeeper.connect_string + CHROOT
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for _, b in sorted(self.brokers.items()))
+
+    def _broker(self, broker_id: int) -> BrokerProcess:
+        port = self._base_port + broker_id - 1 if self._base_port else free_port()
+        overrides = {
+            "node.id": str(broker_id),
+            "zookeeper.connect": self.zookeeper_connect,
+            **self._overrides,
+            **self._per_broker.get(broker_id, {}),
+        }
+        return BrokerProcess(self.directory / f"broker-{broker_id}", port, overrides,
+                             start_timeout=self._start_timeout)
+
+    def start(self) -> LocalCluster:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.zookeeper.start()
+        try:
+            for broker_id in range(1, self._count + 1):
+                self.brokers[broker_id] = self._broker(broker_id).start()
+        except BaseException:
+            self.kill_all()
+            raise
+        return self
+
+    # ------------------------------------------------------------------ one broker
+    def broker(self, broker_id: int) -> BrokerProcess:
+        return self.brokers[broker_id]
+
+    def stop_broker(self, broker_id: int, timeout: float = 60.0) -> int:
+        """SIGTERM: controlled shutdown, then exit."""
+        return self.brokers[broker_id].stop(timeout)
+
+    def kill_broker(self, broker_id: int) -> None:
+        """SIGKILL: a crash at an arbitrary instant."""
+        self.brokers[broker_id].kill()
+
+    def restart_broker(self, broker_id: int) -> BrokerProcess:
+        """Start a stopped or killed broker again on its port and log dir."""
+        b = self.brokers[broker_id]
+        if b.proc is not None and b.proc.poll() is None:
+            raise RuntimeError(f"broker {broker_id} is still running")
+        return b.start()
+
+    def pause_broker(self, broker_id: int) -> None:
+        self._signal(broker_id, signal.SIGSTOP)
+
+    def resume_broker(self, broker_id: int) -> None:
+        self._signal(broker_id, signal.SIGCONT)
+
+    def _signal(self, broker_id: int, sig: signal.Signals) -> None:
+        proc = self.brokers[broker_id].proc
+        if proc is None or proc.poll() is not None:
+            raise RuntimeError(f"broker {broker_id} is not running")
+        proc.send_signal(sig)
+
+    def running(self, broker_id: int) -> bool:
+        proc = self.brokers[broker_id].proc
+        return proc is not None and proc.poll() is None
+
+    # ------------------------------------------------------------------ all
+    def stop(self) -> None:
+        """Stop every broker (one at a time, so leadership can move), then ZooKeeper."""
+        try:
+            for broker_id in sorted(self.brokers):
+                if self.running(broker_id):
+                    self.brokers[broker_id].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+                    self.stop_broker(broker_id)
+            self.zookeeper.stop()
+        finally:
+            self.kill_all()
+
+    def kill_all(self) -> None:
+        for b in self.brokers.values():
+            b.kill()
+        self.zookeeper.kill()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if et is not None:
+            self.kill_all()
+        else:
+            self.stop()
