@@ -109,6 +109,7 @@ class ControllerService:
         self._task: asyncio.Task[None] | None = None
         self._rebalance: asyncio.Task[None] | None = None
         self._watches: list[Any] = []
+        self._topic_watches: dict[str, Any] = {}
 
     @property
     def is_active(self) -> bool:
@@ -180,10 +181,11 @@ class ControllerService:
             log.info("broker %d resigns as controller", self.broker_id)
             self.controller.resign()
         self.controller = None
-        for w in self._watches:
+        for w in [*self._watches, *self._topic_watches.values()]:
             with contextlib.suppress(Exception):
                 w.cancel()
         self._watches.clear()
+        self._topic_watches.clear()
         if self._rebalance is not None:
             self._rebalance.cancel()
             self._rebalance = None
@@ -235,6 +237,7 @@ class ControllerService:
             zk.watch_isr_change_notifications(
                 lambda _s: self._enqueue_threadsafe(self._isr_change)),
         ]
+        self._watch_topics([t.name for t in state.topics])
         await self._execute(controller.on_controller_failover(state, self._time.milliseconds()))
         if self._config["auto.leader.rebalance.enable"]:
             self._rebalance = self._loop.create_task(self._auto_rebalance())
@@ -262,7 +265,20 @@ class ControllerService:
                 sorted(self._zk.get_all_topics_in_cluster()))
             return [TopicInfo(n, a.topic_id or _zero_id(), a.replicas())
                     for n, a in sorted(assignments.items())]
-        await self._execute(self.controller.on_topic_change(await self._zk_call(read)))
+        topics = await self._zk_call(read)
+        self._watch_topics([t.name for t in topics])
+        await self._execute(self.controller.on_topic_change(topics))
+
+    def _watch_topics(self, names: list[str]) -> None:
+        """A data watch per topic znode: new partitions change its data, not the
+        children of /brokers/topics."""
+        for name in set(self._topic_watches) - set(names):
+            with contextlib.suppress(Exception):
+                self._topic_watches.pop(name).cancel()
+        for name in names:
+            if name not in self._topic_watches:
+                self._topic_watches[name] = self._zk.watch_topic(
+                    name, lambda: self._enqueue_threadsafe(self._topic_change))
 
     async def _topic_deletion(self) -> None:
         if not self.is_active or self.controller is None:

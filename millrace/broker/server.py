@@ -35,7 +35,12 @@ from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.services import BrokerServices
 from millrace.broker.topic_config import TopicConfigs
-from millrace.broker.zk_broker import build_zk_services, controlled_shutdown, start_controller
+from millrace.broker.zk_broker import (
+    build_zk_services,
+    controlled_shutdown,
+    start_config_change_listener,
+    start_controller,
+)
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.storage import LogConfig, LogManager
 
@@ -111,6 +116,7 @@ class KafkaServer:
         if services.cluster is not None:
             assert isinstance(services.metadata, ZkClusterMetadata)
             services.cluster.broker_epoch = services.metadata.broker_epoch
+            start_config_change_listener(services, loop)
             await start_controller(services)
             self._tasks.append(loop.create_task(services.replica_manager.run_isr_expiration()))
         log.info("millrace broker %d started; cluster.id=%s advertised=%s:%d", cfg.node_id,

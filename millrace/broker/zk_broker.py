@@ -108,6 +108,49 @@ def _group_leadership(group: GroupCoordinatorService, loop: asyncio.AbstractEven
     return changed
 
 
+def start_config_change_listener(services: BrokerServices,
+                                 loop: asyncio.AbstractEventLoop) -> None:
+    """Every broker applies topic config changes made through any broker: each change
+    writes ``/config/changes/config_change_<n>`` naming ``topics/<t>``; on a new
+    notification the broker re-reads that topic's overrides and updates its logs
+    (Kafka's ZkConfigManager).  Notifications present at start-up were already read with
+    the topics' configs."""
+    cluster = services.cluster
+    assert cluster is not None
+    metadata = services.metadata
+    assert isinstance(metadata, ZkClusterMetadata)
+    state = {"last": max((seq for seq, _ in cluster.zk.get_config_change_notifications()),
+                         default="")}
+
+    def apply(entities: list[str]) -> None:
+        rm = services.replica_manager
+        for entity in entities:
+            kind, _, name = entity.partition("/")
+            if kind == "topics" and name:
+                metadata.config_changed(name)
+                info = metadata.topics.get(name)
+                if info is not None:
+                    rm.update_topic_config(info)
+                    log.info("applied config change of topic %s", name)
+
+    def read_new() -> list[str]:
+        fresh = [(seq, path) for seq, path in cluster.zk.get_config_change_notifications()
+                 if seq > state["last"] and path]
+        if fresh:
+            state["last"] = fresh[-1][0]
+        return [path for _, path in fresh if path is not None]
+
+    async def on_change() -> None:
+        entities = await loop.run_in_executor(None, read_new)
+        if entities:
+            apply(entities)
+
+    def notified(_seqs: list[str]) -> None:  # kazoo's thread
+        loop.call_soon_threadsafe(lambda: loop.create_task(on_change()))
+
+    cluster.zk.watch_config_changes(notified)
+
+
 async def start_controller(services: BrokerServices) -> ControllerService:
     cluster = services.cluster
     assert cluster is not None

@@ -560,6 +560,20 @@ class KafkaZkClient:
     def watch_topics(self, callback: Callable[[set[str]], None]) -> ZkWatch:
         return self.zk.watch_children(zd.TOPICS_PATH, lambda children: callback(set(children)))
 
+    def watch_topic(self, topic: str, callback: Callable[[], None]) -> ZkWatch:
+        """``callback()`` now and whenever ``/brokers/topics/<topic>`` changes (new
+        partitions: Kafka's PartitionModificationsHandler) or goes away."""
+        return self.zk.watch_data(zd.topic_path(topic), lambda _data, _stat: callback())
+
+    def watch_config_changes(self, callback: Callable[[list[str]], None]) -> ZkWatch:
+        """``callback(sequence numbers)`` of the ``config_change_<n>`` nodes, now and on
+        every change (Kafka's ZkNodeChangeNotificationListener)."""
+        return self.zk.watch_children(
+            zd.CONFIG_CHANGES_PATH,
+            lambda children: callback(sorted(zd.sequence_number_of(c, zd.CONFIG_CHANGE_PREFIX)
+                                             for c in children
+                                             if c.startswith(zd.CONFIG_CHANGE_PREFIX))))
+
     def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> ZkWatch:
         return self.zk.watch_children(zd.DELETE_TOPICS_PATH,
                                       lambda children: callback(sorted(children)))
