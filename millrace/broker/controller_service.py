@@ -122,7 +122,7 @@ class ControllerService:
             lambda: self._on_controller_change(cid)))
         self._zk.add_state_listener(lambda state: self._enqueue_threadsafe(
             lambda: self._on_session_state(state)))
-        self.enqueue(self._elect)
+        self.enqueue(self.elect)
 
     async def shutdown(self) -> None:
         await self._resign()
@@ -153,7 +153,7 @@ class ControllerService:
     # ------------------------------------------------------------------ election
     async def _on_controller_change(self, controller_id: int | None) -> None:
         if controller_id is None:
-            await self._elect()
+            await self.elect()
         elif controller_id != self.broker_id and self.is_active:
             await self._resign()
 
@@ -162,7 +162,8 @@ class ControllerService:
             log.warning("ZooKeeper session lost; resigning as controller if active")
             await self._resign()
 
-    async def _elect(self) -> None:
+    async def elect(self) -> None:
+        """Try to become the controller (no-op when already active)."""
         if self.is_active:
             return
         election = await self._zk_call(

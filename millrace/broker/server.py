@@ -40,6 +40,7 @@ from millrace.broker.zk_broker import (
     controlled_shutdown,
     start_config_change_listener,
     start_controller,
+    watch_session,
 )
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.storage import LogConfig, LogManager
@@ -117,6 +118,7 @@ class KafkaServer:
             assert isinstance(services.metadata, ZkClusterMetadata)
             services.cluster.broker_epoch = services.metadata.broker_epoch
             start_config_change_listener(services, loop)
+            watch_session(services, loop)
             await start_controller(services)
             self._tasks.append(loop.create_task(services.replica_manager.run_isr_expiration()))
         log.info("millrace broker %d started; cluster.id=%s advertised=%s:%d", cfg.node_id,

@@ -151,6 +151,38 @@ def start_config_change_listener(services: BrokerServices,
     cluster.zk.watch_config_changes(notified)
 
 
+def watch_session(services: BrokerServices, loop: asyncio.AbstractEventLoop) -> None:
+    """A ZooKeeper session that expires takes the broker's registration with it: the
+    controller treats the broker as dead (its replicas leave the ISRs, its partitions get
+    new leaders).  When kazoo has a new session, the broker registers again (a new broker
+    epoch: the controller sees a restart and sends LeaderAndIsr) and joins the controller
+    election again (Kafka's ``SessionExpirationHandler``)."""
+    cluster = services.cluster
+    metadata = services.metadata
+    assert cluster is not None and isinstance(metadata, ZkClusterMetadata)
+    lost = {"yes": False}
+
+    async def reregister() -> None:
+        try:
+            epoch = await loop.run_in_executor(None, metadata.reregister)
+        except Exception:
+            log.exception("re-registration after session expiry failed")
+            return
+        cluster.broker_epoch = epoch
+        log.info("re-registered after ZooKeeper session expiry (broker epoch %d)", epoch)
+        if cluster.controller is not None:
+            cluster.controller.enqueue(cluster.controller.elect)
+
+    def on_state(state: str) -> None:  # kazoo's thread: never call the client here
+        if state == "LOST":
+            lost["yes"] = True
+        elif state == "CONNECTED" and lost["yes"]:
+            lost["yes"] = False
+            loop.call_soon_threadsafe(lambda: loop.create_task(reregister()))
+
+    cluster.zk.add_state_listener(on_state)
+
+
 async def start_controller(services: BrokerServices) -> ControllerService:
     cluster = services.cluster
     assert cluster is not None

@@ -49,6 +49,7 @@ class ZkClusterMetadata(ClusterMetadata):
         self._listener = listener_name
         self._configs: dict[str, dict[str, str]] = {}
         self.broker_epoch = -1
+        self._registration: BrokerRegistration | None = None
 
     @property
     def cluster_id(self) -> str:
@@ -60,12 +61,20 @@ class ZkClusterMetadata(ClusterMetadata):
 
     # ------------------------------------------------------------------ brokers
     def register_broker(self, registration: BrokerRegistration) -> None:
+        self._registration = registration
         info = BrokerInfo(registration.node_id,
                           (EndPoint(registration.host, registration.port, self._listener),),
                           registration.rack)
         self.broker_epoch = self.zk.register_broker(info)
         log.info("registered broker %d at %s:%d (broker epoch %d)", registration.node_id,
                  registration.host, registration.port, self.broker_epoch)
+
+    def reregister(self) -> int:
+        """Register again after the ZooKeeper session expired (its ephemeral registration
+        went with it); returns the new broker epoch."""
+        assert self._registration is not None, "register_broker first"
+        self.register_broker(self._registration)
+        return self.broker_epoch
 
     def brokers(self) -> list[BrokerRegistration]:
         return [self.cache.alive_brokers[i] for i in sorted(self.cache.alive_brokers)]
