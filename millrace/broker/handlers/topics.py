@@ -7,6 +7,7 @@ UNKNOWN_TOPIC_OR_PARTITION.  ``validate_only`` checks everything and changes not
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from millrace.broker.context import RequestContext
@@ -61,7 +62,33 @@ async def handle_create_topics(ctx: RequestContext, body: CreateTopicsRequest) -
         except KafkaError as e:
             res.error_code, res.error_message = e.code, e.message
         results.append(res)
+    if services.cluster is not None and not body.validate_only:
+        await _await_leaders(ctx, [r for r in results if r.error_code == Errors.NONE],
+                             body.timeout_ms)
     return cls(throttle_time_ms=0, topics=results)
+
+
+async def _await_leaders(ctx: RequestContext,
+                         created: list[CreateTopicsResponse.CreatableTopicResult],
+                         timeout_ms: int) -> None:
+    """Kafka's DelayedCreatePartitions: in a cluster the controller elects the new
+    partitions' leaders after the ZooKeeper write, so the answer waits (up to the
+    request's timeout) until this broker's metadata has a leader for every partition;
+    topics still without one answer REQUEST_TIMED_OUT (they are created all the same)."""
+    metadata = ctx.services.metadata
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+
+    def ready(r: CreateTopicsResponse.CreatableTopicResult) -> bool:
+        return all((s := metadata.partition_state(r.name, p)) is not None and s.leader >= 0
+                   for p in range(r.num_partitions))
+    waiting = [r for r in created if not ready(r)]
+    while waiting and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+        waiting = [r for r in waiting if not ready(r)]
+    for r in waiting:
+        r.error_code = Errors.REQUEST_TIMED_OUT
+        r.error_message = "Timed out waiting for the new partitions to get leaders"
 
 
 @handles(ApiKey.DELETE_TOPICS)
