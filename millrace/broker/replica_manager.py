@@ -400,6 +400,16 @@ class ReplicaManager:
             await op.wait()
         return responses
 
+    async def wait_for_isr(self, tp: TopicPartition, end_offset: int, timeout_ms: int) -> int:
+        """Wait until the ISR has every record before ``end_offset`` (a DelayedProduce of
+        one partition): the error code (NONE, REQUEST_TIMED_OUT, NOT_LEADER_OR_FOLLOWER,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        status = ProducePartitionStatus(end_offset, PartitionResponse())
+        op = DelayedProduce(timeout_ms, {tp: status}, self.get_partition)
+        if not self.produce_purgatory.try_complete_else_watch(op, [tp]):
+            await op.wait()
+        return status.response.error
+
     # ------------------------------------------------------------------ fetch
     async def fetch_messages(self, params: FetchParams,
                              fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]]

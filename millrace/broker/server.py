@@ -80,7 +80,8 @@ class KafkaServer:
                 {"cleanup.policy": "compact",
                  "segment.bytes": str(config["offsets.topic.segment.bytes"])})
         offsets_log = ReplicatedOffsetsLog(replica_manager, metadata,
-                                           config["offsets.topic.num.partitions"])
+                                           config["offsets.topic.num.partitions"],
+                                           config["offsets.commit.timeout.ms"])
         return BrokerServices(
             config=config, time=time, metadata=metadata, log_manager=log_manager,
             topic_configs=topic_configs, replica_manager=replica_manager,

@@ -83,7 +83,8 @@ def build_zk_services(config: KafkaConfig, time: Time,
     rm.startup()
     admin = AdminManager(config, metadata, rm, topic_configs, cluster=True)
     group = GroupCoordinatorService(config, time, ReplicatedOffsetsLog(
-        rm, metadata, config["offsets.topic.num.partitions"]))
+        rm, metadata, config["offsets.topic.num.partitions"],
+        config["offsets.commit.timeout.ms"]))
     rm.leadership_listeners.append(_group_leadership(group, loop))
     return BrokerServices(
         config=config, time=time, metadata=metadata, log_manager=log_manager,

@@ -24,18 +24,20 @@ TOPIC = "__consumer_offsets"
 
 class ReplicatedOffsetsLog:
     def __init__(self, replica_manager: ReplicaManager, metadata: ClusterMetadata,
-                 default_partitions: int) -> None:
+                 default_partitions: int, commit_timeout_ms: int = 5000) -> None:
         self._rm = replica_manager
         self._metadata = metadata
         self._default_partitions = default_partitions
+        self._commit_timeout_ms = commit_timeout_ms
 
     def num_partitions(self) -> int:
         info = self._metadata.topics.get(TOPIC)
         return info.partitions if info else self._default_partitions
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Append one batch durably (as far as the log is configured to be); raises the
-        partition's KafkaError (e.g. NOT_LEADER_OR_FOLLOWER) when it cannot."""
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append one batch as leader; returns the offset after it (what the ISR must
+        reach).  Raises the partition's KafkaError (e.g. NOT_LEADER_OR_FOLLOWER) when it
+        cannot."""
         if self._rm.get_partition(TOPIC, partition) is None:
             raise KafkaError(f"{TOPIC}-{partition} is not hosted here")
         now = self._rm.time.milliseconds()
@@ -45,9 +47,16 @@ class ReplicatedOffsetsLog:
         result = self._rm.append_to_local_log(
             {(TOPIC, partition): builder.build()}, origin=AppendOrigin.COORDINATOR,
             internal_topics_allowed=True, now_ms=now)
-        resp, _ = result[(TOPIC, partition)]
+        resp, end = result[(TOPIC, partition)]
         if resp.error:
             raise for_code(resp.error)(resp.error_message or "")
+        return end
+
+    async def wait_replicated(self, partition: int, end_offset: int) -> int:
+        """Wait (up to ``offsets.commit.timeout.ms``) until the ISR has everything before
+        ``end_offset``; the Kafka error code of the outcome (0 at once on one node)."""
+        return await self._rm.wait_for_isr((TOPIC, partition), end_offset,
+                                           self._commit_timeout_ms)
 
     def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         p = self._rm.get_partition(TOPIC, partition)

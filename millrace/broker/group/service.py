@@ -36,7 +36,8 @@ log = logging.getLogger("millrace.broker.group")
 
 
 class OffsetsLog(Protocol):
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None: ...  # durably appends one batch to __consumer_offsets-<partition>
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int: ...  # appends one batch to __consumer_offsets-<partition>; returns its end offset
+    async def wait_replicated(self, partition: int, end_offset: int) -> int: ...  # until the ISR has it: Kafka error code (0 = NONE)
     def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]: ...   # key/value of every record in that partition, in offset order
     def num_partitions(self) -> int: ...
 
@@ -133,7 +134,7 @@ class GroupCoordinatorService:
         """Fire due deadlines (one ``poll``), persist what they wrote, release answers."""
         try:
             result = self.coordinator.poll(self._time.milliseconds())
-            self._persist_or_fail(result)
+            self._persist_or_fail(result)  # timer-driven: no caller waits on it
         except Exception:
             log.exception("group coordinator tick failed")
         self._dispatch()
@@ -182,34 +183,43 @@ class GroupCoordinatorService:
         if result.waiter is not None:
             future = asyncio.get_running_loop().create_future()
             self._waiters[result.waiter] = future
-        response = self._persist_or_fail(result)
+        response, appended = self._persist_or_fail(result)
         self._dispatch()
         if future is None:
+            # Like Kafka's offsets.commit.required.acks=-1: the caller hears of a write
+            # only once the ISR has it (a failover cannot take an acknowledged commit).
+            for partition, end in appended.items():
+                error = await self._log.wait_replicated(partition, end)
+                if error and result.on_failure is not None:
+                    return result.on_failure(_STORAGE_ERRORS.get(
+                        error, Errors.COORDINATOR_NOT_AVAILABLE))
             return response
         try:
             return await future
         finally:
             self._waiters.pop(result.waiter or 0, None)
 
-    def _persist_or_fail(self, result: CoordinatorResult) -> Any:
+    def _persist_or_fail(self, result: CoordinatorResult) -> tuple[Any, dict[int, int]]:
         """Write the step's records; on failure let the step undo itself.  Returns the
-        response to send (None when it goes to the step's waiter)."""
+        response to send (None when it goes to the step's waiter) and, per partition
+        written, the end offset the ISR must reach."""
+        appended: dict[int, int] = {}
         try:
-            self._persist(result.records)
+            self._persist(result.records, appended)
         except Exception as exc:
             log.error("writing to __consumer_offsets failed: %s", exc)
             if result.on_failure is not None:
-                return result.on_failure(storage_error(exc))
-        return result.response
+                return result.on_failure(storage_error(exc)), {}
+        return result.response, appended
 
-    def _persist(self, records: list[OffsetsRecord]) -> None:
+    def _persist(self, records: list[OffsetsRecord], appended: dict[int, int]) -> None:
         batches: dict[int, list[tuple[bytes, bytes | None]]] = {}
         for rec in records:
             batches.setdefault(rec.partition, []).append((rec.key, rec.value))
         failure: Exception | None = None
         for partition, batch in batches.items():
             try:
-                self._log.append(partition, batch)
+                appended[partition] = self._log.append(partition, batch)
             except Exception as exc:
                 failure = failure or exc
                 continue

@@ -41,10 +41,14 @@ class MemoryOffsetsLog:
             p: [] for p in range(partitions)}
         self.fail = False
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
         if self.fail:
             raise KafkaError("disk on fire")
         self.partitions[partition].extend(records)
+        return len(self.partitions[partition])
+
+    async def wait_replicated(self, partition: int, end_offset: int) -> int:
+        return 0  # one replica: committed once appended
 
     def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
         yield from list(self.partitions[partition])
