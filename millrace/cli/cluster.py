@@ -1,19 +1,79 @@
-"""``millrace cluster describe``: the cluster id, the controller and the brokers."""
+"""``millrace cluster``: ``describe`` (the cluster id, the controller and the brokers) and
+``up`` (a development cluster on this machine, in the foreground).
+
+``cluster up`` runs ``LocalCluster``: one ZooKeeper server and brokers 1..N on loopback,
+broker ``i`` on ``base_port + i - 1``, everything under ``--dir`` (``zookeeper/`` and
+``broker-<i>/`` with its logs and ``broker.log``), so a second run on the same directory
+restarts the same cluster with its topics, offsets and groups.  It prints where the
+cluster is (a JSON line with ``--output json``), then waits.
+
+Stopping.  The children run in sessions of their own, so the terminal's Ctrl-C reaches
+only this process; on SIGINT or SIGTERM it stops the brokers one at a time with SIGTERM
+(each does a controlled shutdown: the controller moves its leaderships to the others
+first) and ZooKeeper last, which is the order that lets every broker leave cleanly.  A
+second signal while stopping kills whatever is left (SIGKILL).  A broker that dies on its
+own is reported on stderr; the others keep running.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
-from millrace.cli.common import admin_client, connection_options, format_table, print_json
+from millrace.cli.common import (
+    CommandError,
+    admin_client,
+    connection_options,
+    format_table,
+    parse_configs,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from millrace.launcher.local_cluster import LocalCluster
+
+DEFAULT_CLUSTER_DIR = "./data/cluster"
+DEFAULT_BASE_PORT = 9092
+# the internal topics' replication factor: Kafka's 3, or every broker of a smaller cluster
+INTERNAL_TOPIC_RF_KEYS = ("offsets.topic.replication.factor",
+                          "transaction.state.log.replication.factor")
+_WATCH_INTERVAL_S = 0.2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    cluster = sub.add_parser("cluster", help="describe the cluster",
-                             description="The cluster id, the controller and the brokers.")
+    cluster = sub.add_parser("cluster", help="describe the cluster, or run one on this machine",
+                             description="The cluster id, the controller and the brokers; "
+                                         "or a development cluster on this machine.")
     actions = cluster.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = actions.add_parser("describe", parents=[connection_options()],
                            help="cluster id, controller, brokers")
     p.set_defaults(func=describe)
+
+    up = actions.add_parser(
+        "up", help="run ZooKeeper and N brokers here until Ctrl-C",
+        description="Start ZooKeeper and N brokers on this machine (loopback) in the "
+                    "foreground and print the bootstrap servers; Ctrl-C or SIGTERM stops "
+                    "them (controlled shutdown, one broker at a time). Running it again on "
+                    "the same --dir restarts the same cluster with its data.")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--dir", default=DEFAULT_CLUSTER_DIR, type=Path,
+                    help=f"ZooKeeper data and broker logs (default {DEFAULT_CLUSTER_DIR})")
+    up.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT,
+                    help=f"broker i listens on base-port + i - 1 (default {DEFAULT_BASE_PORT})")
+    up.add_argument("--zookeeper-port", type=int, metavar="PORT",
+                    help="ZooKeeper's client port (default: a free one)")
+    up.add_argument("--override", action="append", metavar="KEY=VALUE",
+                    help="set one broker config key on every broker (repeatable)")
+    up.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                    help="table, or one JSON line once the cluster is up")
+    up.set_defaults(func=up_command)
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -30,3 +90,169 @@ def describe(args: argparse.Namespace) -> int:
     print(format_table(("ID", "HOST", "PORT", "RACK"),
                        [(n.id, n.host, n.port, n.rack) for n in cluster.nodes]))
     return 0
+
+
+# ---------------------------------------------------------------------- cluster up
+def up_overrides(brokers: int, given: dict[str, str]) -> dict[str, str]:
+    """The broker configs of a ``cluster up``: the internal topics replicated on
+    min(3, brokers) brokers (Kafka's 3 cannot be met by a smaller cluster), then the
+    user's ``--override`` keys, which win."""
+    rf = str(min(3, brokers))
+    return {**{key: rf for key in INTERNAL_TOPIC_RF_KEYS}, **given}
+
+
+def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None) -> None:
+    """Refuse, as one line, what would fail half-way: a bad count, no ZooKeeper, a port
+    that is not free."""
+    from millrace.launcher.broker_process import port_in_use
+    from millrace.launcher.zookeeper_process import zookeeper_missing
+
+    if brokers < 1:
+        raise CommandError(f"--brokers must be at least 1, got {brokers}")
+    last = base_port + brokers - 1
+    if base_port < 1 or last > 65535:
+        raise CommandError(f"ports {base_port}..{last} are not all valid TCP ports")
+    missing = zookeeper_missing()
+    if missing:
+        raise CommandError(missing)
+    wanted = [(f"broker {i}", base_port + i - 1) for i in range(1, brokers + 1)]
+    if zookeeper_port is not None:
+        if zookeeper_port in range(base_port, last + 1):
+            raise CommandError(f"--zookeeper-port {zookeeper_port} is one of the brokers' "
+                               f"ports {base_port}..{last}")
+        wanted.insert(0, ("ZooKeeper", zookeeper_port))
+    for who, port in wanted:
+        if port_in_use(port):
+            raise CommandError(f"port {port} (for {who}) is already in use on 127.0.0.1 -- "
+                               "another cluster still running? Choose others with "
+                               "--base-port / --zookeeper-port")
+
+
+class _Signals:
+    """SIGINT/SIGTERM counted instead of raised, so stopping is never interrupted half-way."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+    def __enter__(self) -> _Signals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _describe_up(cluster: LocalCluster, directory: Path) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": cluster.bootstrap,
+        "zookeeper_connect": cluster.zookeeper_connect,
+        "dir": str(directory),
+        "zookeeper": {"pid": cluster.zookeeper.pid, "log": str(cluster.zookeeper.log_path)},
+        "brokers": [{"id": i, "host": "127.0.0.1", "port": b.port,
+                     "pid": b.proc.pid if b.proc else None, "log": str(b.log_path)}
+                    for i, b in sorted(cluster.brokers.items())],
+    }
+
+
+def _watch(cluster: LocalCluster, signals: _Signals) -> None:
+    """Wait for a signal; say so when a child exits on its own."""
+    reported: set[str] = set()
+    while not signals.count:
+        for broker_id, broker in sorted(cluster.brokers.items()):
+            name = f"broker {broker_id}"
+            if name not in reported and broker.proc is not None and broker.proc.poll() is not None:
+                reported.add(name)
+                _say(f"{name} exited with code {broker.proc.returncode}; see {broker.log_path}")
+        if "zookeeper" not in reported and not cluster.zookeeper.running():
+            reported.add("zookeeper")
+            _say(f"ZooKeeper exited; see {cluster.zookeeper.log_path}")
+        time.sleep(_WATCH_INTERVAL_S)
+
+
+def _terminate(proc: subprocess.Popen[bytes] | None, signals: _Signals, seen: int,
+               timeout_s: float) -> int | None:
+    """SIGTERM and wait; None when a further signal or the timeout came first."""
+    if proc is None or proc.poll() is not None:
+        return proc.returncode if proc is not None else 0
+    proc.send_signal(signal.SIGCONT)  # a paused child would never see the SIGTERM
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        if signals.count > seen or time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+    return proc.returncode
+
+
+def _stop(cluster: LocalCluster, signals: _Signals, timeout_s: float = 60.0) -> bool:
+    """Brokers one at a time (SIGTERM: controlled shutdown), then ZooKeeper; a further
+    signal (or a child that ignores SIGTERM for ``timeout_s``) kills the rest.  True when
+    every child exited cleanly."""
+    seen = signals.count
+    clean = True
+    children: list[tuple[str, subprocess.Popen[bytes] | None, Path, tuple[int, ...]]] = [
+        (f"broker {i}", b.proc, b.log_path, (0,)) for i, b in sorted(cluster.brokers.items())]
+    # the JVM exits with 143 (128 + SIGTERM) after its shutdown hooks ran
+    children.append(("ZooKeeper", cluster.zookeeper.proc, cluster.zookeeper.log_path, (0, 143)))
+    for name, proc, log_path, good in children:
+        if proc is None or proc.poll() is not None:
+            continue
+        _say(f"stopping {name}" + (" (controlled shutdown)" if name != "ZooKeeper" else "")
+             + " ...")
+        code = _terminate(proc, signals, seen, timeout_s)
+        if code is None:
+            _say("second signal: killing what is left" if signals.count > seen
+                 else f"{name} ignored SIGTERM for {timeout_s:.0f} s: killing what is left")
+            clean = False
+            break
+        if code not in good:
+            _say(f"{name} exited with code {code}; see {log_path}")
+            clean = False
+    cluster.kill_all()
+    return clean
+
+
+def up_command(args: argparse.Namespace) -> int:
+    from millrace.launcher.local_cluster import LocalCluster
+
+    overrides = up_overrides(args.brokers, parse_configs(args.override, "--override"))
+    check_up_arguments(args.brokers, args.base_port, args.zookeeper_port)
+    directory = args.dir.resolve()
+    cluster = LocalCluster(directory, args.brokers, base_port=args.base_port,
+                           zookeeper_port=args.zookeeper_port, overrides=overrides,
+                           new_session=True)
+    with _Signals() as signals:
+        _say(f"starting ZooKeeper and {args.brokers} broker(s) in {directory} ...")
+        try:
+            cluster.start()
+        except (RuntimeError, OSError) as e:
+            cluster.kill_all()
+            raise CommandError(f"the cluster did not start: {str(e).splitlines()[0]} "
+                               f"(logs in {directory})") from None
+        info = _describe_up(cluster, directory)
+        if args.output == "json":
+            print(json.dumps(info), flush=True)
+        else:
+            print(f"ZooKeeper {info['zookeeper_connect']}")
+            for b in info["brokers"]:
+                print(f"broker {b['id']} 127.0.0.1:{b['port']} (log {b['log']})")
+            print(f"bootstrap servers: {info['bootstrap_servers']}")
+            print("Ctrl-C stops the cluster.", flush=True)
+        try:
+            _watch(cluster, signals)
+        except BaseException:
+            cluster.kill_all()
+            raise
+        clean = _stop(cluster, signals)
+    _say("stopped" if clean else "stopped (not cleanly; see the logs)")
+    return 0 if clean else 1

@@ -58,6 +58,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="start over: delete the demo's files in the data dir (and, with "
                         "--bootstrap-server/--database, the demo's topic and tables)")
+    p.add_argument("--brokers", type=int, default=1,
+                   help="1: one embedded broker (default); 3 or more: ZooKeeper and that "
+                        "many brokers, the topic replicated 3 times with min.insync.replicas=2, "
+                        "and the leader of one partition killed (kill -9) half-way through "
+                        "producing")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the event generator's seed (default {DEFAULT_SEED})")
     p.add_argument("--output", "-o", choices=("table", "json"), default="table")
@@ -106,6 +111,11 @@ class ConsoleListener(DemoListener):
             self.close()
             self.console.print(f"[bold]produce[/] {sent:,} events sent and acknowledged")
 
+    def note(self, text: str) -> None:
+        # printed through the live bar's console, so it lands above the bar
+        console = self.progress.console if self.progress is not None else self.console
+        console.print(f"[bold yellow]fault[/] {text}", highlight=False)
+
     def batch(self, progress: BatchProgress) -> None:
         self.batch_rows[progress.table] = (self.batch_rows.get(progress.table, 0)
                                            + progress.input_rows)
@@ -134,7 +144,8 @@ def demo(args: argparse.Namespace) -> int:
     configure_client_logging()
     config = DemoConfig(data_dir=args.data_dir, events=args.events, partitions=args.partitions,
                         bootstrap_servers=args.bootstrap_server, database=args.database,
-                        fresh=args.fresh, topic=args.topic, seed=args.seed)
+                        fresh=args.fresh, topic=args.topic, seed=args.seed,
+                        brokers=args.brokers)
     listener = ConsoleListener(Console(stderr=True, soft_wrap=True))
     try:
         result = run_demo(config, listener)
@@ -174,15 +185,23 @@ def _table(title: str, headers: tuple[str, ...], rows: list[tuple[Any, ...]]) ->
 def print_summary(result: DemoResult, out: Console) -> None:
     where = (f"embedded broker {result.bootstrap_servers}" if result.embedded_broker
              else result.bootstrap_servers)
+    if result.brokers > 1:
+        where = f"embedded {result.brokers}-broker cluster {result.bootstrap_servers}"
     out.print(f"[bold]millrace demo[/], run {result.run} on {result.data_dir}")
-    out.print(f"topic {result.topic!r} ({result.partitions} partitions) on {where}; "
+    replicated = ""
+    if result.brokers > 1:
+        from millrace.demo.cluster import MIN_INSYNC_REPLICAS, REPLICATION_FACTOR
+
+        replicated = (f", replication factor {REPLICATION_FACTOR}, min.insync.replicas "
+                      f"{MIN_INSYNC_REPLICAS}")
+    out.print(f"topic {result.topic!r} ({result.partitions} partitions{replicated}) on {where}; "
               f"tables in {result.database}", markup=False)
     for note in result.notes:
         out.print(f"note: {note}", markup=False)
     batches = f"{result.pipeline_batches} batch{'es' if result.pipeline_batches != 1 else ''}"
     out.print(_table("Throughput", ("step", "records", "seconds", "records/s", "how"), [
         ("produce", result.events_produced, result.produce_s, round(result.produce_rate),
-         "millrace KafkaProducer, acks=all"),
+         "millrace KafkaProducer, acks=all" + (", idempotent" if result.brokers > 1 else "")),
         ("pipeline", result.pipeline_input_rows, result.pipeline_s,
          round(result.pipeline_rate), f"Spark local, {batches}"),
     ]), markup=False)

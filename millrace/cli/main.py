@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.groups",
     "millrace.cli.configs",
     "millrace.cli.cluster",
+    "millrace.cli.leader_election",
     "millrace.cli.console",
     "millrace.cli.pipeline",
     "millrace.cli.perf",

@@ -3,10 +3,13 @@
 ``run_demo(DemoConfig(data_dir), listener)`` does, in order:
 
 1. start an embedded ``millrace broker`` process with its logs in ``<data_dir>/broker``
-   (unless ``bootstrap_servers`` names an existing cluster);
-2. create the topic (``orders``, 6 partitions) with the admin client;
+   (unless ``bootstrap_servers`` names an existing cluster; ``brokers=3``: a local
+   ZooKeeper cluster in ``<data_dir>/cluster``, see ``millrace.demo.cluster``);
+2. create the topic (``orders``, 6 partitions; on a cluster replicated 3 times with
+   ``min.insync.replicas=2``) with the admin client;
 3. produce ``events`` order events (``millrace.demo.orders``) with the millrace
-   ``KafkaProducer``, keyed by order id;
+   ``KafkaProducer``, keyed by order id (on a cluster: idempotent, and half-way through
+   the leader of one partition is killed with SIGKILL);
 4. run the Spark pipeline (``millrace.spark.pipeline``) with ``trigger=available-now``:
    it reads the topic through the ``millrace`` connector and upserts the latest state per
    order into ``orders`` and paid revenue per product and minute into
@@ -50,6 +53,7 @@ from millrace.demo.orders import OrderEventGenerator
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from millrace.launcher.local_cluster import LocalCluster
     from millrace.spark.pipeline import BatchProgress, PipelineConfig
 
 DEFAULT_EVENTS = 200_000
@@ -62,7 +66,7 @@ REVENUE_TABLE = "revenue_per_minute"
 VALUE_SCHEMA = ("order_id STRING, customer STRING, product STRING, quantity INT, "
                 "price DOUBLE, status STRING, event_time TIMESTAMP")
 # what a demo data dir may contain; --fresh deletes exactly these
-OWNED_ENTRIES = ("broker", "checkpoints", "millrace.db", "millrace.db-journal",
+OWNED_ENTRIES = ("broker", "cluster", "checkpoints", "millrace.db", "millrace.db-journal",
                  "millrace.db-wal", "millrace.db-shm", "spark-log4j2.properties", STATE_FILE)
 PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 20, "batch.size": 256 * 1024,
                                    "acks": "all", "client.id": "millrace-demo"}
@@ -95,6 +99,7 @@ class DemoConfig:
     topic: str = DEFAULT_TOPIC
     seed: int = DEFAULT_SEED
     max_offsets_per_trigger: int = 200_000
+    brokers: int = 1                      # > 1: a local ZooKeeper cluster, a leader killed
 
     @property
     def database_url(self) -> str:
@@ -109,6 +114,9 @@ class DemoListener:
 
     def produced(self, sent: int, total: int) -> None:
         """``sent`` of ``total`` events handed to the producer (every few thousand)."""
+
+    def note(self, text: str) -> None:
+        """Something happened that the user should see now (the leader kill)."""
 
     def batch(self, progress: BatchProgress) -> None:
         """A micro-batch of the pipeline completed."""
@@ -125,13 +133,15 @@ class DemoState:
     partitions: int
     events: int = 0
     runs: int = 0
+    brokers: int = 1
 
     @classmethod
     def load(cls, path: Path) -> DemoState | None:
         try:
             doc = json.loads(path.read_text())
             return cls(**{k: doc[k] for k in ("seed", "topic", "bootstrap_servers",
-                                                "database", "partitions", "events", "runs")})
+                                                "database", "partitions", "events", "runs")},
+                       brokers=int(doc.get("brokers", 1)))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as e:
@@ -166,6 +176,7 @@ class DemoResult:
     verification: Verification
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    brokers: int = 1
 
     @property
     def produce_rate(self) -> float:
@@ -234,11 +245,14 @@ def topic_end_offsets(bootstrap: str, topic: str) -> dict[int, int] | None:
     return {tp.partition: latest[tp].offset - earliest[tp].offset for tp in partitions}
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = -1,
+                 configs: dict[str, str] | None = None) -> None:
     from millrace.client.admin import KafkaAdminClient, NewTopic
 
     with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
-        admin.create_topics([NewTopic(topic, num_partitions=partitions)]).all()
+        admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                      replication_factor=replication_factor,
+                                      configs=configs or {})]).all()
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
@@ -259,9 +273,12 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, skip: int,
-                   count: int, progress: Callable[[int, int], None] | None = None) -> float:
+                   count: int, progress: Callable[[int, int], None] | None = None, *,
+                   extra_config: dict[str, Any] | None = None,
+                   midway: Callable[[], None] | None = None) -> float:
     """Produce events ``skip`` .. ``skip + count - 1`` of the stream, keyed by order id;
-    returns the seconds from the first send to the end of ``flush``."""
+    returns the seconds from the first send to the end of ``flush``.  ``midway`` is
+    called once, after half of the events were handed to the producer."""
     from millrace.client.producer import KafkaProducer, ProducerRecord
 
     failures: list[BaseException] = []
@@ -271,7 +288,7 @@ def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, s
             failures.append(error)
 
     producer: KafkaProducer[bytes, bytes] = KafkaProducer(
-        {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+        {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(extra_config or {})})
     with producer:
         producer.partitions_for(topic)  # metadata before the clock starts
         send = producer.send
@@ -280,6 +297,8 @@ def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, s
         for event in generator.take(count, skip):
             send(ProducerRecord(topic, event.to_json(), key=event.key), on_completion)
             sent += 1
+            if midway is not None and sent == count // 2:
+                midway()
             if progress is not None and sent % PROGRESS_EVERY == 0 and sent < count:
                 progress(sent, count)  # the last call comes after flush
         producer.flush()
@@ -392,7 +411,7 @@ def summarize(orders_rows: list[tuple[Any, ...]], revenue_rows: list[tuple[Any, 
 def _check_state(state: DemoState, config: DemoConfig, state_path: Path) -> None:
     wanted = {"seed": config.seed, "topic": config.topic,
               "bootstrap_servers": config.bootstrap_servers,
-              "database": config.database_url}
+              "database": config.database_url, "brokers": config.brokers}
     for key, value in wanted.items():
         if getattr(state, key) != value:
             raise DemoError(f"{state_path} holds a demo run with {key}={getattr(state, key)!r}, "
@@ -406,6 +425,10 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         raise DemoError(f"--events must be >= 0, got {config.events}")
     if config.partitions < 1:
         raise DemoError(f"--partitions must be >= 1, got {config.partitions}")
+    if config.brokers != 1 and (config.brokers < 3 or config.bootstrap_servers is not None):
+        raise DemoError(f"--brokers {config.brokers}: the cluster demo needs at least 3 "
+                        "brokers (replication factor 3) and starts them itself (no "
+                        "--bootstrap-server)")
     started = time.perf_counter()
     timings: dict[str, float] = {}
     notes: list[str] = []
@@ -419,7 +442,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         _check_state(state, config, state_path)
 
     embedded = config.bootstrap_servers is None
-    with _broker(config, data_dir, listener) as bootstrap:
+    with _broker(config, data_dir, listener) as (bootstrap, cluster):
         timings["broker_start_s"] = time.perf_counter() - started
 
         t = time.perf_counter()
@@ -439,9 +462,16 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
                     if table_rows(config.database_url, table):
                         raise DemoError(f"table {table!r} in {config.database} already holds "
                                         "rows; run with --fresh to drop it")
-            create_topic(bootstrap, config.topic, config.partitions)
+            if cluster is None:
+                create_topic(bootstrap, config.topic, config.partitions)
+            else:
+                from millrace.demo import cluster as demo_cluster
+
+                create_topic(bootstrap, config.topic, config.partitions,
+                             demo_cluster.REPLICATION_FACTOR,
+                             {"min.insync.replicas": str(demo_cluster.MIN_INSYNC_REPLICAS)})
             state = DemoState(config.seed, config.topic, config.bootstrap_servers,
-                              config.database_url, config.partitions)
+                              config.database_url, config.partitions, brokers=config.brokers)
             state.save(state_path)
         else:
             total = None if stored is None else sum(stored.values())
@@ -459,8 +489,13 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         listener.phase("produce", f"{config.events:,} events")
         skip = state.events
         generator = OrderEventGenerator(config.seed)
+        extra: dict[str, Any] = {}
+        midway: Callable[[], None] | None = None
+        if cluster is not None:
+            extra, midway = _leader_kill(cluster, config.topic, listener, notes)
         produce_s = produce_events(bootstrap, config.topic, generator, skip, config.events,
-                                   listener.produced) if config.events else 0.0
+                                   listener.produced, extra_config=extra,
+                                   midway=midway) if config.events else 0.0
         state.events += config.events
         state.save(state_path)
         timings["produce_s"] = produce_s
@@ -502,7 +537,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         pipeline_input_rows=result.input_rows, pipeline_s=result.elapsed_s,
         rows_upserted=dict(result.rows_upserted), orders_by_status=by_status,
         revenue_by_product=by_product, top_windows=top_windows, verification=verification,
-        timings=timings, notes=notes)
+        timings=timings, notes=notes, brokers=config.brokers)
 
 
 def _first_words(text: str, limit: int = 300) -> str:
@@ -513,11 +548,39 @@ def _first_words(text: str, limit: int = 300) -> str:
 
 
 @contextmanager
-def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener) -> Iterator[str]:
+def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener
+            ) -> Iterator[tuple[str, LocalCluster | None]]:
     if config.bootstrap_servers is not None:
         listener.phase("broker", config.bootstrap_servers)
-        yield config.bootstrap_servers
+        yield config.bootstrap_servers, None
+        return
+    if config.brokers > 1:
+        from millrace.demo.cluster import CLUSTER_DIR, ClusterDemoError, demo_cluster
+
+        listener.phase("cluster", f"ZooKeeper and {config.brokers} brokers, logs in "
+                                  f"{data_dir / CLUSTER_DIR}")
+        try:
+            with demo_cluster(data_dir / CLUSTER_DIR, config.brokers) as cluster:
+                yield cluster.bootstrap, cluster
+        except ClusterDemoError as e:
+            raise DemoError(str(e)) from None
         return
     listener.phase("broker", f"embedded, logs in {data_dir / 'broker'}")
     with embedded_broker(data_dir / "broker") as bootstrap:
-        yield bootstrap
+        yield bootstrap, None
+
+
+def _leader_kill(cluster: LocalCluster, topic: str, listener: DemoListener, notes: list[str]
+                 ) -> tuple[dict[str, Any], Callable[[], None]]:
+    """The cluster run's producer settings and the half-way step that kills a leader."""
+    from millrace.demo.cluster import CLUSTER_PRODUCER_CONFIG, LeaderKill
+
+    kill = LeaderKill(cluster, topic)
+
+    def midway() -> None:
+        text = kill().describe()
+        notes.append(text)
+        listener.note(f"{text}; producing on (the controller elects a new leader from "
+                      "the ISR)")
+
+    return dict(CLUSTER_PRODUCER_CONFIG), midway

@@ -25,9 +25,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True when ``host:port`` cannot be bound now (another process listens there)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 class BrokerProcess:
     def __init__(self, data_dir: Path | str, port: int | None = None,
-                 overrides: dict[str, str] | None = None, start_timeout: float = 30.0) -> None:
+                 overrides: dict[str, str] | None = None, start_timeout: float = 30.0,
+                 *, new_session: bool = False) -> None:
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.overrides = {
@@ -38,6 +50,9 @@ class BrokerProcess:
             **(overrides or {}),
         }
         self.start_timeout = start_timeout
+        # new_session: the child leads its own session, so a Ctrl-C at the terminal reaches
+        # only the parent, which then stops the children in its own order (cluster up)
+        self.new_session = new_session
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / "broker.log"
 
@@ -55,7 +70,8 @@ class BrokerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         try:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                         start_new_session=self.new_session)
         finally:
             log.close()
         deadline = time.monotonic() + self.start_timeout

@@ -27,11 +27,15 @@ class LocalCluster:
     def __init__(self, directory: Path | str, brokers: int = 3, *, base_port: int | None = None,
                  zookeeper_port: int | None = None, overrides: dict[str, str] | None = None,
                  broker_overrides: dict[int, dict[str, str]] | None = None,
-                 start_timeout: float = 60.0) -> None:
+                 start_timeout: float = 60.0, new_session: bool = False) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
         self.directory = Path(directory)
-        self.zookeeper = ZooKeeperProcess(self.directory / "zookeeper", zookeeper_port)
+        # new_session: children in sessions of their own, out of reach of the terminal's
+        # Ctrl-C, so that the caller stops them one at a time (``millrace cluster up``)
+        self._new_session = new_session
+        self.zookeeper = ZooKeeperProcess(self.directory / "zookeeper", zookeeper_port,
+                                          new_session=new_session)
         self._overrides = dict(overrides or {})
         self._per_broker = broker_overrides or {}
         self._base_port = base_port
@@ -56,7 +60,11 @@ class LocalCluster:
             **self._per_broker.get(broker_id, {}),
         }
         return BrokerProcess(self.directory / f"broker-{broker_id}", port, overrides,
-                             start_timeout=self._start_timeout)
+                             start_timeout=self._start_timeout, new_session=self._new_session)
+
+    def broker_port(self, broker_id: int) -> int | None:
+        """The port broker ``broker_id`` will listen on (None: a free one, chosen at start)."""
+        return self._base_port + broker_id - 1 if self._base_port else None
 
     def start(self) -> LocalCluster:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -34,6 +34,7 @@ Thread ownership: one instance is driven from one thread (a test or the launcher
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -61,6 +62,17 @@ def zookeeper_classpath() -> str:
     return ":".join(parts)
 
 
+def zookeeper_missing() -> str | None:
+    """Why ZooKeeper cannot be started here (no java, no Debian package), or None."""
+    if shutil.which("java") is None:
+        return ("java is not installed (ZooKeeper needs it): install both with "
+                "scripts/system-deps.sh java zookeeper")
+    if not ZOOKEEPER_JAR.exists():
+        return (f"ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): install it with "
+                "scripts/system-deps.sh zookeeper")
+    return None
+
+
 def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> str:
     """Send a ZooKeeper four-letter command (``srvr``, ``ruok`` ...) and return the answer."""
     with socket.create_connection((host, port), timeout=timeout) as s:
@@ -81,7 +93,7 @@ class ZooKeeperProcess:
                  tick_time_ms: int = 500,
                  max_session_timeout_ms: int = DEFAULT_MAX_SESSION_TIMEOUT_MS,
                  min_session_timeout_ms: int | None = None,
-                 start_timeout: float = 30.0) -> None:
+                 start_timeout: float = 30.0, new_session: bool = False) -> None:
         self.directory = Path(directory)
         self.port = port or free_port()
         self.tick_time_ms = tick_time_ms
@@ -89,6 +101,7 @@ class ZooKeeperProcess:
         self.min_session_timeout_ms = (min_session_timeout_ms if min_session_timeout_ms
                                        is not None else 2 * tick_time_ms)
         self.start_timeout = start_timeout
+        self.new_session = new_session  # see BrokerProcess
         self.proc: subprocess.Popen[bytes] | None = None
         self.data_dir = self.directory / "data"
         self.config_path = self.directory / "zoo.cfg"
@@ -137,7 +150,8 @@ class ZooKeeperProcess:
         try:
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, cwd=self.directory,
-                                         env={**os.environ})
+                                         env={**os.environ},
+                                         start_new_session=self.new_session)
         finally:
             log.close()
         deadline = time.monotonic() + self.start_timeout

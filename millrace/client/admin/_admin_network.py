@@ -114,11 +114,20 @@ class AdminNetwork:
         """The controller (where topic changes go), else None (= least loaded node)."""
         return self.cluster(deadline_ms).controller
 
+    def refresh_metadata(self, deadline_ms: int) -> None:
+        """Fetch the broker list (and controller) again now, e.g. after NOT_CONTROLLER;
+        returns when the answer is in or the deadline has passed."""
+        seen = self.metadata.request_update_for_new_topics()
+        while self.metadata.update_version <= seen and (now := self.now()) < deadline_ms:
+            self.client.poll(min(deadline_ms - now, _POLL_SLICE_MS), now)
+
     # ------------------------------------------------------------------ calls
     def send(self, body: Any, deadline_ms: int, node: Node | None = None, *,
-             max_version: int | None = None) -> tuple[Any, int]:
+             min_version: int | None = None, max_version: int | None = None
+             ) -> tuple[Any, int]:
         """Send ``body`` to ``node`` (None: the least loaded node); return (response body,
-        version).  Retries lost connections until ``deadline_ms``."""
+        version).  Retries lost connections until ``deadline_ms``; a broker without a
+        version in [``min_version``, ``max_version``] raises ``UnsupportedVersionError``."""
         api_name = ApiKey(REQUEST_CLASS_TO_API[type(body)].key).name
         started = self.now()
         target: Node | None = None
@@ -133,7 +142,7 @@ class AdminNetwork:
             request = ClientRequest(target.id, body, created_ms=now,
                                     request_timeout_ms=min(self.request_timeout_ms,
                                                            deadline_ms - now),
-                                    max_version=max_version)
+                                    min_version=min_version, max_version=max_version)
             self.client.send(request, now)
             response = self._await(request)
             if response.version_mismatch is not None:

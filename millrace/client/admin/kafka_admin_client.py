@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-from millrace.client.admin import _configs, _group_offsets, _groups, _topics
+from millrace.client.admin import _configs, _group_offsets, _groups, _leaders, _topics
 from millrace.client.admin._admin_network import AdminNetwork
 from millrace.client.admin.config import AdminClientConfig
 from millrace.client.admin.offset_reset import OffsetResetSpec
@@ -35,6 +35,7 @@ from millrace.client.admin.types import (
     ConsumerGroupDescription,
     ConsumerGroupListing,
     ConsumerGroupOffsets,
+    ElectionType,
     GroupOffset,
     ListOffsetsResultInfo,
     NewPartitions,
@@ -123,6 +124,19 @@ class KafkaAdminClient:
         with self._lock:
             return _topics.create_partitions(self._net, new_partitions, validate_only,
                                              self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ leaders
+    def elect_leaders(self, election_type: ElectionType,
+                      partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None) -> AdminResult[TopicPartition, None]:
+        """Ask the controller to elect leaders (ElectLeaders; Java ``electLeaders``):
+        PREFERRED gives leadership back to each partition's first assigned replica,
+        UNCLEAN gives a leaderless partition any live replica.  ``partitions=None`` means
+        every partition.  Per partition: None once elected, or Kafka's exception
+        (``ElectionNotNeededError`` when the leader already was the one wanted)."""
+        with self._lock:
+            return _leaders.elect_leaders(self._net, ElectionType(election_type), partitions,
+                                          self._deadline(timeout_ms))
 
     # ------------------------------------------------------------------ records and offsets
     def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,

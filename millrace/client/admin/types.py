@@ -6,7 +6,8 @@ Requests: ``NewTopic``, ``NewPartitions``, ``ConfigResource`` + ``AlterConfigOp`
 ``ConsumerGroupListing``, ``ConsumerGroupDescription`` (``MemberDescription`` with a
 decoded ``MemberAssignment``), ``ListOffsetsResultInfo``, ``GroupOffset`` (a committed
 offset with the log end offset and lag), ``PartitionAssignmentState`` (one row of
-``kafka-consumer-groups --describe``) and ``ClusterDescription``.
+``kafka-consumer-groups --describe``) and ``ClusterDescription``; ``ElectionType`` for
+``elect_leaders``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from millrace.client.cluster import Node, TopicPartition
 __all__ = [
     "AlterConfigOp", "AlterConfigOpType", "ClusterDescription", "Config", "ConfigEntry",
     "ConfigResource", "ConfigResourceType", "ConfigSource", "ConsumerGroupDescription",
-    "ConsumerGroupListing", "ConsumerGroupOffsets", "ConsumerGroupState", "GroupOffset", "ListOffsetsResultInfo",
+    "ConsumerGroupListing", "ConsumerGroupOffsets", "ConsumerGroupState", "ElectionType",
+    "GroupOffset", "ListOffsetsResultInfo",
     "MemberAssignment", "MemberDescription", "NewPartitions", "NewTopic", "Node",
     "OffsetAndMetadata", "OffsetSpec", "PartitionAssignmentState", "TopicDescription",
     "TopicListing", "TopicPartition", "TopicPartitionInfo",
@@ -174,6 +176,18 @@ class AlterConfigOp:
     name: str
     value: str | None = None
     op_type: AlterConfigOpType = AlterConfigOpType.SET
+
+
+# ---------------------------------------------------------------------- leaders
+class ElectionType(IntEnum):
+    """Java ``org.apache.kafka.common.ElectionType``, with the codes ElectLeaders sends.
+
+    PREFERRED: give leadership back to the first assigned replica, if it is alive and in
+    sync.  UNCLEAN: a partition without a live in-sync replica takes any live replica as
+    leader -- it may lose acknowledged records (needs ElectLeaders v1, Kafka 2.4)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
 
 
 # ---------------------------------------------------------------------- groups

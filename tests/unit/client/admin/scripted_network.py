@@ -13,6 +13,7 @@ from typing import Any
 
 from millrace.client.admin._admin_network import AdminNetwork
 from millrace.client.cluster import Cluster, Node
+from millrace.common.errors import UnsupportedVersionError
 from millrace.common.time import MockTime
 from millrace.protocol.api import REQUEST_CLASS_TO_API
 
@@ -34,19 +35,32 @@ class ScriptedNetwork(AdminNetwork):
         self.versions = versions or {}
         self.nodes = nodes or [NODE]
         self.sent: list[tuple[str, int, Node | None]] = []
+        self.controller: Node | None = self.nodes[0]
+        # what a metadata refresh finds: the controller it names from then on
+        self.controller_after_refresh: Node | None = None
+        self.refreshes = 0
 
     def send(self, body: Any, deadline_ms: int, node: Node | None = None, *,
-             max_version: int | None = None) -> tuple[Any, int]:
+             min_version: int | None = None, max_version: int | None = None
+             ) -> tuple[Any, int]:
         api = REQUEST_CLASS_TO_API[type(body)]
         version = min(self.versions.get(api.name, api.versions.high),
                       api.versions.high if max_version is None else max_version)
+        if min_version is not None and version < min_version:
+            raise UnsupportedVersionError(f"{api.name} v{min_version}+ is needed; the broker "
+                                          f"has up to v{version}")
         request = api.request.decode(api.request.encode(body, version), version)
         self.sent.append((api.name, version, node))
         response = self.handlers[api.name](request, version, node)
         return api.response.decode(api.response.encode(response, version), version), version
 
     def cluster(self, deadline_ms: int) -> Cluster:
-        return Cluster(self.nodes, controller=self.nodes[0])
+        return Cluster(self.nodes, controller=self.controller)
+
+    def refresh_metadata(self, deadline_ms: int) -> None:
+        self.refreshes += 1
+        if self.controller_after_refresh is not None:
+            self.controller = self.controller_after_refresh
 
     def backoff(self, deadline_ms: int) -> None:
         assert isinstance(self._time, MockTime)

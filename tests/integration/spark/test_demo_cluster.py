@@ -1,0 +1,46 @@
+"""``millrace demo --brokers 3`` as a user runs it: ZooKeeper and three brokers, the topic
+replicated three times with min.insync.replicas=2, the leader of one partition killed with
+SIGKILL half-way through producing -- and still every row of the database verified."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from millrace.launcher.zookeeper_process import ZOOKEEPER_JAR
+from tests.integration.spark.test_demo import demo
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
+    pytest.skip("needs Debian's zookeeper package and java (scripts/system-deps.sh)",
+                allow_module_level=True)
+
+
+def test_demo_on_three_brokers_survives_a_leader_kill(tmp_path: Path) -> None:
+    data = tmp_path / "demo"
+    result = demo("--brokers", "3", "--events", "3000", "--partitions", "3", "--data-dir",
+                  str(data), "--output", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["brokers"] == 3 and doc["events_total"] == 3000
+    assert doc["pipeline_input_rows"] == 3000  # nothing lost, nothing twice
+    assert doc["verification"]["passed"] is True, doc["verification"]
+    assert doc["verification"]["orders_actual"] == doc["verification"]["orders_expected"] > 0
+    killed = [n for n in doc["notes"] if n.startswith("killed broker ")]
+    assert len(killed) == 1 and "(kill -9), the leader of orders-" in killed[0], doc["notes"]
+    assert "fault killed broker " in result.stderr
+    assert sorted(p.name for p in (data / "cluster").iterdir()) == [
+        "broker-1", "broker-2", "broker-3", "zookeeper"]
+
+
+def test_cluster_demo_needs_three_brokers(tmp_path: Path) -> None:
+    result = demo("--brokers", "2", "--events", "10", "--data-dir", str(tmp_path / "d"),
+                  timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: --brokers 2: the cluster demo needs at least 3 brokers (replication factor "
+        "3) and starts them itself (no --bootstrap-server)")
