@@ -14,13 +14,13 @@ Owned by the event-loop thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from millrace.broker.broker_channel import BrokerChannel
+from millrace.broker.tasks import stop_task
 from millrace.common.errors import BrokerNotAvailableError
 
 log = logging.getLogger(__name__)
@@ -81,9 +81,7 @@ class ControllerChannelManager:
     async def remove_broker(self, node_id: int) -> None:
         q = self._brokers.pop(node_id, None)
         if q is not None:
-            q.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await q.task
+            await stop_task(q.task)
             q.channel.close()
 
     def send(self, node_id: int, body: Any, version: int,

@@ -56,6 +56,7 @@ from millrace.broker.controller.zk_writes import (
 )
 from millrace.broker.controller_channel_manager import ControllerChannelManager
 from millrace.broker.metadata import BrokerRegistration, TopicInfo
+from millrace.broker.tasks import stop_task
 from millrace.broker.zk import KafkaZkClient
 from millrace.broker.zk.errors import (
     ControllerMovedError,
@@ -107,6 +108,7 @@ class ControllerService:
         self._queue: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._rebalance: asyncio.Task[None] | None = None
         self._watches: list[Any] = []
         self._topic_watches: dict[str, Any] = {}
@@ -125,11 +127,9 @@ class ControllerService:
         self.enqueue(self.elect)
 
     async def shutdown(self) -> None:
+        self._stopped = True
         await self._resign()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await stop_task(self._task)
 
     def enqueue(self, event: Callable[[], Awaitable[None]]) -> None:
         self._queue.put_nowait(event)
@@ -138,7 +138,7 @@ class ControllerService:
         self._loop.call_soon_threadsafe(self.enqueue, event)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             event = await self._queue.get()
             try:
                 await event()
@@ -188,7 +188,7 @@ class ControllerService:
         self._watches.clear()
         self._topic_watches.clear()
         if self._rebalance is not None:
-            self._rebalance.cancel()
+            self._rebalance.cancel()  # never awaited here: it may be the caller's own event
             self._rebalance = None
         if self.channels is not None:
             await self.channels.shutdown()

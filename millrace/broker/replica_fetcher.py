@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from millrace.broker.broker_channel import BrokerChannel
 from millrace.broker.config import KafkaConfig
 from millrace.broker.partition import Partition
+from millrace.broker.tasks import stop_task
 from millrace.common.errors import BrokerNotAvailableError, Errors, KafkaError, error_name
 from millrace.common.time import Time
 from millrace.protocol.types import (
@@ -88,6 +89,7 @@ class ReplicaFetcherThread:
                                      request_timeout_ms=config["replica.socket.timeout.ms"])
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False
         self._wakeup = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -108,15 +110,13 @@ class ReplicaFetcherThread:
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
     async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        self._stopped = True
+        await stop_task(self._task)
+        self._task = None
         self.channel.close()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 progressed = await self.run_once()
             except asyncio.CancelledError:

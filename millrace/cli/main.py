@@ -57,7 +57,9 @@ def _selftest(_: argparse.Namespace) -> int:
 
 def _broker(args: argparse.Namespace) -> int:
     """Run a broker until SIGTERM/SIGINT; bad configs exit 2 with the key named."""
+    import faulthandler
     import logging
+    import signal
 
     from millrace.broker.config import KafkaConfig
     from millrace.broker.server import run
@@ -65,6 +67,9 @@ def _broker(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    # kill -USR1 <pid> prints every thread's stack to the log (Java's jstack, for a
+    # broker that looks stuck).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     overrides: dict[str, str] = {}
     for item in args.override or []:
         key, sep, value = item.partition("=")
