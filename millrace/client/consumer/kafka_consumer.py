@@ -5,8 +5,10 @@
     loop until records or the timeout:
         coordinator.poll       find the coordinator, (re)join the group when needed,
                                auto-commit when due
-        update fetch positions committed offsets for new partitions, else
-                               auto.offset.reset (ListOffsets, asynchronously)
+        update fetch positions validate positions whose leader changed (KIP-320:
+                               OffsetsForLeaderEpoch), committed offsets for new
+                               partitions, else auto.offset.reset (ListOffsets); all
+                               asynchronous
         collect buffered fetches; if none, send fetches and wait for I/O
     send the next fetches (fetch ahead), then interceptors -> records
 
@@ -259,6 +261,8 @@ class KafkaConsumer(Generic[K, V]):
         return self._update_fetch_positions(timer)
 
     def _update_fetch_positions(self, timer: Timer) -> bool:
+        # a leader change since the last poll: check the positions read from the old one
+        self._offset_fetcher.validate_positions_if_needed()
         subscriptions = self._subscriptions
         if subscriptions.has_all_fetch_positions():
             return True
