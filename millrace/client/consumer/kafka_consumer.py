@@ -378,7 +378,8 @@ class KafkaConsumer(Generic[K, V]):
                 raise ValueError("seek offset must not be a negative number")
             log.info("seeking to offset %d for partition %s", om.offset, tp)
             self._fetcher.clear_buffered_data_for({tp})
-            self._subscriptions.seek(tp, om.offset, om.leader_epoch)
+            self._subscriptions.seek(tp, om.offset, om.leader_epoch,
+                                     self._metadata.current_leader(tp))
 
     def seek_to_beginning(self, partitions: Iterable[PartitionLike] | None = None) -> None:
         self._seek_to(partitions, OffsetResetStrategy.EARLIEST)

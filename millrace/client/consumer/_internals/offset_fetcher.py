@@ -113,7 +113,8 @@ class OffsetFetcher:
                 if data is None:
                     continue
                 position = FetchPosition(data.offset, data.leader_epoch)
-                if self._subscriptions.maybe_seek_unvalidated(tp, position, strategies[tp]):
+                if self._subscriptions.maybe_seek_unvalidated(
+                        tp, position, strategies[tp], self._metadata.current_leader(tp)):
                     log.info("resetting offset for partition %s to position %s", tp,
                              data.offset)
         return handle

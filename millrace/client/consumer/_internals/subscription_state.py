@@ -140,8 +140,13 @@ class TopicPartitionState:
         self.reset_strategy = None
         self.next_retry_ms = 0
 
-    def seek_unvalidated(self, position: FetchPosition) -> None:
+    def seek_unvalidated(self, position: FetchPosition,
+                         current: LeaderAndEpoch | None = None) -> None:
+        """Java's ``seekUnvalidated``: ``current`` is the metadata's leader now (kept as
+        it was when unknown); a position with an epoch is then validated against it."""
         self.seek_validated(position)
+        if current is not None and current.leader is not None:
+            self.current_leader = current
         self._validate_position()
 
     def _validate_position(self) -> None:
@@ -362,32 +367,36 @@ class SubscriptionState:
             return {tp for tp, s in self._assignment.items() if s.paused}
 
     # ------------------------------------------------------------------ positions
-    def seek(self, tp: TopicPartition, offset: int, offset_epoch: int | None = None) -> None:
+    def seek(self, tp: TopicPartition, offset: int, offset_epoch: int | None = None,
+             current_leader: LeaderAndEpoch | None = None) -> None:
         """The user's seek (Java ``seekUnvalidated``): with an epoch, the position is
         validated against the leader before it is fetched from."""
         with self._lock:
-            self._state(tp).seek_unvalidated(FetchPosition(offset, offset_epoch))
+            self._state(tp).seek_unvalidated(FetchPosition(offset, offset_epoch),
+                                             current_leader)
 
     def seek_validated(self, tp: TopicPartition, position: FetchPosition) -> None:
         with self._lock:
             self._state(tp).seek_validated(position)
 
-    def seek_if_initializing(self, tp: TopicPartition, position: FetchPosition) -> None:
+    def seek_if_initializing(self, tp: TopicPartition, position: FetchPosition,
+                             current_leader: LeaderAndEpoch | None = None) -> None:
         """A committed offset arrived: use it unless the user seeked meanwhile."""
         with self._lock:
             state = self._assignment.get(tp)
             if state is not None and state.state is FetchState.INITIALIZING:
-                state.seek_unvalidated(position)
+                state.seek_unvalidated(position, current_leader)
 
     def maybe_seek_unvalidated(self, tp: TopicPartition, position: FetchPosition,
-                               requested: OffsetResetStrategy) -> bool:
+                               requested: OffsetResetStrategy,
+                               current_leader: LeaderAndEpoch | None = None) -> bool:
         """A ListOffsets answer for a reset: apply it if that reset is still wanted."""
         with self._lock:
             state = self._assignment.get(tp)
             if state is None or state.state is not FetchState.AWAIT_RESET or \
                     state.reset_strategy is not requested:
                 return False
-            state.seek_unvalidated(position)
+            state.seek_unvalidated(position, current_leader)
             return True
 
     def position(self, tp: TopicPartition) -> FetchPosition | None:

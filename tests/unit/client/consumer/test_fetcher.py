@@ -308,8 +308,11 @@ def test_reset_positions_asks_list_offsets_and_seeks() -> None:
     env.client.poll(0)
     assert len(asked) == 1
     assert {p.timestamp for p in asked[0].topics[0].partitions} == {-1}
-    assert env.subs.position(T0) == FetchPosition(40, 0)
-    assert env.subs.position(T1) == FetchPosition(41, 0)
+    # the answers carry the leader epoch: the positions are validated first (KIP-320)
+    validating = env.subs.partitions_needing_validation(env.time.milliseconds())
+    assert {tp: p for tp, (p, _) in validating.items()} == {
+        T0: FetchPosition(40, 0), T1: FetchPosition(41, 0)}
+    assert validating[T0][1] == LeaderAndEpoch(BROKER, 0)
 
 
 def test_reset_retries_after_a_retriable_error() -> None:
@@ -324,6 +327,8 @@ def test_reset_retries_after_a_retriable_error() -> None:
     env.time.sleep(200)
     fetcher.reset_positions_if_needed()
     env.client.poll(0)
+    assert env.subs.awaiting_validation(T0)
+    env.subs.complete_validation(T0)
     assert env.subs.position(T0) == FetchPosition(3, 0)
 
 

@@ -266,3 +266,15 @@ def test_answers_for_an_old_position_or_leader_are_ignored() -> None:
                                        2, 7) is None
     assert s.partitions_needing_validation(0) == {
         T0: (FetchPosition(20, 5), LeaderAndEpoch(LEADER0, 5))}
+
+
+def test_a_seek_with_the_metadatas_leader_is_validated_at_once() -> None:
+    s = subscriptions()
+    s.assign_from_user([T0, T1])
+    s.seek(T0, 10, 3, LeaderAndEpoch(LEADER0, 3))
+    s.seek(T1, 10, None, LeaderAndEpoch(LEADER0, 3))  # nothing to check it with
+    assert s.awaiting_validation(T0) and s.fetchable_partitions() == [T1]
+    assert s.current_leader(T1) == LeaderAndEpoch(LEADER0, 3)
+    # an unknown leader keeps the one the partition had
+    s.seek(T1, 12, None, LeaderAndEpoch(None, None))
+    assert s.current_leader(T1) == LeaderAndEpoch(LEADER0, 3)
