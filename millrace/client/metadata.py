@@ -17,7 +17,9 @@ successful update bumps ``update_version``; threads waiting for a topic block on
 ``await_update`` until the version moves past the one they saw.
 
 A partition whose new leader epoch is older than the cached one is kept as it was (the
-answering broker is behind; KIP-320) and another refresh is requested.
+answering broker is behind; KIP-320) and another refresh is requested.  ``current_leader``
+hands out a partition's leader with its epoch: the consumer fetches with that epoch and
+validates its position when it changes.
 
 Threading: written by the network thread, read by any.  The snapshot is replaced as a
 whole, so ``fetch()`` needs no lock; everything else is guarded by ``_cond``.
@@ -30,6 +32,7 @@ import re
 import threading
 import time as _time
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from millrace.client._backoff import ExponentialBackoff
 from millrace.client.cluster import Cluster, Node, PartitionInfo, TopicPartition
@@ -69,6 +72,18 @@ def parse_bootstrap_servers(servers: Iterable[str] | str) -> list[tuple[str, int
     return out
 
 
+class LeaderAndEpoch(NamedTuple):
+    """A partition's leader and its leader epoch as the metadata knows them (Java
+    ``Metadata.LeaderAndEpoch``); either may be unknown (None)."""
+
+    leader: Node | None
+    epoch: int | None
+
+    @staticmethod
+    def no_leader_or_epoch() -> LeaderAndEpoch:
+        return LeaderAndEpoch(None, None)
+
+
 class Metadata:
     def __init__(self, refresh_backoff_ms: int = 100, refresh_backoff_max_ms: int = 1000,
                  metadata_max_age_ms: int = 300_000) -> None:
@@ -101,6 +116,13 @@ class Metadata:
 
     def update_requested(self) -> bool:
         return self._need_update
+
+    def current_leader(self, tp: TopicPartition) -> LeaderAndEpoch:
+        """``tp``'s leader and leader epoch in the current snapshot."""
+        info = self._cluster.partition(tp)
+        if info is None:
+            return LeaderAndEpoch.no_leader_or_epoch()
+        return LeaderAndEpoch(info.leader, info.leader_epoch if info.leader_epoch >= 0 else None)
 
     def metadata_age_ms(self, now_ms: int) -> int:
         return now_ms - self._last_successful_refresh_ms

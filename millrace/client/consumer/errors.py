@@ -2,7 +2,7 @@
 
 Java counterparts: ``CommitFailedException``, ``NoOffsetForPartitionException``,
 ``OffsetOutOfRangeException`` (the client one, carrying the offsets that fell out of
-range), ``WakeupException``, ``RecordDeserializationException`` and
+range), ``LogTruncationException``, ``WakeupException``, ``RecordDeserializationException`` and
 ``DisconnectException``.  Each carries what a caller needs to recover: the partitions, the
 offset to seek past.
 """
@@ -13,11 +13,12 @@ from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 from millrace.client.cluster import TopicPartition
+from millrace.client.consumer.consumer_record import OffsetAndMetadata
 from millrace.common.errors import CorruptRecordError, KafkaError, MillraceError
 
 __all__ = [
     "CommitFailedError", "CorruptRecordError", "DisconnectError", "InvalidOffsetError",
-    "NoOffsetForPartitionError", "OffsetOutOfRangeError", "RecordDeserializationError",
+    "LogTruncationError", "NoOffsetForPartitionError", "OffsetOutOfRangeError", "RecordDeserializationError",
     "WakeupError",
 ]
 
@@ -74,6 +75,25 @@ class OffsetOutOfRangeError(InvalidOffsetError):
         described = ", ".join(f"{tp}={o}" for tp, o in sorted(self.offsets.items()))
         super().__init__("Fetch position out of range and no reset policy (auto.offset.reset="
                          f"none) for partitions: {described}", self.offsets)
+
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """After a leader change the new leader's log ends the epoch of the last record read
+    *before* the position (KIP-320): records this consumer read are gone, and
+    ``auto.offset.reset=none`` forbids choosing where to go on.  ``offsets`` holds the
+    positions that were checked; ``divergent_offsets`` the first offset (and its epoch)
+    known to diverge, for the partitions where the leader knows one.  Seek to recover."""
+
+    def __init__(self, offsets: Mapping[TopicPartition, int],
+                 divergent_offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        super().__init__(offsets)
+        self.divergent_offsets = dict(divergent_offsets)
+        described = ", ".join(f"{tp}={om.offset} (epoch {om.leader_epoch})"
+                              for tp, om in sorted(self.divergent_offsets.items()))
+        self.message = ("Truncated partitions detected with divergent offsets: "
+                        f"{described or 'unknown'}; positions: "
+                        + ", ".join(f"{tp}={o}" for tp, o in sorted(self.offsets.items())))
+        self.args = (self.message,)
 
 
 class WakeupError(MillraceError):

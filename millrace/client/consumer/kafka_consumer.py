@@ -5,8 +5,10 @@
     loop until records or the timeout:
         coordinator.poll       find the coordinator, (re)join the group when needed,
                                auto-commit when due
-        update fetch positions committed offsets for new partitions, else
-                               auto.offset.reset (ListOffsets, asynchronously)
+        update fetch positions validate positions whose leader changed (KIP-320:
+                               OffsetsForLeaderEpoch), committed offsets for new
+                               partitions, else auto.offset.reset (ListOffsets); all
+                               asynchronous
         collect buffered fetches; if none, send fetches and wait for I/O
     send the next fetches (fetch ahead), then interceptors -> records
 
@@ -259,6 +261,8 @@ class KafkaConsumer(Generic[K, V]):
         return self._update_fetch_positions(timer)
 
     def _update_fetch_positions(self, timer: Timer) -> bool:
+        # a leader change since the last poll: check the positions read from the old one
+        self._offset_fetcher.validate_positions_if_needed()
         subscriptions = self._subscriptions
         if subscriptions.has_all_fetch_positions():
             return True
@@ -374,7 +378,8 @@ class KafkaConsumer(Generic[K, V]):
                 raise ValueError("seek offset must not be a negative number")
             log.info("seeking to offset %d for partition %s", om.offset, tp)
             self._fetcher.clear_buffered_data_for({tp})
-            self._subscriptions.seek(tp, om.offset, om.leader_epoch)
+            self._subscriptions.seek(tp, om.offset, om.leader_epoch,
+                                     self._metadata.current_leader(tp))
 
     def seek_to_beginning(self, partitions: Iterable[PartitionLike] | None = None) -> None:
         self._seek_to(partitions, OffsetResetStrategy.EARLIEST)

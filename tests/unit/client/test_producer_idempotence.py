@@ -239,3 +239,173 @@ def test_transaction_manager_unit_rules() -> None:
     tm.request_epoch_bump_for_partition(TP0)
     tm.bump_idempotent_epoch_and_reset_id_if_needed()
     assert not tm.has_producer_id()
+
+
+# ---------------------------------------------------------------------- leader changes
+TP1 = TopicPartition("t", 1)
+NOT_LEADER = 6
+
+
+def two_leaders() -> tuple[FakeCluster, Any, Any, Any]:
+    """Partition 0 led by node 0, partition 1 by node 1; the broker knows the producer
+    on both (one acknowledged record each)."""
+    cluster = FakeCluster(nodes=2, topics={"t": 2})
+    producer, selector, clock = setup(cluster)
+    first = [producer.send(ProducerRecord("t", b"0", partition=p)) for p in (0, 1)]
+    run_until(producer, clock, lambda: all(f.done() for f in first))
+    return cluster, producer, selector, clock
+
+
+def test_an_epoch_bump_on_one_partition_does_not_drop_retries_of_another() -> None:
+    """KIP-360: the bump restarts only the partition with the gap; a retriable error on
+    another partition, answered after the bump, retries that batch at its old epoch and
+    sequence (the broker still knows them) instead of failing it."""
+    cluster, producer, selector, clock = two_leaders()
+    cluster.hold = True
+    cluster.fail_next[TP0].append(OUT_OF_ORDER)
+    cluster.fail_next[TP1].append(NOT_ENOUGH_REPLICAS)
+    a = producer.send(ProducerRecord("t", b"a", partition=0))
+    step(producer)
+    b = producer.send(ProducerRecord("t", b"b", partition=1))
+    step(producer)
+    assert selector.held == 2
+    cluster.hold = False
+    selector.release(1)  # partition 0's answer: a real gap, the epoch is bumped
+    step(producer, 2)
+    assert producer._transaction_manager.producer_epoch == 1
+    selector.release()  # partition 1's NOT_ENOUGH_REPLICAS arrives after the bump
+    run_until(producer, clock, lambda: a.done() and b.done())
+    assert a.get(0).offset == 1 and b.get(0).offset == 1
+    assert cluster.values(TP0) == [b"0", b"a"] and cluster.values(TP1) == [b"0", b"b"]
+    retried = [RecordBatch(body.topic_data[0].partition_data[0].records).header
+               for node, _, body in cluster.produce_requests() if node == 1][-1]
+    assert (retried.producer_epoch, retried.base_sequence) == (0, 1)
+    # once idle, partition 1 moves to the new epoch and starts again at sequence 0
+    c = producer.send(ProducerRecord("t", b"c", partition=1))
+    run_until(producer, clock, c.done)
+    last = sent_headers(cluster)[-1]
+    assert (last.producer_epoch, last.base_sequence) == (1, 0)
+    producer.close()
+
+
+def metadata_requests(cluster: FakeCluster) -> int:
+    return sum(1 for r in cluster.requests if r[1] == "Metadata")
+
+
+@pytest.mark.parametrize(("error", "refreshes"), [
+    (5, True),  # LEADER_NOT_AVAILABLE
+    (NOT_LEADER, True),
+    (NOT_ENOUGH_REPLICAS, False),  # the leader is right; the ISR is short
+    (7, False),  # REQUEST_TIMED_OUT from the broker (acks=all waited too long)
+])
+def test_leader_change_errors_retry_in_order_exactly_once(error: int, refreshes: bool) -> None:
+    """Three batches in flight fail with the error; they are retried in sequence order and
+    written once each.  Java's Sender refreshes metadata only for the InvalidMetadata
+    family: the leader moved or is unknown."""
+    cluster, producer, selector, clock = two_leaders()
+    before = metadata_requests(cluster)
+    cluster.hold = True
+    cluster.fail_next[TP0].append(error)
+    futures = []
+    for value in (b"a", b"b", b"c"):
+        futures.append(producer.send(ProducerRecord("t", value, partition=0)))
+        step(producer)
+    assert selector.held == 3
+    cluster.hold = False
+    selector.release()
+    run_until(producer, clock, lambda: all(f.done() for f in futures))
+    assert cluster.values(TP0) == [b"0", b"a", b"b", b"c"]
+    assert [f.get(0).offset for f in futures] == [1, 2, 3]
+    assert (metadata_requests(cluster) > before) is refreshes
+    assert producer._transaction_manager.producer_epoch == 0  # no gap: no bump
+    producer.close()
+
+
+def test_not_leader_moves_every_in_flight_batch_to_the_new_leader() -> None:
+    cluster, producer, selector, clock = two_leaders()
+    cluster.leaders["t"][0] = 1  # the controller elected node 1; the producer still thinks 0
+    cluster.hold = True
+    futures = []
+    for value in (b"a", b"b", b"c"):
+        futures.append(producer.send(ProducerRecord("t", value, partition=0)))
+        step(producer)
+    cluster.hold = False
+    selector.release()
+    run_until(producer, clock, lambda: all(f.done() for f in futures))
+    nodes = [node for node, _, body in cluster.produce_requests()
+             if body.topic_data[0].partition_data[0].index == 0]
+    assert nodes[:4] == [0, 0, 0, 0] and set(nodes[4:]) == {1}
+    assert cluster.values(TP0) == [b"0", b"a", b"b", b"c"]
+    assert [f.get(0).offset for f in futures] == [1, 2, 3]
+    producer.close()
+
+
+def truncate(cluster: FakeCluster, tp: TopicPartition, batches: int) -> None:
+    """The new leader never got the last ``batches`` batches of ``tp`` (they were on the
+    old leader only): drop them with their producer state, as its log would be."""
+    for _ in range(batches):
+        gone = cluster.batches[tp].pop()
+        cluster.next_offset[tp] = gone.base_offset
+        for (state_tp, _pid), state in cluster.producer_states.items():
+            if state_tp == tp and state.batches and state.batches[-1][2] == gone.base_offset:
+                state.batches.pop()
+                state.last_sequence = state.batches[-1][1] if state.batches else -1
+
+
+def test_leader_killed_with_batches_in_flight_neither_duplicates_nor_loses() -> None:
+    """kill -9 of the leader: the connection drops with three batches in flight.  The
+    first reached the new leader before the crash (its retry is a duplicate, answered with
+    the original offset); the other two died with the old leader and are written anew."""
+    cluster, producer, selector, clock = two_leaders()
+    cluster.hold = True
+    futures = []
+    for value in (b"a", b"b", b"c"):
+        futures.append(producer.send(ProducerRecord("t", value, partition=0)))
+        step(producer)
+    assert selector.held == 3 and cluster.values(TP0) == [b"0", b"a", b"b", b"c"]
+    truncate(cluster, TP0, 2)
+    cluster.hold = False
+    cluster.leaders["t"][0] = 1
+    cluster.down.add(0)
+    selector.drop_connection(0)
+    run_until(producer, clock, lambda: all(f.done() for f in futures), advance_ms=50)
+    assert cluster.values(TP0) == [b"0", b"a", b"b", b"c"]
+    assert [f.get(0).offset for f in futures] == [1, 2, 3]
+    resent = [RecordBatch(body.topic_data[0].partition_data[0].records).header.base_sequence
+              for node, _, body in cluster.produce_requests() if node == 1
+              and body.topic_data[0].partition_data[0].index == 0]
+    assert resent == [1, 2, 3]  # oldest first, one at a time, original sequences
+    assert producer._transaction_manager.producer_epoch == 0
+    producer.close()
+
+
+def test_a_new_leader_without_the_producer_bumps_the_epoch() -> None:
+    """The new leader lost the producer's state (UNKNOWN_PRODUCER_ID with a known log
+    start): the partition restarts at a new epoch from sequence 0 and nothing is lost."""
+    cluster, producer, _selector, clock = two_leaders()
+    cluster.leaders["t"][0] = 1
+    cluster.fail_next[TP0].append(UNKNOWN_PRODUCER_ID)
+    future = producer.send(ProducerRecord("t", b"a", partition=0))
+    run_until(producer, clock, future.done, advance_ms=20)
+    assert future.get(0).offset == 1 and cluster.values(TP0) == [b"0", b"a"]
+    last = sent_headers(cluster)[-1]
+    assert (last.producer_epoch, last.base_sequence) == (1, 0)
+    producer.close()
+
+
+def test_unknown_producer_id_without_a_log_start_offset_retries_as_is() -> None:
+    """Java: a partition that moved while the answer was built has no log start offset
+    (-1): retry unchanged until one is known, without bumping."""
+    tm = TransactionManager()
+    tm.set_producer_id_and_epoch(7, 0)
+    batch = ProducerBatch(TP0, 0, 1000)
+    batch.try_append(1, None, b"x", (), None, 0)
+    batch.set_producer_state(7, 0, 0)
+    tm.increment_sequence_number(TP0, 1)
+    tm.add_in_flight_batch(batch)
+    assert tm.can_retry(UNKNOWN_PRODUCER_ID, -1, batch)
+    tm.bump_idempotent_epoch_and_reset_id_if_needed()
+    assert tm.producer_epoch == 0
+    assert tm.can_retry(UNKNOWN_PRODUCER_ID, 0, batch)
+    tm.bump_idempotent_epoch_and_reset_id_if_needed()
+    assert (tm.producer_epoch, batch.producer_epoch, batch.base_sequence) == (1, 1, 0)

@@ -381,8 +381,9 @@ class ConsumerCoordinator(AbstractCoordinator, OffsetCommitter):
             if om is not None:
                 log.info("group %s: setting offset for partition %s to the committed offset "
                          "%d", self.group_id, tp, om.offset)
-                self._subscriptions.seek_if_initializing(tp, FetchPosition(om.offset,
-                                                                           om.leader_epoch))
+                self._subscriptions.seek_if_initializing(
+                    tp, FetchPosition(om.offset, om.leader_epoch),
+                    self._metadata.current_leader(tp))
         return True
 
     def commit_generation(self) -> tuple[Generation, str | None] | BaseException:

@@ -1,8 +1,16 @@
 """Fetching records for the assigned partitions (Java ``Fetcher`` / ``FetchCollector``).
 
 Theory of operation.  ``send_fetches`` builds one FetchRequest per leader for the
-partitions that are fetchable (assigned, positioned, not paused) and have nothing buffered
-yet, at their current positions, skipping nodes that still have a fetch in flight.  Fetch
+partitions that are fetchable (assigned, positioned and validated, not paused) and have
+nothing buffered yet, at their current positions, skipping nodes that still have a fetch
+in flight.  A partition is fetched from the leader its position was validated against,
+with that leader's epoch as ``current_leader_epoch`` (KIP-320): a broker that is no longer
+the leader, or leads in another epoch, refuses (NOT_LEADER_OR_FOLLOWER,
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH) instead of serving a log that may have
+diverged.  Those errors refresh the metadata; a new leader or epoch there sends the
+position through validation (``OffsetFetcher.validate_positions_if_needed``) before it is
+fetched again.  A position whose leader was never known takes the metadata's leader
+here, through the same check.  Fetch
 sessions are not used: every request is a full fetch (session id 0, epoch -1), which any
 broker accepts.  The response handler -- on whichever thread polled the network -- only
 queues one ``CompletedFetch`` per partition.
@@ -116,7 +124,6 @@ class Fetcher:
         return buffered
 
     def _prepare_fetch_requests(self) -> dict[Node, tuple[Any, dict[TopicPartition, int]]]:
-        cluster = self._metadata.fetch()
         buffered = self._buffered_partitions()
         subscriptions = self._subscriptions
         with self._lock:
@@ -125,21 +132,27 @@ class Fetcher:
         offsets_by_node: dict[Node, dict[TopicPartition, int]] = {}
         partition_cls = FetchRequest.FetchTopic.FetchPartition
         for tp in subscriptions.fetchable_partitions(lambda tp: tp not in buffered):
+            current = subscriptions.current_leader(tp)
+            if current is None:  # first fetch since the position was set
+                current = self._metadata.current_leader(tp)
+                if current.leader is not None and \
+                        subscriptions.maybe_validate_position_for_current_leader(tp, current):
+                    continue  # validated first, by the OffsetFetcher
+            leader = current.leader
             position = subscriptions.position(tp)
             if position is None:
                 continue
-            leader = cluster.leader_for(tp)
             if leader is None:
                 log.debug("no leader known for %s; requesting a metadata update", tp)
                 self._metadata.request_update()
                 continue
             if leader.id in pending or self._client.is_unavailable(leader):
                 continue
-            info = cluster.partition(tp)
+            epoch = current.epoch if current.epoch is not None else -1
             by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(partition_cls(
                 partition=tp.partition, fetch_offset=position.offset,
-                current_leader_epoch=info.leader_epoch if info is not None else -1,
-                log_start_offset=-1, partition_max_bytes=self.max_partition_fetch_bytes))
+                current_leader_epoch=epoch, log_start_offset=-1,
+                partition_max_bytes=self.max_partition_fetch_bytes))
             offsets_by_node.setdefault(leader, {})[tp] = position.offset
         out: dict[Node, tuple[Any, dict[TopicPartition, int]]] = {}
         for node, topics in by_node.items():

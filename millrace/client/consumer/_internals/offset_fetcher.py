@@ -1,5 +1,5 @@
-"""Offsets by time: position resets, ``offsets_for_times``, beginning and end offsets
-(Java ``OffsetFetcher``).
+"""Offsets by time: position resets and validations, ``offsets_for_times``, beginning and
+end offsets (Java ``OffsetFetcher``).
 
 All of these are ListOffsets requests (v1+), one per partition leader, with the special
 timestamps -2 (earliest) and -1 (latest; with ``read_committed`` the broker answers the last
@@ -9,6 +9,14 @@ stable offset).
   reset and returns; each answer seeks its partition if that reset is still wanted.  A
   partition whose request is in flight or failed retriably waits (``next_retry_ms``) before
   it is asked again.  A non-retriable failure is raised from the next call.
+* ``validate_positions_if_needed`` is asynchronous too (KIP-320): when the metadata
+  changed, every assigned position is compared with its partition's current leader and
+  epoch (``SubscriptionState.maybe_validate_position_for_current_leader``); positions
+  awaiting validation are sent to their leader in OffsetsForLeaderEpoch requests, and
+  each answer completes, moves or resets its position.  A truncation with no reset
+  policy, or a non-retriable failure, is raised as ``LogTruncationError`` (or that
+  failure) from the next call.  A leader too old for OffsetsForLeaderEpoch v3 cannot be
+  asked: its positions are taken as they are, as Java does.
 * ``offsets_for_times`` (and ``beginning_offsets``/``end_offsets``) block: retriable errors
   (no leader yet, leader moved) refresh metadata and retry until the timeout, after which
   ``KafkaTimeoutError`` is raised.
@@ -21,17 +29,26 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from millrace.client.cluster import Node, TopicPartition
+from millrace.client.consumer._internals import offsets_for_leader_epoch_utils as epoch_utils
 from millrace.client.consumer._internals.consumer_metadata import ConsumerMetadata
 from millrace.client.consumer._internals.consumer_network_client import ConsumerNetworkClient
 from millrace.client.consumer._internals.request_future import RequestFuture, Timer
 from millrace.client.consumer._internals.subscription_state import (
     FetchPosition,
+    LogTruncation,
     OffsetResetStrategy,
     SubscriptionState,
 )
+from millrace.client.consumer.errors import LogTruncationError
 from millrace.client.errors import KafkaTimeoutError
+from millrace.client.metadata import LeaderAndEpoch
 from millrace.client.network_client import ClientResponse
-from millrace.common.errors import Errors, LeaderNotAvailableError, for_code
+from millrace.common.errors import (
+    Errors,
+    LeaderNotAvailableError,
+    UnsupportedVersionError,
+    for_code,
+)
 from millrace.common.time import Time
 from millrace.protocol import ListOffsetsRequest
 
@@ -64,6 +81,8 @@ class OffsetFetcher:
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._cached_error: BaseException | None = None
+        self._cached_validate_error: BaseException | None = None
+        self._metadata_update_version = -1
 
     # ------------------------------------------------------------------ resets (async)
     def reset_positions_if_needed(self) -> None:
@@ -94,7 +113,8 @@ class OffsetFetcher:
                 if data is None:
                     continue
                 position = FetchPosition(data.offset, data.leader_epoch)
-                if self._subscriptions.maybe_seek_unvalidated(tp, position, strategies[tp]):
+                if self._subscriptions.maybe_seek_unvalidated(
+                        tp, position, strategies[tp], self._metadata.current_leader(tp)):
                     log.info("resetting offset for partition %s to position %s", tp,
                              data.offset)
         return handle
@@ -105,6 +125,95 @@ class OffsetFetcher:
                 partitions, self._time.milliseconds() + self._retry_backoff_ms)
             if not getattr(error, "retriable", False) and self._cached_error is None:
                 self._cached_error = error
+        return handle
+
+    # ------------------------------------------------------------------ validation (async)
+    def validate_positions_if_needed(self) -> None:
+        """Validate the positions of partitions whose leader changed (KIP-320)."""
+        error, self._cached_validate_error = self._cached_validate_error, None
+        if error is not None:
+            raise error
+        self.validate_positions_on_metadata_change()
+        now = self._time.milliseconds()
+        wanted = self._subscriptions.partitions_needing_validation(now)
+        if not wanted:
+            return
+        by_node: dict[Node, dict[TopicPartition, tuple[FetchPosition, LeaderAndEpoch]]] = {}
+        for tp, (position, leader) in wanted.items():
+            if leader.leader is None:
+                self._metadata.request_update()
+                continue
+            by_node.setdefault(leader.leader, {})[tp] = (position, leader)
+        for node, positions in by_node.items():
+            if self._client.is_unavailable(node):
+                self._metadata.request_update()
+                continue
+            self._subscriptions.set_next_allowed_retry(positions,
+                                                       now + self._request_timeout_ms)
+            future = self._client.send(node, epoch_utils.prepare_request(positions),
+                                       min_version=epoch_utils.MIN_VERSION)
+            future.add_listener(self._on_validate_success(positions),
+                                self._on_validate_failure(positions))
+
+    def validate_positions_on_metadata_change(self) -> None:
+        """After a metadata update, check every position against its leader and epoch."""
+        version = self._metadata.update_version
+        if version == self._metadata_update_version:
+            return
+        self._metadata_update_version = version
+        subscriptions = self._subscriptions
+        for tp in subscriptions.assigned_partitions():
+            subscriptions.maybe_validate_position_for_current_leader(
+                tp, self._metadata.current_leader(tp))
+
+    def _on_validate_success(self, positions: dict[TopicPartition,
+                                                   tuple[FetchPosition, LeaderAndEpoch]]
+                             ) -> Any:
+        handle_failure = self._on_validate_failure(positions)
+
+        def handle(response: ClientResponse) -> None:
+            try:
+                result = epoch_utils.handle_response(positions, response.body)
+            except Exception as e:  # unauthorized
+                handle_failure(e)
+                return
+            if result.partitions_to_retry:
+                self._subscriptions.set_next_allowed_retry(
+                    result.partitions_to_retry,
+                    self._time.milliseconds() + self._retry_backoff_ms)
+                self._metadata.request_update()
+            truncations: list[LogTruncation] = []
+            for tp, end in result.end_offsets.items():
+                position, leader = positions[tp]
+                truncation = self._subscriptions.maybe_complete_validation(
+                    tp, position, leader, end.leader_epoch, end.end_offset)
+                if truncation is not None:
+                    truncations.append(truncation)
+            if truncations and self._cached_validate_error is None:
+                self._cached_validate_error = LogTruncationError(
+                    {t.topic_partition: t.fetch_position.offset for t in truncations},
+                    {t.topic_partition: t.divergent_offset for t in truncations
+                     if t.divergent_offset is not None})
+        return handle
+
+    def _on_validate_failure(self, positions: dict[TopicPartition,
+                                                   tuple[FetchPosition, LeaderAndEpoch]]
+                             ) -> Any:
+        def handle(error: BaseException) -> None:
+            subscriptions = self._subscriptions
+            if isinstance(error, UnsupportedVersionError):
+                log.debug("skipping validation of %s: the leader does not support "
+                          "OffsetsForLeaderEpoch v%d", sorted(map(str, positions)),
+                          epoch_utils.MIN_VERSION)
+                for tp in positions:
+                    if subscriptions.awaiting_validation(tp):
+                        subscriptions.complete_validation(tp)
+                return
+            subscriptions.set_next_allowed_retry(
+                positions, self._time.milliseconds() + self._retry_backoff_ms)
+            self._metadata.request_update()
+            if not getattr(error, "retriable", False) and self._cached_validate_error is None:
+                self._cached_validate_error = error
         return handle
 
     # ------------------------------------------------------------------ blocking lookups

@@ -2,14 +2,32 @@
 
 The consumer either subscribes (to topics or a pattern; the group assigns partitions) or
 assigns partitions itself; the two are exclusive until ``unsubscribe``.  Per assigned
-partition a ``TopicPartitionState`` keeps the fetch position and a small state machine::
+partition a ``TopicPartitionState`` keeps the fetch position, the leader (and its epoch) the
+position was last checked against, and Java's ``FetchStates``::
 
-    INITIALIZING --seek / committed offset found--> FETCHING
+    INITIALIZING --seek / committed offset found--> FETCHING or AWAIT_VALIDATION
     INITIALIZING --no committed offset--> AWAIT_RESET --ListOffsets answered--> FETCHING
+                                                     (or AWAIT_VALIDATION)
     FETCHING --OFFSET_OUT_OF_RANGE, seek_to_beginning/end--> AWAIT_RESET
+    FETCHING --the metadata names another leader or epoch--> AWAIT_VALIDATION
+    AWAIT_VALIDATION --OffsetsForLeaderEpoch: the epoch ends at or after the position-->
+                     FETCHING
+    AWAIT_VALIDATION --it ends before the position (the log was truncated)--> FETCHING at
+                     that end offset, or AWAIT_RESET when the leader has no such epoch;
+                     with ``auto.offset.reset=none`` it stays and ``LogTruncationError``
+                     is raised
 
-A partition is *fetchable* when it has a valid position, is not paused and is not about to be
-revoked (cooperative rebalancing).  ``group_subscription`` is the union of every member's
+Validation (KIP-320).  A position carries the leader epoch of the record before it.  A
+new leader may not have everything the old one handed out (an unclean election, a
+leader that lost its disk), so when the leader or its epoch changes, a position with an
+epoch waits in AWAIT_VALIDATION until the new leader says where that epoch ends in its
+log; a position past that point was read from a log that no longer exists.  A position
+without an epoch (a plain ``seek``, an old committed offset) or a leader whose epoch is
+unknown cannot be checked and goes straight to FETCHING.  The answer is applied only if
+the position and the leader are still the ones it was asked for.
+
+A partition is *fetchable* when it has a valid position (FETCHING), is not paused and is
+not about to be revoked (cooperative rebalancing).  ``group_subscription`` is the union of every member's
 topics, tracked by the group leader so its metadata covers what it must assign.
 
 Threading: mutated by the application thread and by completion handlers that may run on the
@@ -28,6 +46,7 @@ from millrace.client.cluster import TopicPartition
 from millrace.client.consumer.consumer_record import OffsetAndMetadata
 from millrace.client.consumer.errors import NoOffsetForPartitionError
 from millrace.client.errors import IllegalStateError
+from millrace.client.metadata import LeaderAndEpoch
 
 if TYPE_CHECKING:
     from millrace.client.consumer.listener import ConsumerRebalanceListener
@@ -56,6 +75,11 @@ class FetchState(enum.Enum):
     INITIALIZING = 0
     FETCHING = 1
     AWAIT_RESET = 2
+    AWAIT_VALIDATION = 3
+
+    @property
+    def requires_position(self) -> bool:
+        return self is FetchState.FETCHING or self is FetchState.AWAIT_VALIDATION
 
 
 class FetchPosition(NamedTuple):
@@ -65,17 +89,34 @@ class FetchPosition(NamedTuple):
     offset_epoch: int | None = None
 
 
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class LogTruncation(NamedTuple):
+    """A truncation found by validation with no reset policy to recover from it: the
+    position that was checked and, when the leader knows it, the first offset (with its
+    epoch) known to diverge from what was read."""
+
+    topic_partition: TopicPartition
+    fetch_position: FetchPosition
+    divergent_offset: OffsetAndMetadata | None
+
+
 _SUBSCRIPTION_EXCLUSIVE = ("Subscription to topics, partitions and pattern are mutually "
                            "exclusive")
 
 
 class TopicPartitionState:
-    __slots__ = ("high_watermark", "last_stable_offset", "log_start_offset", "next_retry_ms",
-                 "paused", "pending_revocation", "position", "reset_strategy", "state")
+    __slots__ = ("current_leader", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "next_retry_ms", "paused", "pending_revocation", "position", "reset_strategy",
+                 "state")
 
     def __init__(self) -> None:
         self.state = FetchState.INITIALIZING
         self.position: FetchPosition | None = None
+        # the leader the position was last validated against; None until one is known
+        self.current_leader: LeaderAndEpoch | None = None
         self.reset_strategy: OffsetResetStrategy | None = None
         self.paused = False
         self.pending_revocation = False
@@ -93,11 +134,45 @@ class TopicPartitionState:
         return (not self.paused and not self.pending_revocation
                 and self.state is FetchState.FETCHING and self.position is not None)
 
-    def seek(self, position: FetchPosition) -> None:
+    def seek_validated(self, position: FetchPosition) -> None:
         self.position = position
         self.state = FetchState.FETCHING
         self.reset_strategy = None
         self.next_retry_ms = 0
+
+    def seek_unvalidated(self, position: FetchPosition,
+                         current: LeaderAndEpoch | None = None) -> None:
+        """Java's ``seekUnvalidated``: ``current`` is the metadata's leader now (kept as
+        it was when unknown); a position with an epoch is then validated against it."""
+        self.seek_validated(position)
+        if current is not None and current.leader is not None:
+            self.current_leader = current
+        self._validate_position()
+
+    def _validate_position(self) -> None:
+        """AWAIT_VALIDATION if the position's epoch can be checked with the leader's."""
+        position, leader = self.position, self.current_leader
+        if position is not None and position.offset_epoch is not None and \
+                leader is not None and leader.epoch is not None:
+            self.state = FetchState.AWAIT_VALIDATION
+        else:
+            self.state = FetchState.FETCHING
+        self.next_retry_ms = 0
+
+    def maybe_validate_position(self, current: LeaderAndEpoch) -> bool:
+        """The metadata names ``current`` as the leader: a position checked against
+        another leader or epoch is validated again.  True if it awaits validation."""
+        if self.state is FetchState.AWAIT_RESET or current.leader is None:
+            return False
+        if self.position is not None and self.current_leader != current:
+            self.current_leader = current
+            self._validate_position()
+        return self.state is FetchState.AWAIT_VALIDATION
+
+    def complete_validation(self) -> None:
+        if self.position is not None:
+            self.state = FetchState.FETCHING
+            self.next_retry_ms = 0
 
     def reset(self, strategy: OffsetResetStrategy) -> None:
         self.state = FetchState.AWAIT_RESET
@@ -292,26 +367,36 @@ class SubscriptionState:
             return {tp for tp, s in self._assignment.items() if s.paused}
 
     # ------------------------------------------------------------------ positions
-    def seek(self, tp: TopicPartition, offset: int, offset_epoch: int | None = None) -> None:
+    def seek(self, tp: TopicPartition, offset: int, offset_epoch: int | None = None,
+             current_leader: LeaderAndEpoch | None = None) -> None:
+        """The user's seek (Java ``seekUnvalidated``): with an epoch, the position is
+        validated against the leader before it is fetched from."""
         with self._lock:
-            self._state(tp).seek(FetchPosition(offset, offset_epoch))
+            self._state(tp).seek_unvalidated(FetchPosition(offset, offset_epoch),
+                                             current_leader)
 
-    def seek_if_initializing(self, tp: TopicPartition, position: FetchPosition) -> None:
+    def seek_validated(self, tp: TopicPartition, position: FetchPosition) -> None:
+        with self._lock:
+            self._state(tp).seek_validated(position)
+
+    def seek_if_initializing(self, tp: TopicPartition, position: FetchPosition,
+                             current_leader: LeaderAndEpoch | None = None) -> None:
         """A committed offset arrived: use it unless the user seeked meanwhile."""
         with self._lock:
             state = self._assignment.get(tp)
             if state is not None and state.state is FetchState.INITIALIZING:
-                state.seek(position)
+                state.seek_unvalidated(position, current_leader)
 
     def maybe_seek_unvalidated(self, tp: TopicPartition, position: FetchPosition,
-                               requested: OffsetResetStrategy) -> bool:
+                               requested: OffsetResetStrategy,
+                               current_leader: LeaderAndEpoch | None = None) -> bool:
         """A ListOffsets answer for a reset: apply it if that reset is still wanted."""
         with self._lock:
             state = self._assignment.get(tp)
             if state is None or state.state is not FetchState.AWAIT_RESET or \
                     state.reset_strategy is not requested:
                 return False
-            state.seek(position)
+            state.seek_unvalidated(position, current_leader)
             return True
 
     def position(self, tp: TopicPartition) -> FetchPosition | None:
@@ -327,6 +412,69 @@ class SubscriptionState:
                                         f"{state.state.name}")
             state.position = position
 
+    # ------------------------------------------------------------------ validation
+    def current_leader(self, tp: TopicPartition) -> LeaderAndEpoch | None:
+        state = self._assignment.get(tp)
+        return state.current_leader if state is not None else None
+
+    def maybe_validate_position_for_current_leader(self, tp: TopicPartition,
+                                                   current: LeaderAndEpoch) -> bool:
+        """Java's name; True if ``tp`` now awaits validation against ``current``."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            return state is not None and state.maybe_validate_position(current)
+
+    def awaiting_validation(self, tp: TopicPartition) -> bool:
+        state = self._assignment.get(tp)
+        return state is not None and state.state is FetchState.AWAIT_VALIDATION
+
+    def complete_validation(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._state(tp).complete_validation()
+
+    def partitions_needing_validation(self, now_ms: int
+                                      ) -> dict[TopicPartition,
+                                                tuple[FetchPosition, LeaderAndEpoch]]:
+        """Positions awaiting validation and out of their retry backoff, with the leader
+        each is to be checked against."""
+        with self._lock:
+            return {tp: (s.position, s.current_leader)
+                    for tp, s in self._assignment.items()
+                    if s.state is FetchState.AWAIT_VALIDATION and s.next_retry_ms <= now_ms
+                    and s.position is not None and s.current_leader is not None}
+
+    def maybe_complete_validation(self, tp: TopicPartition, requested: FetchPosition,
+                                  requested_leader: LeaderAndEpoch, end_epoch: int,
+                                  end_offset: int) -> LogTruncation | None:
+        """Apply an OffsetsForLeaderEpoch answer: the requested epoch ends at
+        ``end_offset`` in the leader's log (``end_epoch`` is the largest epoch the
+        leader has at or below it).  Returns the truncation to report when there is no
+        reset policy to recover with."""
+        with self._lock:
+            state = self._assignment.get(tp)
+            if state is None or state.state is not FetchState.AWAIT_VALIDATION:
+                return None
+            position = state.position
+            assert position is not None
+            if position != requested or state.current_leader != requested_leader:
+                return None  # moved since the request: a newer one will be sent
+            if end_offset == UNDEFINED_EPOCH_OFFSET or end_epoch == UNDEFINED_EPOCH:
+                # the leader has nothing at or below our epoch: no point known to agree
+                if self.has_default_offset_reset_policy():
+                    state.reset(self.default_reset_strategy)
+                    return None
+                return LogTruncation(tp, position, None)
+            if end_offset < position.offset:
+                divergent = FetchPosition(end_offset, end_epoch)
+                if self.has_default_offset_reset_policy():
+                    state.seek_validated(divergent)  # read the new leader's log from there
+                    return None
+                return LogTruncation(tp, position,
+                                     OffsetAndMetadata(end_offset, "", end_epoch))
+            state.complete_validation()
+            return None
+
+    # ------------------------------------------------------------------ resets
     def request_offset_reset(self, tp: TopicPartition,
                              strategy: OffsetResetStrategy | None = None) -> None:
         with self._lock:

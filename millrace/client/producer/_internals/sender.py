@@ -41,7 +41,6 @@ from millrace.common.errors import (
     ClusterAuthorizationFailedError,
     Errors,
     KafkaError,
-    OutOfOrderSequenceError,
     TopicAuthorizationFailedError,
     UnsupportedVersionError,
     for_code,
@@ -371,15 +370,10 @@ class Sender:
                 log.warning("got error produce response with correlation id %d on "
                             "topic-partition %s, retrying (%d attempts left). Error: %s",
                             correlation_id, tp, self._retries - batch.attempts - 1, cls.name)
-                if tm is None or tm.has_producer_id_and_epoch(batch.producer_id,
-                                                              batch.producer_epoch):
-                    self._reenqueue_batch(batch, now)
-                else:
-                    self._fail_batch(batch, OutOfOrderSequenceError(
-                        "Attempted to retry sending a batch but the producer id/epoch changed "
-                        f"from {batch.producer_id}/{batch.producer_epoch} to "
-                        f"{tm.producer_id}/{tm.producer_epoch} in the mean time. This batch "
-                        "will be dropped."), adjust_sequences=False)
+                # A batch keeps its epoch and sequence when it is retried, even after the
+                # epoch was bumped for another partition (KIP-360): its own partition still
+                # knows them, and restarts at sequence 0 once its in-flight batches are done.
+                self._reenqueue_batch(batch, now)
             elif error_code == Errors.DUPLICATE_SEQUENCE_NUMBER:
                 self._complete_success(batch, base_offset, log_append_time)
             else:

@@ -213,8 +213,10 @@ BROKER1 = Node(1, "sim1", 9093)
 
 
 def metadata_response(topics: dict[str, int], leaders: dict[TopicPartition, int] | None = None,
-                      error_topics: dict[str, int] | None = None) -> Any:
-    """Brokers 0 and 1; every partition led by broker 0 unless ``leaders`` says otherwise."""
+                      error_topics: dict[str, int] | None = None,
+                      epochs: dict[TopicPartition, int] | None = None) -> Any:
+    """Brokers 0 and 1; every partition led by broker 0 in epoch 0 unless ``leaders`` and
+    ``epochs`` say otherwise."""
     topic_cls = MetadataResponse.MetadataResponseTopic
     partition_cls = topic_cls.MetadataResponsePartition
     out = []
@@ -223,7 +225,9 @@ def metadata_response(topics: dict[str, int], leaders: dict[TopicPartition, int]
         for p in range(count):
             leader = (leaders or {}).get(TopicPartition(name, p), BROKER.id)
             parts.append(partition_cls(error_code=0, partition_index=p, leader_id=leader,
-                                       leader_epoch=0, replica_nodes=[leader],
+                                       leader_epoch=(epochs or {}).get(
+                                           TopicPartition(name, p), 0),
+                                       replica_nodes=[leader],
                                        isr_nodes=[leader], offline_replicas=[]))
         out.append(topic_cls(name=name, error_code=0, is_internal=False, partitions=parts))
     for name, code in (error_topics or {}).items():

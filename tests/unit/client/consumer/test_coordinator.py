@@ -199,6 +199,10 @@ def test_commit_and_fetch_committed_offsets(broker: SimBroker) -> None:
     found = a.coord.fetch_committed_offsets({ALL[0], ALL[1]}, Timer(a.time, 1000))
     assert found == {ALL[0]: OffsetAndMetadata(7, "meta", 0), ALL[1]: None}
     assert a.coord.refresh_committed_offsets_if_needed(Timer(a.time, 1000))
+    # committed with its epoch: checked against the leader before it is fetched (KIP-320)
+    position, _leader = a.subs.partitions_needing_validation(0)[ALL[0]]
+    assert position == FetchPosition(7, 0)
+    a.subs.complete_validation(ALL[0])
     assert a.subs.position(ALL[0]) == FetchPosition(7, 0)
     assert a.subs.position(ALL[1]) is None, "no committed offset: left to auto.offset.reset"
 

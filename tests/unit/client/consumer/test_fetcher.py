@@ -14,6 +14,7 @@ from consumergen import (
     SimBroker,
     batch,
     consumer_metadata,
+    metadata_response,
     subscriptions,
     tps,
 )
@@ -21,17 +22,25 @@ from consumergen import (
 from millrace.client.cluster import TopicPartition
 from millrace.client.consumer._internals.fetcher import Fetcher
 from millrace.client.consumer._internals.offset_fetcher import OffsetFetcher
+from millrace.client.consumer._internals.request_future import RequestFuture
 from millrace.client.consumer._internals.subscription_state import (
     FetchPosition,
+    OffsetResetStrategy,
     SubscriptionState,
 )
-from millrace.client.consumer.errors import OffsetOutOfRangeError, RecordDeserializationError
+from millrace.client.consumer.consumer_record import OffsetAndMetadata
+from millrace.client.consumer.errors import (
+    LogTruncationError,
+    OffsetOutOfRangeError,
+    RecordDeserializationError,
+)
 from millrace.client.errors import KafkaTimeoutError
+from millrace.client.metadata import LeaderAndEpoch
 from millrace.client.serialization import IntegerDeserializer, StringDeserializer
-from millrace.common.errors import CorruptRecordError
+from millrace.common.errors import CorruptRecordError, Errors, UnsupportedVersionError
 from millrace.common.time import MockTime
-from millrace.protocol import FetchResponse, ListOffsetsResponse
-from millrace.record import build_end_txn_marker
+from millrace.protocol import FetchResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
+from millrace.record import build_end_txn_marker, set_partition_leader_epoch
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -299,8 +308,11 @@ def test_reset_positions_asks_list_offsets_and_seeks() -> None:
     env.client.poll(0)
     assert len(asked) == 1
     assert {p.timestamp for p in asked[0].topics[0].partitions} == {-1}
-    assert env.subs.position(T0) == FetchPosition(40, 0)
-    assert env.subs.position(T1) == FetchPosition(41, 0)
+    # the answers carry the leader epoch: the positions are validated first (KIP-320)
+    validating = env.subs.partitions_needing_validation(env.time.milliseconds())
+    assert {tp: p for tp, (p, _) in validating.items()} == {
+        T0: FetchPosition(40, 0), T1: FetchPosition(41, 0)}
+    assert validating[T0][1] == LeaderAndEpoch(BROKER, 0)
 
 
 def test_reset_retries_after_a_retriable_error() -> None:
@@ -315,6 +327,8 @@ def test_reset_retries_after_a_retriable_error() -> None:
     env.time.sleep(200)
     fetcher.reset_positions_if_needed()
     env.client.poll(0)
+    assert env.subs.awaiting_validation(T0)
+    env.subs.complete_validation(T0)
     assert env.subs.position(T0) == FetchPosition(3, 0)
 
 
@@ -333,3 +347,167 @@ def test_offsets_for_times_times_out() -> None:
         fetcher.offsets_for_times({T0: 0}, 500)
     assert 2 <= len(asked) <= 6, "retries with a backoff"
     assert tps("t", 0) == [T0]
+
+
+# ---------------------------------------------------------------------- leader changes (KIP-320)
+def epoch_batch(base_offset: int, values: list[bytes], epoch: int) -> bytes:
+    buf = bytearray(batch(base_offset, values))
+    set_partition_leader_epoch(buf, 0, epoch)
+    return bytes(buf)
+
+
+class FailoverEnv(Env):
+    """T0 led by node 0 in epoch 3; an OffsetFetcher validates; the test answers
+    OffsetsForLeaderEpoch with ``epoch_answers`` ((error, epoch, end offset) per call)."""
+
+    def __init__(self, reset: str = "earliest") -> None:
+        super().__init__(1, reset=reset)
+        self.leader(BROKER.id, 3)
+        self.offsets_fetcher = OffsetFetcher(self.client, self.metadata, self.subs,
+                                             self.time)  # type: ignore[arg-type]
+        self.epoch_answers: list[tuple[int, int, int]] = []
+        self.epoch_requests: list[tuple[int, Any]] = []
+        self.broker.handlers["OffsetForLeaderEpochRequest"] = self._answer_epoch
+
+    def _answer_epoch(self, body: Any, version: int) -> Any:
+        self.epoch_requests.append((version, body))
+        error, epoch, end = self.epoch_answers.pop(0)
+        result = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+        return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=[result(
+            topic="t", partitions=[result.EpochEndOffset(
+                error_code=error, partition=0, leader_epoch=epoch, end_offset=end)])])
+
+    def leader(self, node: int, epoch: int) -> None:
+        self.metadata.update(metadata_response({"t": 1}, {T0: node}, epochs={T0: epoch}),
+                             self.metadata.request_version(), self.time.milliseconds())
+
+    def read(self, values: list[bytes], epoch: int) -> list[int]:
+        """Fetch ``values`` as the next records (written in ``epoch``) and hand them out."""
+        position = self.subs.position(T0)
+        assert position is not None
+        self.fetch(partition_data(0, epoch_batch(position.offset, values, epoch)))
+        return self.offsets()[T0]
+
+    def fetch_bodies(self) -> list[Any]:
+        return self.broker.sent("FetchRequest")
+
+    def validate(self) -> None:
+        self.offsets_fetcher.validate_positions_if_needed()
+        self.client.poll(0)
+
+
+def consumed_up_to_10_in_epoch_3(reset: str = "earliest") -> FailoverEnv:
+    env = FailoverEnv(reset)
+    env.assign((T0, 0))
+    assert env.read([b"v"] * 10, epoch=3) == list(range(10))
+    assert env.subs.position(T0) == FetchPosition(10, 3)
+    return env
+
+
+def test_fetches_carry_the_leader_epoch() -> None:
+    env = consumed_up_to_10_in_epoch_3()
+    [body] = env.fetch_bodies()
+    assert body.topics[0].partitions[0].current_leader_epoch == 3
+    assert env.subs.current_leader(T0) == LeaderAndEpoch(BROKER, 3)
+
+
+def test_after_a_leader_change_the_position_is_validated_then_fetched() -> None:
+    env = consumed_up_to_10_in_epoch_3()
+    env.leader(BROKER1.id, 4)
+    env.epoch_answers.append((0, 3, 10))  # epoch 3 ends at 10 on the new leader too
+    env.offsets_fetcher.validate_positions_if_needed()
+    assert env.fetcher.send_fetches() == 0, "nothing is fetched while validating"
+    env.client.poll(0)
+    [(version, body)] = env.epoch_requests
+    assert version >= 3 and body.replica_id == -1
+    [p] = body.topics[0].partitions
+    assert (p.partition, p.leader_epoch, p.current_leader_epoch) == (0, 3, 4)
+    assert env.subs.position(T0) == FetchPosition(10, 3)
+    assert env.read([b"w"], epoch=4) == [10]
+    last = env.fetch_bodies()[-1].topics[0].partitions[0]
+    assert (last.fetch_offset, last.current_leader_epoch) == (10, 4)
+    assert env.subs.position(T0) == FetchPosition(11, 4)
+
+
+def test_a_truncated_log_resumes_at_the_divergence_point_with_a_reset_policy() -> None:
+    """The new leader's epoch 3 ends at 7: records 7..9 we read are gone.  Reading goes on
+    from 7 in the new leader's log -- no record of it is skipped."""
+    env = consumed_up_to_10_in_epoch_3()
+    env.leader(BROKER1.id, 4)
+    env.epoch_answers.append((0, 3, 7))
+    env.validate()
+    assert env.subs.position(T0) == FetchPosition(7, 3)
+    assert env.read([b"x", b"y"], epoch=4) == [7, 8]
+
+
+def test_a_truncated_log_without_a_reset_policy_raises_log_truncation() -> None:
+    env = consumed_up_to_10_in_epoch_3(reset="none")
+    env.leader(BROKER1.id, 4)
+    env.epoch_answers.append((0, 2, 7))
+    env.validate()
+    with pytest.raises(LogTruncationError) as e:
+        env.offsets_fetcher.validate_positions_if_needed()
+    assert isinstance(e.value, OffsetOutOfRangeError)
+    assert e.value.offsets == {T0: 10}
+    assert e.value.divergent_offsets == {T0: OffsetAndMetadata(7, "", 2)}
+    assert env.fetcher.send_fetches() == 0 and env.subs.awaiting_validation(T0)
+    env.subs.seek(T0, 7)  # the application decides
+    env.offsets_fetcher.validate_positions_if_needed()  # raised once only
+    assert env.read([b"x"], epoch=4) == [7]
+
+
+def test_an_unknown_epoch_resets_by_policy() -> None:
+    env = consumed_up_to_10_in_epoch_3(reset="latest")
+    env.leader(BROKER1.id, 4)
+    env.epoch_answers.append((0, -1, -1))
+    env.validate()
+    assert env.subs.partitions_needing_reset(env.time.milliseconds()) == {
+        T0: OffsetResetStrategy.LATEST}
+
+
+LEADERSHIP_ERRORS = [Errors.NOT_LEADER_OR_FOLLOWER, Errors.FENCED_LEADER_EPOCH,
+                     Errors.UNKNOWN_LEADER_EPOCH]
+
+
+@pytest.mark.parametrize("error", LEADERSHIP_ERRORS)
+def test_validation_is_retried_after_leadership_errors(error: int) -> None:
+    env = consumed_up_to_10_in_epoch_3()
+    env.leader(BROKER1.id, 4)
+    env.epoch_answers += [(error, -1, -1), (0, 3, 10)]
+    env.validate()
+    assert env.subs.awaiting_validation(T0) and env.metadata.update_requested()
+    env.validate()
+    assert len(env.epoch_requests) == 1, "backing off"
+    env.time.sleep(100)
+    env.validate()
+    assert len(env.epoch_requests) == 2 and env.subs.position(T0) == FetchPosition(10, 3)
+
+
+def test_a_leader_without_offsets_for_leader_epoch_v3_is_not_asked() -> None:
+    env = consumed_up_to_10_in_epoch_3()
+    env.leader(BROKER1.id, 4)
+    failed: RequestFuture[Any] = RequestFuture()
+    failed.raise_(UnsupportedVersionError("OffsetForLeaderEpoch: needs 3-4"))
+    env.client.send = lambda *a, **kw: failed  # type: ignore[method-assign]
+    env.offsets_fetcher.validate_positions_if_needed()
+    assert env.subs.position(T0) == FetchPosition(10, 3)
+
+
+@pytest.mark.parametrize("error", LEADERSHIP_ERRORS)
+def test_leadership_errors_in_a_fetch_refresh_the_metadata(error: int) -> None:
+    env = consumed_up_to_10_in_epoch_3()
+    assert not env.metadata.update_requested()
+    env.fetch(partition_data(0, None, error=error))
+    assert env.offsets() == {}
+    assert env.metadata.update_requested()
+    assert env.subs.position(T0) == FetchPosition(10, 3)
+
+
+def test_a_new_epoch_of_the_same_leader_is_validated_too() -> None:
+    env = consumed_up_to_10_in_epoch_3()
+    env.leader(BROKER.id, 5)
+    env.epoch_answers.append((0, 3, 12))
+    env.validate()
+    assert [b.topics[0].partitions[0].current_leader_epoch
+            for _, b in env.epoch_requests] == [5]
+    assert env.subs.position(T0) == FetchPosition(10, 3)
