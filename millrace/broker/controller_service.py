@@ -5,7 +5,8 @@ Every broker of a ZooKeeper cluster runs one.  It takes part in the controller e
 vanishes.  The winner reads the cluster state from ZooKeeper, builds a
 ``KafkaController`` and drives it: each event — failover, a change under
 ``/brokers/ids`` or ``/brokers/topics``, a topic marked for deletion, ISR change
-notifications, controlled shutdown, ElectLeaders, the periodic auto rebalance — is one
+notifications, controlled shutdown, ElectLeaders, partition reassignments
+(AlterPartitionReassignments / ListPartitionReassignments), the periodic auto rebalance — is one
 controller call whose ``ControllerResult`` this service executes: the requests go to the
 brokers' ordered queues (``ControllerChannelManager``), the ZooKeeper writes run each as
 ``multi[check(/controller_epoch), op]`` and their outcomes go back to the controller until
@@ -36,6 +37,9 @@ from millrace.broker.controller.broker_requests import (
 from millrace.broker.controller.controller_context import (
     LeaderIsrAndControllerEpoch as CtlState,
 )
+from millrace.broker.controller.controller_context import (
+    ReplicaAssignment,
+)
 from millrace.broker.controller.controller_result import (
     ControllerConfig,
     ControllerResult,
@@ -50,6 +54,7 @@ from millrace.broker.controller.zk_writes import (
     DeleteTopicDeletionFlag,
     DeleteTopicZnodes,
     UpdatePartitionState,
+    UpdateTopicAssignment,
     ZkWrite,
     ZkWriteError,
     ZkWriteResult,
@@ -57,7 +62,7 @@ from millrace.broker.controller.zk_writes import (
 from millrace.broker.controller_channel_manager import ControllerChannelManager
 from millrace.broker.metadata import BrokerRegistration, TopicInfo
 from millrace.broker.tasks import stop_task
-from millrace.broker.zk import KafkaZkClient
+from millrace.broker.zk import KafkaZkClient, zk_data
 from millrace.broker.zk.errors import (
     ControllerMovedError,
     ZkBadVersionError,
@@ -216,11 +221,16 @@ class ControllerService:
         tps = [TopicPartition(t.name, p) for t in topics for p in t.assignment]
         states = {tp: from_zk(s) for tp, s in zk.get_topic_partition_states(tps).items()
                   if s is not None}
+        reassignments = {TopicPartition(name, p): ReplicaAssignment(
+                             a.replicas, a.adding_replicas, a.removing_replicas)
+                         for name, t in assignments.items() for p, a in t.assignment.items()
+                         if a.adding_replicas or a.removing_replicas}
         return FailoverState(
             epoch=epoch, epoch_zk_version=epoch_zk_version, brokers=brokers, topics=topics,
             partition_states=states, topics_to_be_deleted=zk.get_topic_deletions(),
             preferred_replica_election=zk.get_preferred_replica_election(),
-            isr_change_notifications=zk.get_all_isr_change_notifications())
+            isr_change_notifications=zk.get_all_isr_change_notifications(),
+            reassignments=reassignments)
 
     async def _failover(self, epoch: int, epoch_zk_version: int) -> None:
         state = await self._zk_call(self._read_failover_state, epoch, epoch_zk_version)
@@ -309,7 +319,8 @@ class ControllerService:
 
     async def run_event(self, call: Callable[[KafkaController], ControllerResult]
                         ) -> ControllerResult:
-        """Run an API-driven event (controlled shutdown, ElectLeaders, AlterPartition)
+        """Run an API-driven event (controlled shutdown, ElectLeaders, AlterPartition,
+        AlterPartitionReassignments, ListPartitionReassignments)
         through the event queue; the event's last result carries its answers.  Raises
         NOT_CONTROLLER's error when this broker is not the active controller."""
         future: asyncio.Future[ControllerResult] = self._loop.create_future()
@@ -363,6 +374,12 @@ class ControllerService:
                 except ZkBadVersionError:
                     stored = zk.get_topic_partition_state(w.tp)
                     return ZkWriteResult.bad_version(w, from_zk(stored) if stored else None)
+                return ZkWriteResult.ok(w, version)
+            if isinstance(w, UpdateTopicAssignment):
+                version = zk.set_topic_assignment(w.topic, w.topic_id, {
+                    p: zk_data.ReplicaAssignment(a.replicas, a.adding_replicas,
+                                                 a.removing_replicas)
+                    for p, a in w.assignment.items()}, v)
                 return ZkWriteResult.ok(w, version)
             if isinstance(w, DeleteTopicZnodes):
                 zk.delete_topic_znode(w.topic, v)

@@ -22,6 +22,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.configs",
     "millrace.cli.cluster",
     "millrace.cli.leader_election",
+    "millrace.cli.reassign_partitions",
     "millrace.cli.console",
     "millrace.cli.pipeline",
     "millrace.cli.perf",

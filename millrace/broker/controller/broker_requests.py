@@ -115,7 +115,7 @@ class ControllerBrokerRequestBatch:
     def add_leader_and_isr(self, broker_ids: tuple[int, ...] | list[int] | set[int],
                            tp: TopicPartition, state: LeaderIsrAndControllerEpoch,
                            is_new: bool = False) -> None:
-        replicas = self.context.replica_assignment(tp)
+        full = self.context.full_replica_assignment(tp)
         for b in sorted(set(broker_ids)):
             if b < 0:
                 continue
@@ -123,7 +123,8 @@ class ControllerBrokerRequestBatch:
             already_new = per_broker[tp].is_new if tp in per_broker else False
             per_broker[tp] = LeaderAndIsrPartitionState(
                 tp.topic, tp.partition, state.controller_epoch, state.leader,
-                state.leader_epoch, state.isr, state.zk_version, replicas,
+                state.leader_epoch, state.isr, state.zk_version, full.replicas,
+                full.adding_replicas, full.removing_replicas,
                 is_new=is_new or already_new,
                 leader_recovery_state=state.leader_recovery_state.value)
         self.add_update_metadata(self.context.live_or_shutting_down_broker_ids, [tp])

@@ -9,7 +9,10 @@ What it holds:
   write the controller makes is checked against that version: KAFKA-6082);
 - the live brokers with their registrations (whose ``epoch`` is the czxid of
   ``/brokers/ids/<id>``) and the set of brokers in controlled shutdown;
-- every topic's id and replica assignment (AR, the preferred leader first);
+- every topic's id and replica assignment (AR, the preferred leader first), and for the
+  partitions being reassigned (KIP-455) their full ``ReplicaAssignment``: RS = TRS + ORS
+  with the adding (TRS - ORS) and removing (ORS - TRS) replicas, as the topic znode
+  stores them;
 - every partition's ``LeaderIsrAndControllerEpoch`` (the ``state`` znode and its version);
 - the topics queued for deletion.
 
@@ -36,6 +39,39 @@ NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # the leader (and StopReplica's epoch) of a partition being deleted
 INITIAL_LEADER_EPOCH = 0
 INITIAL_ZK_VERSION = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    """A partition's replica set (RS) and, during a reassignment, the replicas being added
+    and removed (Kafka's controller ``ReplicaAssignment``).  The original set (ORS) is RS
+    without the adding replicas, the target set (TRS) RS without the removing ones."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    def reassign_to(self, target: Iterable[int]) -> ReplicaAssignment:
+        """RS = TRS then ORS (target first, in its order; duplicates dropped), with
+        adding = RS - ORS and removing = RS - TRS.  Cancelling is ``reassign_to(ORS)``,
+        which cannot always restore ORS's order (Kafka's documented limit)."""
+        target = tuple(target)
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                                 tuple(r for r in full if r not in target))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +123,8 @@ class ControllerContext:
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self.leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         self.topics_to_be_deleted: set[str] = set()
+        # partitions being reassigned -> their full assignment (RS is also in assignments)
+        self.partitions_being_reassigned: dict[TopicPartition, ReplicaAssignment] = {}
 
     # ------------------------------------------------------------------ brokers
     @property
@@ -130,6 +168,7 @@ class ControllerContext:
     def remove_topic(self, name: str) -> None:
         for p in self.assignments.pop(name, {}):
             self.leadership.pop(TopicPartition(name, p), None)
+            self.partitions_being_reassigned.pop(TopicPartition(name, p), None)
         self.topic_ids.pop(name, None)
         self.topic_configs.pop(name, None)
         self.topics_to_be_deleted.discard(name)
@@ -148,6 +187,26 @@ class ControllerContext:
 
     def replica_assignment(self, tp: TopicPartition) -> tuple[int, ...]:
         return self.assignments.get(tp.topic, {}).get(tp.partition, ())
+
+    def full_replica_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        """RS with the adding/removing replicas of an ongoing reassignment, if any."""
+        ongoing = self.partitions_being_reassigned.get(tp)
+        return ongoing if ongoing is not None else ReplicaAssignment(self.replica_assignment(tp))
+
+    def update_full_replica_assignment(self, tp: TopicPartition,
+                                       assignment: ReplicaAssignment) -> None:
+        """Adopt ``assignment`` (once ZooKeeper holds it): RS into ``assignments``, the
+        partition in or out of ``partitions_being_reassigned``."""
+        if tp.topic not in self.assignments:
+            return
+        self.assignments[tp.topic][tp.partition] = assignment.replicas
+        if assignment.is_being_reassigned:
+            self.partitions_being_reassigned[tp] = assignment
+        else:
+            self.partitions_being_reassigned.pop(tp, None)
+
+    def is_topic_being_reassigned(self, topic: str) -> bool:
+        return any(tp.topic == topic for tp in self.partitions_being_reassigned)
 
     def partitions_on_broker(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp in self.all_partitions() if broker_id in self.replica_assignment(tp)]

@@ -17,7 +17,10 @@ from enum import IntEnum
 from typing import Any
 
 from millrace.broker.controller.broker_requests import ControllerRequest
-from millrace.broker.controller.controller_context import LeaderIsrAndControllerEpoch
+from millrace.broker.controller.controller_context import (
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
 from millrace.broker.controller.zk_writes import ZkWrite
 from millrace.broker.metadata.cluster_metadata import BrokerRegistration, TopicInfo
 from millrace.common.errors import Errors
@@ -66,7 +69,9 @@ class FailoverState:
     the epoch written to ``/controller_epoch`` and that znode's new version, the brokers
     under ``/brokers/ids`` (epoch = czxid), every topic, every partition ``state`` znode,
     the children of ``/admin/delete_topics``, the partitions in
-    ``/admin/preferred_replica_election`` and the ``isr_change_<n>`` names to clear."""
+    ``/admin/preferred_replica_election``, the ``isr_change_<n>`` names to clear, and the
+    partitions whose topic znode has adding or removing replicas (reassignments the
+    previous controller left in progress: ``TopicInfo`` carries RS only)."""
 
     epoch: int
     epoch_zk_version: int
@@ -76,6 +81,7 @@ class FailoverState:
     topics_to_be_deleted: Collection[str] = ()
     preferred_replica_election: Collection[TopicPartition] = ()
     isr_change_notifications: Sequence[str] = ()
+    reassignments: Mapping[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +119,10 @@ class ControllerResult:
     # AlterPartition: the stored state or the error, per partition
     alter_partition_results: dict[TopicPartition, LeaderIsrAndControllerEpoch | Errors] = field(
         default_factory=dict)
+    # AlterPartitionReassignments: NONE (submitted) or the error, per partition
+    reassignment_results: dict[TopicPartition, Errors] = field(default_factory=dict)
+    # ListPartitionReassignments: the ongoing reassignments asked for
+    ongoing_reassignments: dict[TopicPartition, ReplicaAssignment] = field(default_factory=dict)
 
     def extend(self, later: ControllerResult) -> None:
         """Fold a later step into this one (used by ``KafkaController.run``)."""
@@ -122,3 +132,5 @@ class ControllerResult:
         self.remaining_partitions = later.remaining_partitions
         self.election_results = later.election_results
         self.alter_partition_results = later.alter_partition_results
+        self.reassignment_results = later.reassignment_results
+        self.ongoing_reassignments = later.ongoing_reassignments

@@ -10,6 +10,11 @@ previous one has an outcome, so each step sees the state its predecessor committ
 batch is flushed after every step and every batch of outcomes, in Kafka's order:
 LeaderAndIsr, UpdateMetadata, StopReplica.
 
+Topic znode writes (a reassignment's ``UpdateTopicAssignment``) follow the same rule:
+a step asks for one partition's new assignment, the changes asked for one topic in one
+step become one write of the whole znode at the end of the step, and the cache takes
+them (and the callers hear of it) only when ZooKeeper accepted the write.
+
 Fencing: a write that fails with BADVERSION comes back with the stored state; if that
 was written by a newer controller epoch the change is abandoned (a stale controller never
 overwrites newer state), else the same decision is recomputed from the stored state and
@@ -30,11 +35,13 @@ from millrace.broker.controller.broker_requests import ControllerBrokerRequestBa
 from millrace.broker.controller.controller_context import (
     ControllerContext,
     LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
 )
 from millrace.broker.controller.controller_result import ControllerConfig, ControllerResult
 from millrace.broker.controller.zk_writes import (
     CreatePartitionState,
     UpdatePartitionState,
+    UpdateTopicAssignment,
     ZkWrite,
     ZkWriteError,
     ZkWriteResult,
@@ -60,6 +67,15 @@ class _Pending:
 
 
 @dataclass
+class _PendingAssignment:
+    """A topic znode write waiting for its outcome, with every asker's callbacks."""
+
+    write: UpdateTopicAssignment
+    on_success: list[Callable[[], None]]
+    on_failure: list[Callable[[Errors], None]]
+
+
+@dataclass
 class _Event:
     """The answers of the event in progress, handed out on its last result."""
 
@@ -68,6 +84,7 @@ class _Event:
     elections: dict[TopicPartition, int | Errors] = field(default_factory=dict)
     alters: dict[TopicPartition, LeaderIsrAndControllerEpoch | Errors] = field(
         default_factory=dict)
+    reassignments: dict[TopicPartition, Errors] = field(default_factory=dict)
 
 
 class ControllerEventEngine:
@@ -81,6 +98,10 @@ class ControllerEventEngine:
         self._batch = ControllerBrokerRequestBatch(controller_id, self.context)
         self._steps: deque[Callable[[], None]] = deque()
         self._pending: dict[TopicPartition, _Pending] = {}
+        # topic znode writes: asked for in this step, and in flight
+        self._assignment_changes: dict[str, dict[int, ReplicaAssignment]] = {}
+        self._assignment_callbacks: dict[str, _PendingAssignment] = {}
+        self._pending_topics: dict[str, _PendingAssignment] = {}
         self._result = ControllerResult()
         self._event = _Event()
 
@@ -88,8 +109,18 @@ class ControllerEventEngine:
     def epoch(self) -> int:
         return self.context.epoch
 
+    def _in_flight(self) -> bool:
+        return bool(self._pending or self._pending_topics or self._assignment_changes)
+
+    def _clear_in_flight(self) -> None:
+        self._steps.clear()
+        self._pending.clear()
+        self._pending_topics.clear()
+        self._assignment_changes.clear()
+        self._assignment_callbacks.clear()
+
     def _start(self, *steps: Callable[[], None]) -> ControllerResult:
-        if self._pending or self._steps:
+        if self._in_flight() or self._steps:
             raise ControllerStateError("the previous event still has writes in flight")
         self._result, self._event = ControllerResult(), _Event()
         self._steps.extend(steps)
@@ -97,23 +128,57 @@ class ControllerEventEngine:
 
     def _advance(self) -> ControllerResult:
         self._flush()
-        while not self._pending and self._steps:
+        while not self._in_flight() and self._steps:
             self._steps.popleft()()
             self._flush()
         result, self._result = self._result, ControllerResult()
-        if not self._pending:
+        if not self._in_flight():
             result.done = True
             ev = self._event
             result.error = ev.error
             result.election_results = dict(ev.elections)
             result.alter_partition_results = dict(ev.alters)
+            result.reassignment_results = dict(ev.reassignments)
             if ev.remaining_for is not None:
                 result.remaining_partitions = self.context.partition_leaders_on_broker(
                     ev.remaining_for)
         return result
 
     def _flush(self) -> None:
+        self._flush_assignments()
         self._result.requests += self._batch.flush(self.context.epoch)
+
+    def _write_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment,
+                          on_success: Callable[[], None],
+                          on_failure: Callable[[Errors], None] | None = None) -> None:
+        """Ask for ``tp``'s new assignment in its topic znode; the cache takes it, then
+        ``on_success`` runs, once ZooKeeper accepted the write."""
+        self._assignment_changes.setdefault(tp.topic, {})[tp.partition] = assignment
+        callbacks = self._assignment_callbacks.setdefault(
+            tp.topic, _PendingAssignment(UpdateTopicAssignment(tp.topic, None, {}), [], []))
+        callbacks.on_success.append(on_success)
+        callbacks.on_failure.append(on_failure or (lambda _e: None))
+
+    def _flush_assignments(self) -> None:
+        ctx = self.context
+        for topic in sorted(self._assignment_changes):
+            if topic in self._pending_topics:
+                continue                          # one write per topic in flight
+            changes = self._assignment_changes.pop(topic)
+            callbacks = self._assignment_callbacks.pop(topic)
+            if topic not in ctx.assignments:
+                for failed in callbacks.on_failure:
+                    failed(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            full = {p: ctx.full_replica_assignment(TopicPartition(topic, p))
+                    for p in sorted(ctx.assignments[topic])}
+            full.update(changes)
+            topic_id = ctx.topic_ids.get(topic)
+            write = UpdateTopicAssignment(topic, topic_id if topic_id and topic_id.int else None,
+                                          full)
+            self._pending_topics[topic] = _PendingAssignment(write, callbacks.on_success,
+                                                             callbacks.on_failure)
+            self._zk(write)
 
     def _zk(self, write: ZkWrite) -> None:
         self._result.zk_writes.append(write)
@@ -152,6 +217,9 @@ class ControllerEventEngine:
         for r in results:
             if r.error is ZkWriteError.CONTROLLER_MOVED:
                 return self.resign()
+            if isinstance(r.write, UpdateTopicAssignment):
+                self._apply_assignment_outcome(r)
+                continue
             if not isinstance(r.write, CreatePartitionState | UpdatePartitionState):
                 continue
             p = self._pending.pop(r.write.tp, None)
@@ -159,6 +227,23 @@ class ControllerEventEngine:
                 continue
             self._apply_outcome(p, r)
         return self._advance()
+
+    def _apply_assignment_outcome(self, r: ZkWriteResult) -> None:
+        assert isinstance(r.write, UpdateTopicAssignment)
+        topic = r.write.topic
+        p = self._pending_topics.get(topic)
+        if p is None or p.write != r.write:
+            return
+        del self._pending_topics[topic]
+        if r.error is not None:
+            for failed in p.on_failure:
+                failed(Errors.UNKNOWN_TOPIC_OR_PARTITION)   # the topic znode is gone
+            return
+        for partition, assignment in r.write.assignment.items():
+            self.context.update_full_replica_assignment(TopicPartition(topic, partition),
+                                                        assignment)
+        for done in p.on_success:
+            done()
 
     def _apply_outcome(self, p: _Pending, r: ZkWriteResult) -> None:
         tp = p.write.tp
@@ -187,8 +272,7 @@ class ControllerEventEngine:
     def resign(self) -> ControllerResult:
         """Stop being the controller (epoch check failed, session expired, /controller gone)."""
         self.active = False
-        self._steps.clear()
-        self._pending.clear()
+        self._clear_in_flight()
         self._batch.flush(self.context.epoch)
         self._result = ControllerResult()
         return ControllerResult(done=True, resigned=True)

@@ -18,7 +18,9 @@ Events, in Kafka's order within each:
   the new, LeaderAndIsr for its replicas, elections for New/Offline partitions;
 - topic change: new partitions New -> Online (first live replica leads, live ones in sync);
 - deletion, ISR change notifications, AlterPartition, controlled shutdown, ElectLeaders,
-  the preferred-election znode and the periodic auto rebalance.
+  the preferred-election znode and the periodic auto rebalance;
+- partition reassignment (AlterPartitionReassignments / ListPartitionReassignments) in
+  ``partition_reassignment``, resumed by failover, broker start-ups and ISR changes.
 
 Leader epochs rise by one per controller decision (elections, a replica leaving the ISR
 because its broker died or is shutting down); AlterPartition (a leader's ISR change)
@@ -45,7 +47,8 @@ from millrace.broker.controller.controller_result import (
     ElectionType,
     FailoverState,
 )
-from millrace.broker.controller.event_engine import ControllerEventEngine, Decide
+from millrace.broker.controller.event_engine import Decide
+from millrace.broker.controller.partition_reassignment import PartitionReassignmentEvents
 from millrace.broker.controller.topic_deletion import TopicDeletionManager
 from millrace.broker.controller.zk_writes import (
     DeleteIsrChangeNotifications,
@@ -56,7 +59,7 @@ from millrace.common.errors import Errors
 from millrace.common.topic_partition import TopicPartition
 
 
-class KafkaController(ControllerEventEngine):
+class KafkaController(PartitionReassignmentEvents):
     """The active controller's logic.  Owned by the controller's event thread."""
 
     def __init__(self, controller_id: int, config: ControllerConfig | None = None) -> None:
@@ -74,8 +77,7 @@ class KafkaController(ControllerEventEngine):
         """This broker won ``/controller`` with ``state.epoch``: load the cluster, tell every
         broker the metadata, then every replica its state, then elect where needed."""
         ctx = self.context
-        self._pending.clear()
-        self._steps.clear()
+        self._clear_in_flight()
         ctx.reset()
         self._deletion.reset()
         ctx.epoch, ctx.epoch_zk_version = state.epoch, state.epoch_zk_version
@@ -85,6 +87,9 @@ class KafkaController(ControllerEventEngine):
                           {p: tuple(r) for p, r in t.assignment.items()}, t.configs)
         ctx.leadership.update({tp: s for tp, s in state.partition_states.items()
                                if tp.partition in ctx.assignments.get(tp.topic, {})})
+        for tp, full in state.reassignments.items():
+            if tp.partition in ctx.assignments.get(tp.topic, {}):
+                ctx.update_full_replica_assignment(tp, full)
         self.active = True
         self._next_rebalance_ms = now_ms + AUTO_REBALANCE_FIRST_DELAY_MS
 
@@ -109,6 +114,7 @@ class KafkaController(ControllerEventEngine):
 
         return self._start(clear_notifications, online_replicas,
                            offline_replicas_and_elections,
+                           lambda: self._resume_reassignments(lambda _tp, _a: True),
                            lambda: self._zk_preferred_election(state.preferred_replica_election),
                            self._deletion_step)
 
@@ -165,8 +171,11 @@ class KafkaController(ControllerEventEngine):
             self._deletion.on_broker_startup(new)
             self._deletion_step()
 
+        def resume_reassignments() -> None:
+            self._resume_reassignments(lambda _tp, a: any(b in new for b in a.target_replicas))
+
         return [tell_existing, tell_new, online_replicas, self._trigger_online_partitions,
-                resume_deletions]
+                resume_reassignments, resume_deletions]
 
     def _failure(self, dead: list[int]) -> None:
         """Replicas on ``dead`` go offline: their partitions elect and shrink their ISR."""
@@ -290,6 +299,10 @@ class KafkaController(ControllerEventEngine):
     def _deletion_step(self) -> None:
         self._deletion.try_deletion(self._zk)
 
+    def _on_reassignment_completed(self, tp: TopicPartition) -> None:
+        if self.context.is_topic_queued_for_deletion(tp.topic):
+            self._deletion_step()
+
     # ================================================================== ISR changes
     def on_isr_change(self, states: Mapping[TopicPartition, LeaderIsrAndControllerEpoch],
                       sequence_numbers: Iterable[str] = ()) -> ControllerResult:
@@ -309,7 +322,7 @@ class KafkaController(ControllerEventEngine):
                 self._batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids, known)
             if names:
                 self._zk(DeleteIsrChangeNotifications(names))
-        return self._start(apply)
+        return self._start(apply, lambda: self._maybe_complete_reassignments(states))
 
     def on_alter_partition(self, broker_id: int, broker_epoch: int,
                            items: Iterable[AlterPartitionItem]) -> ControllerResult:
@@ -347,7 +360,12 @@ class KafkaController(ControllerEventEngine):
         def tell_brokers() -> None:
             self._batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids,
                                             [i.tp for i in requested])
-        return self._start(alter, tell_brokers)
+
+        def complete_reassignments() -> None:
+            self._maybe_complete_reassignments(
+                tp for tp, r in self._event.alters.items()
+                if isinstance(r, LeaderIsrAndControllerEpoch))
+        return self._start(alter, tell_brokers, complete_reassignments)
 
     def _check_alter(self, broker_id: int, item: AlterPartitionItem
                      ) -> Errors | LeaderIsrAndControllerEpoch | None:

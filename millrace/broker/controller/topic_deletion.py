@@ -4,7 +4,8 @@ Java counterpart: ``kafka.controller.TopicDeletionManager``, simplified to what 
 guarantees.  A topic named under ``/admin/delete_topics`` is *queued*; from then on it is
 never elected for, and UpdateMetadata shows its partitions with leader -2 (brokers drop
 such partitions from their metadata cache).  Deletion *starts* once every broker holding
-one of its replicas is registered (a replica on a dead broker could not delete its log):
+one of its replicas is registered (a replica on a dead broker could not delete its log)
+and none of its partitions is being reassigned:
 every replica gets StopReplica(delete=true, leader epoch -2).  Each successful answer
 ticks one replica off; an error leaves it pending, and pending replicas are asked again
 when their broker (re)starts.  When no replica is pending the topic's znodes are deleted
@@ -66,6 +67,8 @@ class TopicDeletionManager:
                             for b in ctx.replica_assignment(tp)}
                 if any(b not in ctx.live_brokers for _, b in replicas):
                     continue                    # ineligible while a replica's broker is down
+                if ctx.is_topic_being_reassigned(topic):
+                    continue                    # ineligible while a reassignment runs
                 self._pending[topic] = replicas
                 self._batch.add_update_metadata(ctx.live_or_shutting_down_broker_ids,
                                                 ctx.partitions_for_topic(topic))

@@ -12,6 +12,9 @@ Paths (reference §1; all under the chroot, if any):
   the missing parents) with ``{"version":1,"leader","leader_epoch","isr",
   "controller_epoch"}`` (plus ``"leader_recovery_state":1`` while RECOVERING);
 - ``UpdatePartitionState`` is a setData on that znode at ``expected_zk_version``;
+- ``UpdateTopicAssignment`` is a setData (any version) of ``/brokers/topics/<t>`` with
+  every partition's replicas and the ``adding_replicas`` / ``removing_replicas`` of the
+  partitions being reassigned (KIP-455; Kafka's ``setTopicAssignmentRaw``);
 - ``DeleteTopicZnodes`` deletes ``/brokers/topics/<t>`` recursively, then
   ``/config/topics/<t>``, then ``/admin/delete_topics/<t>``;
 - ``DeleteTopicDeletionFlag`` deletes ``/admin/delete_topics/<t>`` alone (a topic that
@@ -27,10 +30,14 @@ CONTROLLER_MOVED and the controller resigns.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from enum import Enum
 
-from millrace.broker.controller.controller_context import LeaderIsrAndControllerEpoch
+from millrace.broker.controller.controller_context import (
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
 from millrace.common.topic_partition import TopicPartition
 
 
@@ -45,6 +52,16 @@ class UpdatePartitionState:
     tp: TopicPartition
     new_state: LeaderIsrAndControllerEpoch   # its zk_version is expected_zk_version + 1
     expected_zk_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateTopicAssignment:
+    """The whole topic znode: every partition's assignment (a reassignment changes one
+    partition, but the znode holds them all)."""
+
+    topic: str
+    topic_id: uuid.UUID | None
+    assignment: dict[int, ReplicaAssignment]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +84,8 @@ class DeletePreferredReplicaElection:
     pass
 
 
-ZkWrite = (CreatePartitionState | UpdatePartitionState | DeleteTopicZnodes
+ZkWrite = (CreatePartitionState | UpdatePartitionState | UpdateTopicAssignment
+           | DeleteTopicZnodes
            | DeleteTopicDeletionFlag | DeleteIsrChangeNotifications
            | DeletePreferredReplicaElection)
 

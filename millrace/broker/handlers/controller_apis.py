@@ -1,4 +1,5 @@
-"""ControlledShutdown (7) and ElectLeaders (43): requests only the active controller answers.
+"""ControlledShutdown (7), ElectLeaders (43), AlterPartitionReassignments (45) and
+ListPartitionReassignments (46): requests only the active controller answers.
 
 Both run as events of the controller (``ControllerService.run_event``), one at a time
 with every other controller event.  A broker that is not the active controller answers
@@ -11,6 +12,12 @@ a shutting-down broker asks the controller named by its metadata).
 - ElectLeaders: preferred (the first assigned replica, if live and in sync) or unclean
   (any live replica when no ISR member is) elections, per partition, with Kafka's errors
   (ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE).
+- AlterPartitionReassignments (KIP-455): per partition a target replica list, or null to
+  cancel; the answer says per partition whether the reassignment was submitted (it then
+  runs in the background until the new replicas are in sync) or why not.  v1 (KIP-1066)
+  may forbid a change of replication factor.
+- ListPartitionReassignments: the reassignments in progress, with the current replica set
+  and the replicas being added and removed.
 """
 
 from __future__ import annotations
@@ -22,10 +29,14 @@ from millrace.common.errors import Errors
 from millrace.common.topic_partition import TopicPartition
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 
 
@@ -66,3 +77,63 @@ async def handle_elect_leaders(ctx: RequestContext,
                 error_message=None if error == Errors.NONE else error.name))
     return cls(throttle_time_ms=0, error_code=Errors.NONE, replica_election_results=[
         cls.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+@handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
+async def handle_alter_partition_reassignments(
+        ctx: RequestContext, body: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    cls = AlterPartitionReassignmentsResponse
+    allow = body.allow_replication_factor_change if ctx.version >= 1 else True
+    targets = {TopicPartition(t.name, p.partition_index): p.replicas
+               for t in body.topics for p in t.partitions}
+    cluster = ctx.services.cluster
+    if cluster is None or cluster.controller is None:
+        error = Errors.NOT_CONTROLLER
+    else:
+        result = await cluster.controller.run_event(
+            lambda c: c.on_alter_partition_reassignments(
+                targets, allow_replication_factor_change=allow))
+        error = result.error
+    if error:
+        return cls(throttle_time_ms=0, allow_replication_factor_change=allow,
+                   error_code=error, error_message=None, responses=[])
+    p_cls = cls.ReassignableTopicResponse.ReassignablePartitionResponse
+    by_topic: dict[str, list[AlterPartitionReassignmentsResponse.ReassignableTopicResponse.
+                             ReassignablePartitionResponse]] = {}
+    for tp in targets:
+        outcome = result.reassignment_results.get(tp, Errors.UNKNOWN_SERVER_ERROR)
+        by_topic.setdefault(tp.topic, []).append(p_cls(
+            partition_index=tp.partition, error_code=outcome,
+            error_message=None if outcome == Errors.NONE else outcome.name))
+    return cls(throttle_time_ms=0, allow_replication_factor_change=allow,
+               error_code=Errors.NONE, error_message=None, responses=[
+                   cls.ReassignableTopicResponse(name=t, partitions=ps)
+                   for t, ps in by_topic.items()])
+
+
+@handles(ApiKey.LIST_PARTITION_REASSIGNMENTS)
+async def handle_list_partition_reassignments(
+        ctx: RequestContext, body: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
+    cls = ListPartitionReassignmentsResponse
+    wanted = None if body.topics is None else [
+        TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
+    cluster = ctx.services.cluster
+    if cluster is None or cluster.controller is None:
+        return cls(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER, error_message=None,
+                   topics=[])
+    result = await cluster.controller.run_event(
+        lambda c: c.list_partition_reassignments(wanted))
+    if result.error:
+        return cls(throttle_time_ms=0, error_code=result.error, error_message=None, topics=[])
+    p_cls = cls.OngoingTopicReassignment.OngoingPartitionReassignment
+    by_topic: dict[str, list[ListPartitionReassignmentsResponse.OngoingTopicReassignment.
+                             OngoingPartitionReassignment]] = {}
+    for tp, a in sorted(result.ongoing_reassignments.items()):
+        by_topic.setdefault(tp.topic, []).append(p_cls(
+            partition_index=tp.partition, replicas=list(a.replicas),
+            adding_replicas=list(a.adding_replicas),
+            removing_replicas=list(a.removing_replicas)))
+    return cls(throttle_time_ms=0, error_code=Errors.NONE, error_message=None, topics=[
+        cls.OngoingTopicReassignment(name=t, partitions=ps) for t, ps in by_topic.items()])

@@ -34,6 +34,7 @@ from millrace.client.admin.types import (
     OffsetAndMetadata,
     OffsetSpec,
     PartitionAssignmentState,
+    PartitionReassignment,
     TopicDescription,
     TopicListing,
     TopicPartition,
@@ -56,7 +57,8 @@ __all__ = [
     "GroupOffset",
     "IllegalArgumentError", "KafkaAdminClient", "ListOffsetsResultInfo", "MemberAssignment",
     "MemberDescription", "NewPartitions", "NewTopic", "Node", "OffsetAndMetadata",
-    "OffsetResetSpec", "OffsetSpec", "PartitionAssignmentState", "ResetKind", "Subscription",
+    "OffsetResetSpec", "OffsetSpec", "PartitionAssignmentState", "PartitionReassignment",
+    "ResetKind", "Subscription",
     "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
     "decode_assignment", "decode_subscription", "encode_assignment", "encode_subscription",
 ]

@@ -18,11 +18,18 @@ Threading: a client may be shared between threads; calls run one at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from millrace.client.admin import _configs, _group_offsets, _groups, _leaders, _topics
+from millrace.client.admin import (
+    _configs,
+    _group_offsets,
+    _groups,
+    _leaders,
+    _reassignments,
+    _topics,
+)
 from millrace.client.admin._admin_network import AdminNetwork
 from millrace.client.admin.config import AdminClientConfig
 from millrace.client.admin.offset_reset import OffsetResetSpec
@@ -42,6 +49,7 @@ from millrace.client.admin.types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetSpec,
+    PartitionReassignment,
     TopicDescription,
     TopicListing,
     TopicPartition,
@@ -137,6 +145,31 @@ class KafkaAdminClient:
         with self._lock:
             return _leaders.elect_leaders(self._net, ElectionType(election_type), partitions,
                                           self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ reassignments
+    def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+            allow_replication_factor_change: bool = True, timeout_ms: int | None = None
+    ) -> AdminResult[TopicPartition, None]:
+        """Move partitions to new replica sets (AlterPartitionReassignments, KIP-455; Java
+        ``alterPartitionReassignments``): per partition the target replicas, the preferred
+        leader first, or None to cancel a reassignment in progress.  Per partition: None
+        once the controller accepted it (the move itself runs on in the cluster: follow
+        it with ``list_partition_reassignments``), or Kafka's exception."""
+        with self._lock:
+            return _reassignments.alter_partition_reassignments(
+                self._net, reassignments, allow_replication_factor_change,
+                self._deadline(timeout_ms))
+
+    def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress (ListPartitionReassignments; Java
+        ``listPartitionReassignments``) among ``partitions``, or all of them: replicas,
+        adding and removing replicas per partition."""
+        with self._lock:
+            return _reassignments.list_partition_reassignments(self._net, partitions,
+                                                               self._deadline(timeout_ms))
 
     # ------------------------------------------------------------------ records and offsets
     def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,

@@ -190,6 +190,18 @@ class ElectionType(IntEnum):
     UNCLEAN = 1
 
 
+# ---------------------------------------------------------------------- reassignments
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """Java ``PartitionReassignment``: an ongoing reassignment (KIP-455) -- the current
+    replica set (the target replicas first, then the original ones), the replicas being
+    added and those being removed once the added ones are in sync."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
 # ---------------------------------------------------------------------- groups
 class ConsumerGroupState(StrEnum):
     UNKNOWN = "Unknown"

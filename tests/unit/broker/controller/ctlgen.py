@@ -15,7 +15,10 @@ from millrace.broker.controller.broker_requests import (
     StopReplica,
     UpdateMetadata,
 )
-from millrace.broker.controller.controller_context import LeaderIsrAndControllerEpoch
+from millrace.broker.controller.controller_context import (
+    LeaderIsrAndControllerEpoch,
+    ReplicaAssignment,
+)
 from millrace.broker.controller.controller_result import ControllerResult, FailoverState
 from millrace.broker.controller.kafka_controller import KafkaController
 from millrace.broker.controller.zk_writes import (
@@ -89,10 +92,13 @@ class Cluster:
     def run(self, result: ControllerResult) -> ControllerResult:
         return self.controller.run(result, self.zk.execute_for(self.controller))
 
-    def failover(self, epoch: int = 1, now_ms: int = T0) -> ControllerResult:
+    def failover(self, epoch: int = 1, now_ms: int = T0,
+                 reassignments: dict[TopicPartition, ReplicaAssignment] | None = None
+                 ) -> ControllerResult:
         self.zk.epoch_zk_version = epoch
         return self.run(self.controller.on_controller_failover(FailoverState(
-            epoch, epoch, self.brokers, self.topics, dict(self.zk.states)), now_ms))
+            epoch, epoch, self.brokers, self.topics, dict(self.zk.states),
+            reassignments=reassignments or {}), now_ms))
 
     def change_brokers(self, brokers: list[BrokerRegistration]) -> ControllerResult:
         self.brokers = brokers
