@@ -274,7 +274,10 @@ class ControllerService:
         def read() -> list[TopicInfo]:
             assignments = self._zk.get_replica_assignment_and_topic_id_for_topics(
                 sorted(self._zk.get_all_topics_in_cluster()))
-            return [TopicInfo(n, a.topic_id or _zero_id(), a.replicas())
+            # with their configs: the controller's per-topic unclean.leader.election.enable
+            # and min.insync.replicas must survive every topic change
+            return [TopicInfo(n, a.topic_id or _zero_id(), a.replicas(),
+                              self._zk.get_entity_configs("topics", n))
                     for n, a in sorted(assignments.items())]
         topics = await self._zk_call(read)
         self._watch_topics([t.name for t in topics])
