@@ -109,6 +109,8 @@ class ControllerService:
         self._task: asyncio.Task[None] | None = None
         self._rebalance: asyncio.Task[None] | None = None
         self._watches: list[Any] = []
+        self._topic_watches: dict[str, Any] = {}  # one data watch per topic's assignment
+        self._topic_change_queued = False
 
     @property
     def is_active(self) -> bool:
@@ -180,10 +182,11 @@ class ControllerService:
             log.info("broker %d resigns as controller", self.broker_id)
             self.controller.resign()
         self.controller = None
-        for w in self._watches:
+        for w in [*self._watches, *self._topic_watches.values()]:
             with contextlib.suppress(Exception):
                 w.cancel()
         self._watches.clear()
+        self._topic_watches.clear()
         if self._rebalance is not None:
             self._rebalance.cancel()
             self._rebalance = None
@@ -230,7 +233,7 @@ class ControllerService:
         zk = self._zk
         self._watches = [
             zk.watch_broker_ids(lambda _ids: self._enqueue_threadsafe(self._broker_change)),
-            zk.watch_topics(lambda _t: self._enqueue_threadsafe(self._topic_change)),
+            zk.watch_topics(lambda _t: self._topic_changed_threadsafe()),
             zk.watch_topic_deletions(lambda _t: self._enqueue_threadsafe(self._topic_deletion)),
             zk.watch_isr_change_notifications(
                 lambda _s: self._enqueue_threadsafe(self._isr_change)),
@@ -253,13 +256,30 @@ class ControllerService:
             self.channels.add_broker(b.node_id, b.host, b.port)
         await self._execute(self.controller.on_broker_change(brokers, self._time.milliseconds()))
 
+    def _topic_changed(self) -> None:
+        """A topic appeared or vanished, or one topic's assignment was rewritten: one
+        queued re-read covers every notification that arrives before it starts (each new
+        topic's data watch fires once as it is set)."""
+        if not self._topic_change_queued:
+            self._topic_change_queued = True
+            self.enqueue(self._topic_change)
+
+    def _topic_changed_threadsafe(self) -> None:
+        self._loop.call_soon_threadsafe(self._topic_changed)
+
     async def _topic_change(self) -> None:
+        self._topic_change_queued = False
         if not self.is_active or self.controller is None:
             return
 
         def read() -> list[TopicInfo]:
             assignments = self._zk.get_replica_assignment_and_topic_id_for_topics(
                 sorted(self._zk.get_all_topics_in_cluster()))
+            for gone in set(self._topic_watches) - set(assignments):
+                self._topic_watches.pop(gone).cancel()
+            for name in sorted(set(assignments) - set(self._topic_watches)):
+                self._topic_watches[name] = self._zk.watch_topic(
+                    name, self._topic_changed_threadsafe)
             return [TopicInfo(n, a.topic_id or _zero_id(), a.replicas())
                     for n, a in sorted(assignments.items())]
         await self._execute(self.controller.on_topic_change(await self._zk_call(read)))

@@ -560,6 +560,11 @@ class KafkaZkClient:
     def watch_topics(self, callback: Callable[[set[str]], None]) -> ZkWatch:
         return self.zk.watch_children(zd.TOPICS_PATH, lambda children: callback(set(children)))
 
+    def watch_topic(self, topic: str, callback: Callable[[], None]) -> ZkWatch:
+        """``callback()`` now and whenever ``/brokers/topics/<topic>`` (the assignment) is
+        written: CreatePartitions (Kafka's PartitionModificationsHandler)."""
+        return self.zk.watch_data(zd.topic_path(topic), lambda _data, _stat: callback())
+
     def watch_topic_deletions(self, callback: Callable[[list[str]], None]) -> ZkWatch:
         return self.zk.watch_children(zd.DELETE_TOPICS_PATH,
                                       lambda children: callback(sorted(children)))
