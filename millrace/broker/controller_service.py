@@ -370,6 +370,7 @@ class ControllerService:
             if isinstance(w, DeleteTopicZnodes):
                 zk.delete_topic_znode(w.topic, v)
                 zk.delete_topic_configs([w.topic], v)
+                zk.delete_topic_deletions([w.topic], v)
             elif isinstance(w, DeleteTopicDeletionFlag):
                 zk.delete_topic_deletions([w.topic], v)
             elif isinstance(w, DeleteIsrChangeNotifications):

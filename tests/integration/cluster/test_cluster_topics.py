@@ -24,8 +24,9 @@ from cluster_support import (
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import NewPartitions
+from kazoo.client import KazooClient
 
-from millrace.launcher.local_cluster import LocalCluster
+from millrace.launcher.local_cluster import CHROOT, LocalCluster
 
 pytestmark = pytest.mark.integration
 
@@ -101,3 +102,35 @@ def test_create_partitions_adds_replicated_partitions(cluster: LocalCluster) -> 
     finally:
         consumer.close()
 
+
+def test_deleted_topic_leaves_no_log_and_no_znode(cluster: LocalCluster) -> None:
+    client = admin(cluster.bootstrap)
+    create_topic(client, "doomed", 3, 3)
+    for i in range(3):
+        produce_one(cluster.bootstrap, "doomed", i, b"soon gone")
+    for b in BROKERS:
+        assert topic_dirs(cluster, b, "doomed") == ["doomed-0", "doomed-1", "doomed-2"]
+
+    client.delete_topics(["doomed"], operation_timeout=30)["doomed"].result(timeout=60)
+
+    for b in BROKERS:
+        own = broker_admin(cluster, b)
+        wait_until(f"broker {b} to forget the topic",
+                   lambda own=own: partitions(own, "doomed") is None)
+        wait_until(f"broker {b} to remove the topic's logs",
+                   lambda b=b: topic_dirs(cluster, b, "doomed") == [])
+    zk = KazooClient(hosts=cluster.zookeeper.connect_string, timeout=10)
+    zk.start(timeout=10)
+    try:
+        paths = ("/brokers/topics/doomed", "/admin/delete_topics/doomed",
+                 "/config/topics/doomed")
+        wait_until("the controller to remove the topic's znodes", lambda: [
+            p for p in paths if zk.exists(CHROOT + p)] == [], diagnostics=lambda: str([
+                p for p in paths if zk.exists(CHROOT + p)]))
+    finally:
+        zk.stop()
+        zk.close()
+
+    # the name is free again, for a new, empty topic
+    create_topic(client, "doomed", 2, 3)
+    assert produce_one(cluster.bootstrap, "doomed", 1, b"reborn") == 0
