@@ -88,6 +88,7 @@ class ReplicaFetcherThread:
                                      request_timeout_ms=config["replica.socket.timeout.ms"])
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._wakeup = asyncio.Event()
 
     def __repr__(self) -> str:
@@ -105,10 +106,14 @@ class ReplicaFetcherThread:
     # ------------------------------------------------------------------ task
     def start(self) -> None:
         if self._task is None:
+            self._stopping = False
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
     async def shutdown(self) -> None:
         if self._task is not None:
+            # the flag too: Python 3.11's wait_for can swallow a cancellation that
+            # arrives with a response, and the loop would go on fetching
+            self._stopping = True
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -116,7 +121,7 @@ class ReplicaFetcherThread:
         self.channel.close()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             try:
                 progressed = await self.run_once()
             except asyncio.CancelledError:
