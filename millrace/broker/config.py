@@ -201,4 +201,6 @@ class KafkaConfig:
             "message.timestamp.before.max.ms": str(v["log.message.timestamp.before.max.ms"]),
             "message.timestamp.after.max.ms": str(v["log.message.timestamp.after.max.ms"]),
             "compression.type": v["compression.type"],
+            "min.insync.replicas": str(v["min.insync.replicas"]),
+            "unclean.leader.election.enable": str(v["unclean.leader.election.enable"]).lower(),
         }
