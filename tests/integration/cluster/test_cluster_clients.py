@@ -10,6 +10,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import re
 import shutil
 import subprocess
@@ -56,6 +58,14 @@ def produce(bootstrap: str, topic: str, first: int, count: int) -> None:
     assert p.flush(90) == 0
 
 
+# A client's connection attempt to the killed broker can leave a socket for the garbage
+# collector (seen as a ResourceWarning, raised as an unraisable exception in whichever
+# test runs the collection): the clients' business, not what these tests judge.
+third_party_leaks = [pytest.mark.filterwarnings("ignore::ResourceWarning"),
+                     pytest.mark.filterwarnings(
+                         "ignore::pytest.PytestUnraisableExceptionWarning")]
+
+
 def start_with_leader_kill(fresh_cluster: ClusterFactory, topic: str) -> tuple[LocalCluster, int]:
     cluster = fresh_cluster()
     view = create_topic(admin(cluster.bootstrap), topic, 2, 3)
@@ -64,6 +74,8 @@ def start_with_leader_kill(fresh_cluster: ClusterFactory, topic: str) -> tuple[L
 
 
 @pytest.mark.slow
+@third_party_leaks[0]
+@third_party_leaks[1]
 def test_kafka_python_group_rides_through_a_leader_kill9(
         fresh_cluster: ClusterFactory) -> None:
     with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated API
@@ -89,10 +101,13 @@ def test_kafka_python_group_rides_through_a_leader_kill9(
         consume_until(200)
     finally:
         consumer.close()
+        gc.collect()  # inside this test's warning filters
     assert seen == set(range(200))
 
 
 @pytest.mark.slow
+@third_party_leaks[0]
+@third_party_leaks[1]
 def test_aiokafka_group_rides_through_a_leader_kill9(fresh_cluster: ClusterFactory) -> None:
     cluster, leader = start_with_leader_kill(fresh_cluster, "aio-work")
     seen: set[int] = set()
@@ -118,6 +133,10 @@ def test_aiokafka_group_rides_through_a_leader_kill9(fresh_cluster: ClusterFacto
                 None, produce, cluster.bootstrap, "aio-work", 100, 100)
             await consume_until(consumer, 200)
         finally:
-            await consumer.stop()
+            # aiokafka 0.14's stop() cancels its fetch task and lets that CancelledError
+            # escape when the task is retrying a fetch to the killed broker
+            with contextlib.suppress(asyncio.CancelledError):
+                await consumer.stop()
     asyncio.run(run())
+    gc.collect()
     assert seen == set(range(200))
