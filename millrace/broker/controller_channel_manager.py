@@ -40,11 +40,15 @@ class _BrokerQueue:
         self.channel = channel
         self.queue: asyncio.Queue[QueuedRequest] = asyncio.Queue()
         self.retry_backoff_s = retry_backoff_ms / 1000
+        # Set before the task is cancelled: Python 3.11's wait_for (inside the channel's
+        # send) can swallow a cancellation that arrives as the response does, and the
+        # task would then wait on the queue forever, hanging the broker's shutdown.
+        self.stopped = False
         self.task = asyncio.get_running_loop().create_task(
             self._run(), name=f"controller-to-broker-{channel.node_id}")
 
     async def _run(self) -> None:
-        while True:
+        while not self.stopped:
             request = await self.queue.get()
             while True:
                 try:
@@ -81,6 +85,7 @@ class ControllerChannelManager:
     async def remove_broker(self, node_id: int) -> None:
         q = self._brokers.pop(node_id, None)
         if q is not None:
+            q.stopped = True
             await stop_task(q.task)
             q.channel.close()
 

@@ -116,7 +116,8 @@ class ControllerService:
         self._stopped = False
         self._rebalance: asyncio.Task[None] | None = None
         self._watches: list[Any] = []
-        self._topic_watches: dict[str, Any] = {}
+        self._topic_watches: dict[str, Any] = {}  # one data watch per topic's assignment
+        self._topic_change_queued = False
 
     @property
     def is_active(self) -> bool:
@@ -243,7 +244,7 @@ class ControllerService:
         zk = self._zk
         self._watches = [
             zk.watch_broker_ids(lambda _ids: self._enqueue_threadsafe(self._broker_change)),
-            zk.watch_topics(lambda _t: self._enqueue_threadsafe(self._topic_change)),
+            zk.watch_topics(lambda _t: self._topic_changed_threadsafe()),
             zk.watch_topic_deletions(lambda _t: self._enqueue_threadsafe(self._topic_deletion)),
             zk.watch_isr_change_notifications(
                 lambda _s: self._enqueue_threadsafe(self._isr_change)),
@@ -267,7 +268,19 @@ class ControllerService:
             self.channels.add_broker(b.node_id, b.host, b.port)
         await self._execute(self.controller.on_broker_change(brokers, self._time.milliseconds()))
 
+    def _topic_changed(self) -> None:
+        """A topic appeared or vanished, or one topic's assignment was rewritten: one
+        queued re-read covers every notification that arrives before it starts (each new
+        topic's data watch fires once as it is set)."""
+        if not self._topic_change_queued:
+            self._topic_change_queued = True
+            self.enqueue(self._topic_change)
+
+    def _topic_changed_threadsafe(self) -> None:
+        self._loop.call_soon_threadsafe(self._topic_changed)
+
     async def _topic_change(self) -> None:
+        self._topic_change_queued = False
         if not self.is_active or self.controller is None:
             return
 
@@ -292,7 +305,7 @@ class ControllerService:
         for name in names:
             if name not in self._topic_watches:
                 self._topic_watches[name] = self._zk.watch_topic(
-                    name, lambda: self._enqueue_threadsafe(self._topic_change))
+                    name, self._topic_changed_threadsafe)
 
     async def _topic_deletion(self) -> None:
         if not self.is_active or self.controller is None:
@@ -387,6 +400,7 @@ class ControllerService:
             if isinstance(w, DeleteTopicZnodes):
                 zk.delete_topic_znode(w.topic, v)
                 zk.delete_topic_configs([w.topic], v)
+                zk.delete_topic_deletions([w.topic], v)
             elif isinstance(w, DeleteTopicDeletionFlag):
                 zk.delete_topic_deletions([w.topic], v)
             elif isinstance(w, DeleteIsrChangeNotifications):

@@ -107,6 +107,7 @@ class ReplicaFetcherThread:
     # ------------------------------------------------------------------ task
     def start(self) -> None:
         if self._task is None:
+            self._stopped = False
             self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
 
     async def shutdown(self) -> None:

@@ -17,6 +17,7 @@ delete removes) replicas.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from millrace.broker.context import RequestContext
@@ -75,8 +76,15 @@ async def handle_leader_and_isr(ctx: RequestContext,
     live.update({b.node_id: BrokerEndpoint(b.node_id, b.host, b.port)
                  for b in cluster.metadata_cache.alive_brokers.values()
                  if b.node_id not in live})
-    errors = ctx.services.replica_manager.become_leader_or_follower(
-        body.controller_epoch, partitions, live)
+    # A partition new here gets its log created with the topic's overrides, read from
+    # ZooKeeper: the UpdateMetadata that brings the topic may not have arrived yet.
+    rm = ctx.services.replica_manager
+    new_topics = sorted({p.topic for p in partitions
+                         if (p.topic, p.partition) not in rm.partitions})
+    configs = await asyncio.get_running_loop().run_in_executor(
+        None, lambda: {t: dict(cluster.zk.get_entity_configs("topics", t))
+                       for t in new_topics}) if new_topics else None
+    errors = rm.become_leader_or_follower(body.controller_epoch, partitions, live, configs)
     del cls
     return _leader_and_isr_response(v, Errors.NONE, [
         (name, tid, p.partition_index, errors.get((name, p.partition_index), Errors.NONE))

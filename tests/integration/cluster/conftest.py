@@ -1,0 +1,63 @@
+"""Fixtures of the cluster tests: a real ZooKeeper (Debian's package) and three real
+``millrace broker`` processes, started by ``LocalCluster`` under ``tmp_path``.
+
+``cluster`` is shared by a module whose tests leave the cluster as they found it;
+``fresh_cluster`` starts a new one for a test that kills, stops or pauses brokers.  A
+cluster is stopped cleanly (controlled shutdown of each broker, then ZooKeeper) after a
+passing test and killed after a failing one, whose brokers' logs stay in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from cluster_support import FAST
+
+from millrace.launcher.local_cluster import LocalCluster
+from millrace.launcher.zookeeper_process import ZOOKEEPER_JAR
+
+if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
+    pytest.skip("needs Debian's zookeeper package and java (scripts/system-deps.sh)",
+                allow_module_level=True)
+
+ClusterFactory = Callable[..., LocalCluster]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory,
+            request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
+    directory: Path = tmp_path_factory.mktemp("cluster")
+    failed = request.session.testsfailed
+    c = LocalCluster(directory, 3, overrides=FAST).start()
+    yield c
+    _finish(c, request.session.testsfailed > failed)
+
+
+def _finish(c: LocalCluster, failed: bool) -> None:
+    if failed:
+        c.kill_all()
+    else:
+        c.stop()
+
+
+@pytest.fixture
+def fresh_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ClusterFactory]:
+    """``fresh_cluster(brokers=3, overrides=..., broker_overrides=...)`` starts a cluster
+    with ``FAST`` plus the given overrides; it is stopped at the end of the test."""
+    started: list[LocalCluster] = []
+    failed = request.session.testsfailed
+
+    def start(brokers: int = 3, overrides: dict[str, str] | None = None,
+              broker_overrides: dict[int, dict[str, str]] | None = None) -> LocalCluster:
+        c = LocalCluster(tmp_path / f"cluster-{len(started)}", brokers,
+                         overrides={**FAST, **(overrides or {})},
+                         broker_overrides=broker_overrides)
+        started.append(c)
+        return c.start()
+
+    yield start
+    for c in started:
+        _finish(c, request.session.testsfailed > failed)
