@@ -152,6 +152,22 @@ class ControllerService:
                 raise
             except Exception:
                 log.exception("controller event failed")
+                await self._reelect()
+
+    async def _reelect(self) -> None:
+        """An event failed half-way (e.g. ZooKeeper unreachable): the controller's state
+        may no longer match ZooKeeper's, so it resigns and gives the controller role up
+        (deleting /controller, fenced by its epoch); every broker's /controller watch then
+        starts a fresh election whose winner reads the whole state again (Kafka's
+        controller move)."""
+        if not self.is_active:
+            return
+        version = self.epoch_zk_version
+        await self._resign()
+        try:
+            await self._zk_call(self._zk.delete_controller, version)
+        except Exception as e:  # the session may be gone: /controller vanishes with it
+            log.warning("could not give up /controller: %s", e)
 
     async def _zk_call(self, fn: Callable[..., T], *args: Any) -> T:
         return await self._loop.run_in_executor(None, fn, *args)
