@@ -234,3 +234,7 @@ def consume_all(bootstrap: str, topic: str, count: int, expected: int,
 
 def partition_dir(cluster: LocalCluster, broker_id: int, topic: str, partition: int) -> Path:
     return cluster.broker(broker_id).data_dir / "logs" / f"{topic}-{partition}"
+
+
+# fresh_cluster's value: a factory of started clusters, e.g. fresh_cluster(brokers=3)
+ClusterFactory = Callable[..., LocalCluster]

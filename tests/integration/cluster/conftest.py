@@ -10,20 +10,20 @@ passing test and killed after a failing one, whose brokers' logs stay in ``tmp_p
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import FAST
+from cluster_support import FAST, ClusterFactory
 
 from millrace.launcher.local_cluster import LocalCluster
 from millrace.launcher.zookeeper_process import ZOOKEEPER_JAR
 
 if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
-    pytest.skip("needs Debian's zookeeper package and java (scripts/system-deps.sh)",
-                allow_module_level=True)
+    # the test command installs both: their absence is a broken setup, not a skip
+    raise RuntimeError("the cluster tests need Debian's zookeeper package and java: "
+                       "bash scripts/system-deps.sh java zookeeper")
 
-ClusterFactory = Callable[..., LocalCluster]
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,8 @@ import warnings
 
 import pytest
 from aiokafka import AIOKafkaConsumer
-from cluster_support import WAIT, admin, create_topic, log_tails
+from cluster_support import WAIT, ClusterFactory, admin, create_topic, log_tails
 from confluent_kafka import Producer
-from conftest import ClusterFactory
 
 from millrace.launcher.local_cluster import LocalCluster
 

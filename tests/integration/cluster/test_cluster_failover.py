@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import (
+    ClusterFactory,
     ContinuousProducer,
     admin,
     broker_admin,
@@ -40,7 +41,6 @@ from cluster_support import (
 )
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
-from conftest import ClusterFactory
 from kazoo.client import KazooClient
 
 from millrace.launcher.local_cluster import CHROOT, LocalCluster

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import pytest
 from cluster_support import (
+    ClusterFactory,
     ContinuousProducer,
     admin,
     broker_admin,
+    controller_id,
     create_topic,
     log_tails,
     partitions,
@@ -26,7 +28,6 @@ from cluster_support import (
     zk_partition_state,
 )
 from confluent_kafka import KafkaError, Producer
-from conftest import ClusterFactory
 from kazoo.client import KazooClient
 
 from millrace.launcher.local_cluster import CHROOT
@@ -40,7 +41,10 @@ def test_paused_follower_leaves_the_isr_and_rejoins(fresh_cluster: ClusterFactor
     client = admin(cluster.bootstrap)
     view = create_topic(client, "steady", 1, 3)
     leader = view[0].leader
-    follower = view[0].replicas[-1] if view[0].replicas[-1] != leader else view[0].replicas[1]
+    # Not the controller: a frozen controller cannot push the shrunk ISR to the brokers'
+    # metadata (UpdateMetadata) until its session expires and another one takes over.
+    ctrl = controller_id(client)
+    follower = next(r for r in view[0].replicas if r not in (leader, ctrl))
     on_leader = broker_admin(cluster, leader)
     # traffic, so that the frozen follower falls behind the leader's log end
     producer = ContinuousProducer(cluster.bootstrap, "steady").start()

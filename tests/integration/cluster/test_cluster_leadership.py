@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 from cluster_support import (
+    ClusterFactory,
     ContinuousProducer,
     admin,
     broker_admin,
@@ -27,7 +28,6 @@ from cluster_support import (
 )
 from confluent_kafka import ElectionType
 from confluent_kafka import TopicPartition as CkTopicPartition
-from conftest import ClusterFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -15,8 +15,8 @@ from millrace.broker.zk import KafkaZkClient
 from millrace.launcher.zookeeper_process import ZOOKEEPER_JAR, ZooKeeperProcess
 
 if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
-    pytest.skip("needs Debian's zookeeper package and java (scripts/system-deps.sh)",
-                allow_module_level=True)
+    raise RuntimeError("the ZooKeeper tests need Debian's zookeeper package and java: "
+                       "bash scripts/system-deps.sh java zookeeper")  # the test command does
 
 _chroots = itertools.count()
 
