@@ -220,6 +220,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out["latency_ms"] = {"p50": statistics.median(lat),
                                  "p99": lat[int(len(lat) * 0.99) - 1], "max": lat[-1],
                                  "rate": args.rate, "n": len(lat)}
+            out["latency_samples_ms"] = lat
             print("latency acks=all RF3 at {rate}/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms, "
                   "max {max:.2f} ms".format(**out["latency_ms"]), flush=True)
             out["failover_s"] = {}
@@ -255,6 +256,41 @@ def report(out: dict[str, Any]) -> None:
         print(f"{name:36} {value:>12}  goal {goal:16} {'met' if met else 'NOT met'}")
 
 
+def plot(out: dict[str, Any], path: str) -> None:
+    """Ingest rates per run and the latency distribution, side by side."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    runs = out["runs"]
+    xs = range(1, len(runs) + 1)
+    width = 0.38
+    left.bar([x - width / 2 for x in xs], [r["acks1_rf1"] / 1000 for r in runs], width,
+             label="acks=1, RF 1")
+    left.bar([x + width / 2 for x in xs], [r["acksall_rf3"] / 1000 for r in runs], width,
+             label="acks=all, RF 3, min ISR 2")
+    left.set_xlabel("run")
+    left.set_ylabel("thousand records/s (100 B)")
+    left.set_xticks(list(xs))
+    left.set_title(f"ingest: ratio {out['ratio_median']:.2f}")
+    left.legend(loc="lower right", fontsize=8)
+    samples = out["latency_samples_ms"]
+    right.hist(samples, bins=50)
+    lat = out["latency_ms"]
+    right.axvline(lat["p99"], color="k", linestyle="--", label=f"p99 {lat['p99']:.1f} ms")
+    right.set_xlabel("end-to-end latency, ms")
+    right.set_ylabel("records")
+    right.set_title(f"acks=all RF 3 at {lat['rate']}/s: p50 {lat['p50']:.1f} ms")
+    right.legend(fontsize=8)
+    fo = out["failover_s"]
+    fig.suptitle(f"3 brokers on loopback; first acks=all write after kill -9: {fo['kill']:.1f} s, "
+                 f"after SIGTERM: {fo['sigterm']:.2f} s", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=300_000, help="records per ingest run")
@@ -262,6 +298,7 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=200, help="latency run: records/s")
     ap.add_argument("--seconds", type=float, default=10.0, help="latency run: duration")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    ap.add_argument("--plot", metavar="PATH", help="also draw the figures as a PNG")
     args = ap.parse_args()
     try:
         out = run(args)
@@ -272,6 +309,8 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
         print(f"wrote {args.json}")
+    if args.plot:
+        plot(out, args.plot)
 
 
 if __name__ == "__main__":

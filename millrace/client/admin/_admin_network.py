@@ -122,6 +122,22 @@ class AdminNetwork:
             self.client.poll(min(deadline_ms - now, _POLL_SLICE_MS), now)
 
     # ------------------------------------------------------------------ calls
+    def send_to_controller(self, body: Any, deadline_ms: int, what: str, *,
+                           min_version: int | None = None) -> tuple[Any, int]:
+        """Send ``body`` to the metadata's controller (ElectLeaders, reassignments: the
+        requests only the active controller answers).  A top-level NOT_CONTROLLER
+        refreshes the metadata and raises RetriableCallError, so ``call`` retries on the
+        new controller until the deadline; any other top-level error raises."""
+        response, version = self.send(body, deadline_ms, self.controller_or_any(deadline_ms),
+                                      min_version=min_version)
+        code = response.error_code  # 0 at versions without the field
+        if code == Errors.NOT_CONTROLLER:
+            self.refresh_metadata(deadline_ms)
+            raise RetriableCallError(for_code(code)(what))
+        if code:
+            raise for_code(code)(getattr(response, "error_message", None) or what)
+        return response, version
+
     def send(self, body: Any, deadline_ms: int, node: Node | None = None, *,
              min_version: int | None = None, max_version: int | None = None
              ) -> tuple[Any, int]:

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from millrace.client.admin._admin_network import AdminNetwork, RetriableCallError
+from millrace.client.admin._admin_network import AdminNetwork
 from millrace.client.admin.results import AdminResult, kafka_error
 from millrace.client.admin.types import ElectionType
 from millrace.client.cluster import TopicPartition
-from millrace.common.errors import Errors, KafkaError, error_name, for_code
+from millrace.common.errors import KafkaError, error_name
 from millrace.protocol import ElectLeadersRequest, ElectLeadersResponse
 
 WHAT = "electing leaders"
@@ -50,25 +50,14 @@ def elect_leaders(net: AdminNetwork, election_type: ElectionType,
             topic_partitions=None if wanted is None else [
                 t_cls(topic=t, partitions=ps) for t, ps in by_topic.items()],
             timeout_ms=max(min(net.request_timeout_ms, deadline_ms - net.now()), 0))
-        response, version = net.send(body, deadline_ms, net.controller_or_any(deadline_ms),
-                                     min_version=min_version)
-        code = response.error_code if version >= 1 else Errors.NONE
-        if code == Errors.NOT_CONTROLLER:
-            net.refresh_metadata(deadline_ms)
-            raise RetriableCallError(for_code(code)(WHAT))
-        if code:
-            raise for_code(code)(WHAT)
+        response, _version = net.send_to_controller(body, deadline_ms, WHAT,
+                                                     min_version=min_version)
         return [(TopicPartition(t.topic, p.partition_id), _error(t.topic, p))
                 for t in response.replica_election_results for p in t.partition_result]
 
     answered = dict(net.call(deadline_ms, attempt, WHAT))
-    for tp in answered if wanted is None else wanted:
-        if tp not in answered:
-            result.set_error(tp, KafkaError(f"partition '{tp}': no answer from the controller"))
-        elif (error := answered[tp]) is not None:
-            result.set_error(tp, error)
-        else:
-            result.set_value(tp, None)
+    result.settle(answered if wanted is None else wanted, answered, None,
+                  "no answer from the controller")
     return result
 
 

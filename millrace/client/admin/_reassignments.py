@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from millrace.client.admin._admin_network import AdminNetwork, RetriableCallError
+from millrace.client.admin._admin_network import AdminNetwork
 from millrace.client.admin.results import AdminResult, kafka_error
 from millrace.client.admin.types import PartitionReassignment
 from millrace.client.cluster import TopicPartition
-from millrace.common.errors import Errors, KafkaError, error_name, for_code
+from millrace.common.errors import KafkaError, error_name
 from millrace.protocol import (
     AlterPartitionReassignmentsRequest,
     ListPartitionReassignmentsRequest,
@@ -54,27 +54,15 @@ def alter_partition_reassignments(
             timeout_ms=max(min(net.request_timeout_ms, deadline_ms - net.now()), 0),
             allow_replication_factor_change=allow_replication_factor_change,
             topics=[t_cls(name=t, partitions=ps) for t, ps in by_topic.items()])
-        response, _version = net.send(
-            body, deadline_ms, net.controller_or_any(deadline_ms),
-            min_version=None if allow_replication_factor_change else 1)
-        if response.error_code == Errors.NOT_CONTROLLER:
-            net.refresh_metadata(deadline_ms)
-            raise RetriableCallError(for_code(response.error_code)(ALTER))
-        if response.error_code:
-            raise for_code(response.error_code)(response.error_message or ALTER)
+        response, _version = net.send_to_controller(
+            body, deadline_ms, ALTER, min_version=None if allow_replication_factor_change else 1)
         return [(TopicPartition(t.name, p.partition_index),
                  _error(TopicPartition(t.name, p.partition_index), p.error_code,
                         p.error_message))
                 for t in response.responses for p in t.partitions]
 
     answered = dict(net.call(deadline_ms, attempt, ALTER))
-    for tp in wanted:
-        if tp not in answered:
-            result.set_error(tp, KafkaError(f"partition '{tp}': no answer from the controller"))
-        elif (error := answered[tp]) is not None:
-            result.set_error(tp, error)
-        else:
-            result.set_value(tp, None)
+    result.settle(wanted, answered, None, "no answer from the controller")
     return result
 
 
@@ -95,12 +83,7 @@ def list_partition_reassignments(net: AdminNetwork,
             timeout_ms=max(min(net.request_timeout_ms, deadline_ms - net.now()), 0),
             topics=None if wanted is None else [
                 t_cls(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
-        response, _version = net.send(body, deadline_ms, net.controller_or_any(deadline_ms))
-        if response.error_code == Errors.NOT_CONTROLLER:
-            net.refresh_metadata(deadline_ms)
-            raise RetriableCallError(for_code(response.error_code)(LIST))
-        if response.error_code:
-            raise for_code(response.error_code)(response.error_message or LIST)
+        response, _version = net.send_to_controller(body, deadline_ms, LIST)
         return {TopicPartition(t.name, p.partition_index): PartitionReassignment(
                     tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
                 for t in response.topics for p in t.partitions}

@@ -15,7 +15,7 @@ every value at once or raises the first error (in request order)::
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Mapping
 from concurrent.futures import Future
 from typing import Generic, TypeVar
 
@@ -70,6 +70,19 @@ class AdminResult(dict[K, Future[V]], Generic[K, V]):
             if error is not None:
                 out[key] = error
         return out
+
+    def settle(self, keys: Iterable[K], answered: Mapping[K, BaseException | None],
+               value: V, missing: str) -> None:
+        """One future per key: ``value`` where ``answered`` has None, the error where it
+        has one, and a KafkaError naming the key (``missing`` says who did not answer)
+        where the answer left it out."""
+        for key in keys:
+            if key not in answered:
+                self.set_error(key, KafkaError(f"partition '{key}': {missing}"))
+            elif (error := answered[key]) is not None:
+                self.set_error(key, error)
+            else:
+                self.set_value(key, value)
 
     def values_or_none(self) -> dict[K, V | None]:
         return {key: None if future.exception() else future.result()
