@@ -304,4 +304,6 @@ class Database(ABC):
                 absent = self._describe(BATCHES_TABLE) is None
             if absent:
                 return 0
-            raise
+        # The table exists now: a running pipeline created it between the query and the
+        # check.  Ask once more (each query is its own transaction); a real error repeats.
+        return int(self.query(sql, params)[0][0])

@@ -94,7 +94,11 @@ def wait_for_commits(child: PipelineChild, database: str, name: str, at_least: i
         if child.proc.poll() is not None:
             raise AssertionError(f"pipeline exited with {child.proc.returncode} before "
                                  f"{at_least} commits:\n{child.output()}")
-        n = committed(database, name)
+        try:
+            n = committed(database, name)
+        except BaseException:
+            child.kill()  # never leave a pipeline running behind a failed check
+            raise
         if n >= at_least:
             return n
         time.sleep(0.05)
