@@ -115,11 +115,15 @@ class DelayedOperationPurgatory:
         now = self._time.milliseconds()
         expired = 0
         for op in [op for op in self._pending if op.deadline_ms <= now]:
-            self._forget(op)
-            if op.force_complete():
-                op.on_expiration()
-                expired += 1
+            expired += self._expire(op)
         return expired
+
+    def _expire(self, op: DelayedOperation) -> int:
+        self._forget(op)
+        if op.force_complete():
+            op.on_expiration()
+            return 1
+        return 0
 
     def _forget(self, op: DelayedOperation) -> None:
         self._pending.discard(op)
@@ -144,7 +148,7 @@ class DelayedOperationPurgatory:
             if op.completed:
                 return
             if self._time.milliseconds() >= op.deadline_ms:
-                self.advance_clock()
+                self._expire(op)  # this operation only: no scan of every pending one
             else:
                 self._arm(op)
 
