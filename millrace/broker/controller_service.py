@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -464,25 +465,32 @@ def _error(code: int) -> Errors:
         return Errors.UNKNOWN_SERVER_ERROR
 
 
-def _zero_id() -> Any:
-    import uuid
+def _zero_id() -> uuid.UUID:
     return uuid.UUID(int=0)
 
 
 # ---------------------------------------------------------------------- wire messages
+S = TypeVar("S")
+
+
+def _by_topic(states: Iterable[Any], build: Callable[[Any], S]) -> dict[str, list[S]]:
+    """The controller's per-partition states grouped by topic, in first-seen order, as
+    each request's ``topic_states`` wants them."""
+    topics: dict[str, list[S]] = {}
+    for s in states:
+        topics.setdefault(s.topic, []).append(build(s))
+    return topics
+
+
 def leader_and_isr_request(r: LeaderAndIsr) -> LeaderAndIsrRequest:
     cls = LeaderAndIsrRequest
-    topics: dict[str, list[LeaderAndIsrRequest.LeaderAndIsrTopicState.
-                           LeaderAndIsrPartitionState]] = {}
-    for s in r.partition_states:
-        topics.setdefault(s.topic, []).append(
-            cls.LeaderAndIsrTopicState.LeaderAndIsrPartitionState(
-                partition_index=s.partition, controller_epoch=s.controller_epoch,
-                leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
-                partition_epoch=s.partition_epoch, replicas=list(s.replicas),
-                adding_replicas=list(s.adding_replicas),
-                removing_replicas=list(s.removing_replicas), is_new=s.is_new,
-                leader_recovery_state=s.leader_recovery_state))
+    topics = _by_topic(r.partition_states, lambda s:
+                       cls.LeaderAndIsrTopicState.LeaderAndIsrPartitionState(
+        partition_index=s.partition, controller_epoch=s.controller_epoch, leader=s.leader,
+        leader_epoch=s.leader_epoch, isr=list(s.isr), partition_epoch=s.partition_epoch,
+        replicas=list(s.replicas), adding_replicas=list(s.adding_replicas),
+        removing_replicas=list(s.removing_replicas), is_new=s.is_new,
+        leader_recovery_state=s.leader_recovery_state))
     return cls(controller_id=r.controller_id, controller_epoch=r.controller_epoch,
                broker_epoch=r.broker_epoch, type=0,
                topic_states=[cls.LeaderAndIsrTopicState(
@@ -494,15 +502,11 @@ def leader_and_isr_request(r: LeaderAndIsr) -> LeaderAndIsrRequest:
 
 def update_metadata_request(r: UpdateMetadata, listener: str) -> UpdateMetadataRequest:
     cls = UpdateMetadataRequest
-    topics: dict[str, list[UpdateMetadataRequest.UpdateMetadataTopicState.
-                           UpdateMetadataPartitionState]] = {}
-    for s in r.partition_states:
-        topics.setdefault(s.topic, []).append(
-            cls.UpdateMetadataTopicState.UpdateMetadataPartitionState(
-                partition_index=s.partition, controller_epoch=s.controller_epoch,
-                leader=s.leader, leader_epoch=s.leader_epoch, isr=list(s.isr),
-                zk_version=s.zk_version, replicas=list(s.replicas),
-                offline_replicas=list(s.offline_replicas)))
+    topics = _by_topic(r.partition_states, lambda s:
+                       cls.UpdateMetadataTopicState.UpdateMetadataPartitionState(
+        partition_index=s.partition, controller_epoch=s.controller_epoch, leader=s.leader,
+        leader_epoch=s.leader_epoch, isr=list(s.isr), zk_version=s.zk_version,
+        replicas=list(s.replicas), offline_replicas=list(s.offline_replicas)))
     return cls(controller_id=r.controller_id, controller_epoch=r.controller_epoch,
                broker_epoch=r.broker_epoch,
                topic_states=[cls.UpdateMetadataTopicState(
@@ -517,13 +521,10 @@ def update_metadata_request(r: UpdateMetadata, listener: str) -> UpdateMetadataR
 
 def stop_replica_request(r: StopReplica) -> StopReplicaRequest:
     cls = StopReplicaRequest
-    topics: dict[str, list[StopReplicaRequest.StopReplicaTopicState.
-                           StopReplicaPartitionState]] = {}
-    for s in r.partition_states:
-        topics.setdefault(s.topic, []).append(
-            cls.StopReplicaTopicState.StopReplicaPartitionState(
-                partition_index=s.partition, leader_epoch=s.leader_epoch,
-                delete_partition=s.delete_partition))
+    topics = _by_topic(r.partition_states, lambda s:
+                       cls.StopReplicaTopicState.StopReplicaPartitionState(
+        partition_index=s.partition, leader_epoch=s.leader_epoch,
+        delete_partition=s.delete_partition))
     return cls(controller_id=r.controller_id, controller_epoch=r.controller_epoch,
                broker_epoch=r.broker_epoch,
                topic_states=[cls.StopReplicaTopicState(topic_name=t, partition_states=ps)
