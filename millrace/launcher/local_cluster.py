@@ -13,7 +13,6 @@ against an existing ZooKeeper ensemble instead.
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from types import TracebackType
 
@@ -92,25 +91,24 @@ class LocalCluster:
     def restart_broker(self, broker_id: int) -> BrokerProcess:
         """Start a stopped or killed broker again on its port and log dir."""
         b = self.brokers[broker_id]
-        if b.proc is not None and b.proc.poll() is None:
+        if b.running():
             raise RuntimeError(f"broker {broker_id} is still running")
         return b.start()
 
     def pause_broker(self, broker_id: int) -> None:
-        self._signal(broker_id, signal.SIGSTOP)
+        self._running(broker_id).pause()
 
     def resume_broker(self, broker_id: int) -> None:
-        self._signal(broker_id, signal.SIGCONT)
+        self._running(broker_id).resume()
 
-    def _signal(self, broker_id: int, sig: signal.Signals) -> None:
-        proc = self.brokers[broker_id].proc
-        if proc is None or proc.poll() is not None:
+    def _running(self, broker_id: int) -> BrokerProcess:
+        b = self.brokers[broker_id]
+        if not b.running():
             raise RuntimeError(f"broker {broker_id} is not running")
-        proc.send_signal(sig)
+        return b
 
     def running(self, broker_id: int) -> bool:
-        proc = self.brokers[broker_id].proc
-        return proc is not None and proc.poll() is None
+        return self.brokers[broker_id].running()
 
     # ------------------------------------------------------------------ all
     def stop(self) -> None:
@@ -118,8 +116,7 @@ class LocalCluster:
         try:
             for broker_id in sorted(self.brokers):
                 if self.running(broker_id):
-                    self.brokers[broker_id].proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
-                    self.stop_broker(broker_id)
+                    self.stop_broker(broker_id)  # resumes a paused broker first
             self.zookeeper.stop()
         finally:
             self.kill_all()

@@ -35,14 +35,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
 
 from millrace.launcher.broker_process import free_port
+from millrace.launcher.child_process import ChildProcess
 
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SLF4J_SIMPLE_JAR = Path("/usr/share/java/slf4j-simple.jar")
@@ -86,8 +83,10 @@ def four_letter_word(host: str, port: int, word: str, timeout: float = 2.0) -> s
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-class ZooKeeperProcess:
+class ZooKeeperProcess(ChildProcess):
     """A standalone ZooKeeper server on ``127.0.0.1:<port>``, owning ``directory``."""
+
+    name = "ZooKeeper"
 
     def __init__(self, directory: Path | str, port: int | None = None, *,
                  tick_time_ms: int = 500,
@@ -100,12 +99,9 @@ class ZooKeeperProcess:
         self.max_session_timeout_ms = max_session_timeout_ms
         self.min_session_timeout_ms = (min_session_timeout_ms if min_session_timeout_ms
                                        is not None else 2 * tick_time_ms)
-        self.start_timeout = start_timeout
-        self.new_session = new_session  # see BrokerProcess
-        self.proc: subprocess.Popen[bytes] | None = None
+        super().__init__(self.directory / "zookeeper.log", start_timeout, new_session)
         self.data_dir = self.directory / "data"
         self.config_path = self.directory / "zoo.cfg"
-        self.log_path = self.directory / "zookeeper.log"
 
     @property
     def host(self) -> str:
@@ -115,13 +111,6 @@ class ZooKeeperProcess:
     def connect_string(self) -> str:
         """``host:port`` for ``zookeeper.connect`` (append ``/chroot`` as needed)."""
         return f"{self.host}:{self.port}"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def config(self) -> dict[str, str]:
         """The ``zoo.cfg`` entries, in the order they are written."""
@@ -146,25 +135,8 @@ class ZooKeeperProcess:
             "".join(f"{k}={v}\n" for k, v in self.config().items()), encoding="utf-8")
         args = ["java", "-Xms32m", "-Xmx256m", "-cp", zookeeper_classpath(), MAIN_CLASS,
                 str(self.config_path.resolve())]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        try:
-            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.directory,
-                                         env={**os.environ},
-                                         start_new_session=self.new_session)
-        finally:
-            log.close()
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited with {self.proc.returncode}:\n"
-                                   f"{self.logs()}")
-            if self.serving():
-                return self
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"ZooKeeper did not start within {self.start_timeout}s:\n"
-                           f"{self.logs()}")
+        self.launch(args, os.environ, self.serving, cwd=self.directory)
+        return self
 
     def serving(self) -> bool:
         """True once the server answers ``srvr`` with its mode (the database is loaded)."""
@@ -173,53 +145,7 @@ class ZooKeeperProcess:
         except OSError:
             return False
 
-    def logs(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM and wait: the JVM's shutdown hook closes the server."""
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.resume()  # a stopped process would never see the SIGTERM
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-            raise RuntimeError(f"ZooKeeper ignored SIGTERM for {timeout}s:\n"
-                               f"{self.logs()}") from None
-
-    def kill(self) -> None:
-        """SIGKILL: a crash at an arbitrary instant."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def pause(self) -> None:
-        """SIGSTOP: the server freezes with its sockets open (clients time out)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        """SIGCONT after ``pause``."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-
     def restart(self) -> ZooKeeperProcess:
         """Stop (SIGTERM) and start again on the same port and data directory."""
         self.stop()
         return self.start()
-
-    def __enter__(self) -> ZooKeeperProcess:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if et is not None:
-            self.kill()
-        else:
-            self.stop()
