@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -148,10 +149,21 @@ class KafkaZkClient:
             return existing
 
     # ------------------------------------------------------------------ brokers
-    def register_broker(self, info: BrokerInfo) -> int:
-        """Create ``/brokers/ids/<id>`` (ephemeral) and return the broker epoch (czxid)."""
+    def register_broker(self, info: BrokerInfo, previous_session_wait_ms: float | None = None
+                        ) -> int:
+        """Create ``/brokers/ids/<id>`` (ephemeral) and return the broker epoch (czxid).
+        A registration held by another session is waited out for up to
+        ``previous_session_wait_ms`` (default: 1.5 session timeouts and 2 s)."""
         path = zd.broker_id_path(info.id)
         data = zd.encode_broker_info(info, self.time.milliseconds())
+        # A broker restarted right after a crash finds its previous incarnation's
+        # registration, which ZooKeeper removes only when that session expires: wait for
+        # it (a session timeout and a margin) rather than fail; a broker with the same id
+        # that is really running keeps its node, and then the error below is right.
+        wait_ms = (self.zk.session_timeout_ms * 1.5 + 2000 if previous_session_wait_ms is None
+                   else previous_session_wait_ms)
+        deadline = time.monotonic() + wait_ms / 1000
+        waiting_for = None
         while True:
             try:
                 _, stat = self.zk.multi([CreateOp(path, b"", ephemeral=True),
@@ -168,6 +180,14 @@ class KafkaZkClient:
                     log.info("%s is left over from our expired session 0x%x; recreating it",
                              path, owner)
                     self.zk.delete(path)
+                    continue
+                if owner != current and time.monotonic() < deadline:
+                    if waiting_for != owner:
+                        waiting_for = owner
+                        log.warning("%s is held by session 0x%x (a previous run of this broker "
+                                    "that crashed?); waiting up to %.0fs for it to expire",
+                                    path, owner, wait_ms / 1000)
+                    time.sleep(0.25)
                     continue
                 if owner != current:
                     raise ZkNodeExistsError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable
 
@@ -77,9 +78,28 @@ def test_same_broker_id_from_another_session_is_refused(zk_client_factory: Facto
     a, b = zk_client_factory(), zk_client_factory()
     a.register_broker(broker(1))
     with pytest.raises(ZkNodeExistsError, match=r"another broker running with this broker\.id"):
-        b.register_broker(broker(1, port=9000))
+        b.register_broker(broker(1, port=9000), previous_session_wait_ms=1000)
     got = b.get_broker(1)
     assert got is not None and got.broker == broker(1)
+
+
+def test_a_restarted_broker_waits_out_its_previous_registration(
+        zk_client_factory: Factory) -> None:
+    """A broker restarted right after a crash finds the registration of its previous
+    session, which lasts until that session expires: it waits for it to go instead of
+    failing its start (here the old session is closed while the new one waits)."""
+    a, b = zk_client_factory(), zk_client_factory()
+    a.register_broker(broker(1))
+    result: queue.Queue[object] = queue.Queue()
+    waiter = threading.Thread(target=lambda: result.put(b.register_broker(broker(1, port=9000))))
+    waiter.start()
+    time.sleep(1.0)  # b is waiting now: the node is a's
+    assert waiter.is_alive()
+    a.close()
+    waiter.join(30)
+    epoch = result.get(timeout=1)
+    got = b.get_broker(1)
+    assert got is not None and got.broker == broker(1, port=9000) and got.epoch == epoch
 
 
 def test_controller_election_and_a_stale_controllers_write_is_fenced(
