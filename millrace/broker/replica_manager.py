@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -61,6 +62,12 @@ from millrace.storage import AppendOrigin, LogCleaner, LogManager
 
 log = logging.getLogger(__name__)
 
+# The deliberately broken build of the fault harness's negative control, and nothing
+# else: with this set, a client's produce is answered at once with the offsets its
+# records will get, and appended only this many milliseconds later.  A crash in between
+# loses acknowledged records; the history checker must report them (a green checker run
+# means something only if it sees this).  Never set it anywhere else.
+UNSAFE_ACK_BEFORE_APPEND_ENV = "MILLRACE_UNSAFE_ACK_BEFORE_APPEND_MS"
 INLINE_READ_BYTES = 64 * 1024  # smaller reads are copied; larger ones go by sendfile
 VALID_ACKS = (-1, 0, 1)
 
@@ -144,6 +151,12 @@ class ReplicaManager:
         self.leadership_listeners: list[
             Callable[[list[Partition], list[Partition]], None]] = []
         self.fetcher_manager: ReplicaFetcherManager | None = None
+        self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
+        self._unsafe_pending: dict[TopicPartition, int] = {}
+        if self._unsafe_ack_delay_ms:
+            log.warning("UNSAFE BUILD (%s=%d, a test's negative control): produce requests "
+                        "are acknowledged before their records are appended",
+                        UNSAFE_ACK_BEFORE_APPEND_ENV, self._unsafe_ack_delay_ms)
 
     # ------------------------------------------------------------------ lifecycle
     def startup(self) -> None:
@@ -387,6 +400,8 @@ class ReplicaManager:
         if required_acks not in VALID_ACKS:
             return {tp: PartitionResponse(error=Errors.INVALID_REQUIRED_ACKS)
                     for tp in entries}
+        if self._unsafe_ack_delay_ms and origin is AppendOrigin.CLIENT and required_acks:
+            return self._unsafe_ack_before_append(entries, produce_version)
         appended = self.append_to_local_log(
             entries, origin=origin, required_acks=required_acks,
             internal_topics_allowed=internal_topics_allowed, produce_version=produce_version)
@@ -399,6 +414,29 @@ class ReplicaManager:
         if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
             await op.wait()
         return responses
+
+    def _unsafe_ack_before_append(self, entries: dict[TopicPartition, bytes | None],
+                                  produce_version: int | None
+                                  ) -> dict[TopicPartition, PartitionResponse]:
+        """The broken build (``UNSAFE_ACK_BEFORE_APPEND_ENV``): predict each partition's
+        base offset, answer now, append later."""
+        out = {}
+        for tp, records in entries.items():
+            p = self.partitions.get(tp)
+            if p is None or not p.is_leader or not records:
+                out[tp] = PartitionResponse(error=Errors.NOT_LEADER_OR_FOLLOWER)
+                continue
+            count = sum(h.last_offset_delta + 1 for _, h in iter_batches(records))
+            pending = self._unsafe_pending.get(tp, 0)
+            out[tp] = PartitionResponse(base_offset=p.log.log_end_offset + pending)
+            self._unsafe_pending[tp] = pending + count
+
+            def append(tp: TopicPartition = tp, records: bytes = records,
+                       count: int = count) -> None:
+                self._unsafe_pending[tp] -= count
+                self.append_to_local_log({tp: records}, produce_version=produce_version)
+            asyncio.get_running_loop().call_later(self._unsafe_ack_delay_ms / 1000, append)
+        return out
 
     async def wait_for_isr(self, tp: TopicPartition, end_offset: int, timeout_ms: int) -> int:
         """Wait until the ISR has every record before ``end_offset`` (a DelayedProduce of

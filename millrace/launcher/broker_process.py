@@ -39,8 +39,9 @@ class BrokerProcess(ChildProcess):
 
     def __init__(self, data_dir: Path | str, port: int | None = None,
                  overrides: dict[str, str] | None = None, start_timeout: float = 30.0,
-                 *, new_session: bool = False) -> None:
+                 *, new_session: bool = False, env: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.env = dict(env or {})  # added to this process's environment
         self.port = port or free_port()
         self.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -62,6 +63,6 @@ class BrokerProcess(ChildProcess):
             args += ["--override", f"{k}={v}"]
         # broker.log is appended to across restarts: only look past what is there now.
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self.launch(args, {**os.environ, "PYTHONUNBUFFERED": "1"},
+        self.launch(args, {**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                     lambda: b"started; cluster.id" in self.log_path.read_bytes()[seen:])
         return self

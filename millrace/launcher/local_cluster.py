@@ -26,7 +26,8 @@ class LocalCluster:
     def __init__(self, directory: Path | str, brokers: int = 3, *, base_port: int | None = None,
                  zookeeper_port: int | None = None, overrides: dict[str, str] | None = None,
                  broker_overrides: dict[int, dict[str, str]] | None = None,
-                 start_timeout: float = 60.0, new_session: bool = False) -> None:
+                 start_timeout: float = 60.0, new_session: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
         self.directory = Path(directory)
@@ -39,6 +40,7 @@ class LocalCluster:
         self._per_broker = broker_overrides or {}
         self._base_port = base_port
         self._start_timeout = start_timeout
+        self._env = dict(env or {})  # added to every broker's environment
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
 
@@ -59,7 +61,8 @@ class LocalCluster:
             **self._per_broker.get(broker_id, {}),
         }
         return BrokerProcess(self.directory / f"broker-{broker_id}", port, overrides,
-                             start_timeout=self._start_timeout, new_session=self._new_session)
+                             start_timeout=self._start_timeout, new_session=self._new_session,
+                             env=self._env)
 
     def broker_port(self, broker_id: int) -> int | None:
         """The port broker ``broker_id`` will listen on (None: a free one, chosen at start)."""
