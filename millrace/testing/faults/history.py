@@ -144,7 +144,7 @@ class History:
                 elif kind == "fault":
                     h.faults.append(FaultEvent(**d))
                 elif kind == "assignment":
-                    h.final_assignment = {m: [tuple(tp) for tp in tps]  # type: ignore[misc]
+                    h.final_assignment = {m: [tuple(tp) for tp in tps]
                                           for m, tps in d["members"].items()}
                 elif kind == "note":
                     h.notes.append(d["text"])

@@ -40,6 +40,7 @@ class ClusterProbe:
     topics: Sequence[str]
     # brokers not to ask (paused or cut off by a fault: their answers may be stale)
     avoid: set[int] = field(default_factory=set)
+    _admins: dict[str, Any] = field(default_factory=dict)
 
     def _admin(self) -> Any:
         from confluent_kafka.admin import AdminClient
@@ -48,8 +49,11 @@ class ClusterProbe:
         if not live:
             raise NemesisError("no broker is up to ask for metadata")
         servers = ",".join(self.cluster.broker(b).bootstrap for b in live)
-        return AdminClient({"bootstrap.servers": servers, "log_level": 0,
-                            "log.connection.close": False})
+        if servers not in self._admins:  # one client per set of brokers to ask
+            self._admins[servers] = AdminClient({"bootstrap.servers": servers,
+                                                 "log_level": 0,
+                                                 "log.connection.close": False})
+        return self._admins[servers]
 
     def metadata(self, timeout: float = 5.0) -> Any:
         return self._admin().list_topics(timeout=timeout)
@@ -264,6 +268,82 @@ class RollingRestart(Fault):
         return None
 
 
+class KillLeaderWithLaggingFollowers(Fault):
+    """SIGSTOP both followers of a partition, let the leader take writes alone for a
+    moment (shorter than ``replica.lag.time.max.ms``: the followers stay in the ISR),
+    kill -9 the leader, resume the followers: one of them is elected, cleanly, without
+    what the leader took alone.  With ``acks=all`` nothing of that was acknowledged (the
+    high watermark could not move); with ``acks=1`` it was, and is lost -- the negative
+    control the checker must catch."""
+
+    name = "kill-leader-lagging-followers"
+
+    def __init__(self) -> None:
+        self.victim = -1
+
+    def hold_seconds(self, ctx: NemesisContext) -> float:
+        return 1.0
+
+    def inject(self, ctx: NemesisContext) -> str:
+        topic, p = ctx.random_partition()
+        leader, replicas, _ = ctx.probe.partitions()[(topic, p)]
+        followers = [r for r in replicas if r != leader]
+        for f in followers:
+            ctx.cluster.pause_broker(f)
+            ctx.probe.avoid.add(f)
+        try:
+            time.sleep(min(1.5, ctx.replica_lag_time_max_s / 3))
+            ctx.cluster.kill_broker(leader)
+        finally:
+            for f in followers:
+                ctx.cluster.resume_broker(f)
+                ctx.probe.avoid.discard(f)
+        self.victim = leader
+        return (f"SIGSTOP followers {followers} of {topic}-{p}, kill -9 its leader "
+                f"{leader}, SIGCONT the followers")
+
+    def heal(self, ctx: NemesisContext) -> None:
+        if not ctx.cluster.running(self.victim):
+            ctx.cluster.restart_broker(self.victim)
+
+
+class KillIsrThenStartLaggard(Fault):
+    """Kill one follower and wait until the controller drops it from every ISR; let the
+    other two take acknowledged writes; kill both (the whole ISR) and start the laggard
+    first.  With ``unclean.leader.election.enable=false`` its partitions stay offline
+    until an ISR member is back: nothing lost.  With ``true`` it is elected and the
+    writes it missed are lost -- a negative control."""
+
+    name = "kill-isr-start-laggard"
+
+    def __init__(self) -> None:
+        self.down: list[int] = []
+
+    def hold_seconds(self, ctx: NemesisContext) -> float:
+        return 3.0
+
+    def inject(self, ctx: NemesisContext) -> str:
+        laggard, what = ctx.random_follower()
+        ctx.cluster.kill_broker(laggard)
+        deadline = time.monotonic() + ctx.zk_session_timeout_s + 30
+        while any(laggard in isr for _, _, isr in ctx.probe.partitions().values()):
+            if time.monotonic() > deadline:
+                raise NemesisError(f"broker {laggard} was not dropped from the ISRs")
+            time.sleep(0.2)
+        time.sleep(2.0)  # acknowledged writes the laggard misses
+        self.down = [b for b in sorted(ctx.cluster.brokers) if b != laggard]
+        for b in self.down:
+            ctx.cluster.kill_broker(b)
+        ctx.cluster.restart_broker(laggard)
+        return (f"kill -9 broker {laggard} ({what}), then the rest of the ISR "
+                f"{self.down}; restart broker {laggard} first")
+
+    def heal(self, ctx: NemesisContext) -> None:
+        for b in self.down:
+            if not ctx.cluster.running(b):
+                ctx.cluster.restart_broker(b)
+
+
 FAULTS: dict[str, Callable[[], Fault]] = {
     "kill-leader": KillLeader,
     "kill-controller": KillController,
@@ -273,6 +353,8 @@ FAULTS: dict[str, Callable[[], Fault]] = {
     "pause-leader-session": lambda: PauseLeader("session"),
     "kill-zookeeper": KillZooKeeper,
     "rolling-restart": RollingRestart,
+    "kill-leader-lagging-followers": KillLeaderWithLaggingFollowers,
+    "kill-isr-start-laggard": KillIsrThenStartLaggard,
 }
 
 

@@ -1,0 +1,343 @@
+"""Scenarios and the run of one: cluster, workload, nemesis, settle, read, check.
+
+A ``Scenario`` names the faults the nemesis draws from, the workload (which producers,
+``acks``, idempotence), the topic's settings, and whether it is a **negative control**:
+a run whose configuration or build is known to lose acknowledged records, which the
+checker must therefore report.  A control that comes back clean is itself a failure:
+the checker, or the control, is broken.
+
+``run_scenario`` does, in order:
+
+1. start ZooKeeper and three brokers (``LocalCluster``) with failure detection in
+   seconds (``BROKER_SETTINGS``), create the topic (RF 3, ``min.insync.replicas=2``);
+2. start the writers, the group readers and the commit watcher; wait for first acks;
+3. run the nemesis until it injected ``faults`` faults or ``seconds`` passed;
+4. heal, wait until every partition is led with a full ISR, keep writing a moment,
+   stop the writers and wait for every outstanding delivery report;
+5. let the readers catch up, record which member owns which partition;
+6. stop the cluster cleanly, read every replica's log from disk and ``check``.
+
+Everything lands in the run's directory: ``history.jsonl``, ``report.json`` and the
+brokers' and ZooKeeper's logs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from millrace.launcher.local_cluster import LocalCluster
+from millrace.testing.faults.checker import Report, check
+from millrace.testing.faults.history import History
+from millrace.testing.faults.nemesis import (
+    FAULTS,
+    ClusterProbe,
+    Nemesis,
+    NemesisContext,
+    NemesisError,
+)
+from millrace.testing.faults.replica_logs import read_replica_logs
+from millrace.testing.faults.workload import (
+    CommitWatcher,
+    ConfluentWriter,
+    GroupReaders,
+    MillraceWriter,
+    Writer,
+)
+
+TOPIC = "faults"
+PARTITIONS = 3
+GROUP = "faults-readers"
+ZK_SESSION_TIMEOUT_MS = 6000
+REPLICA_LAG_TIME_MAX_MS = 6000
+BROKER_SETTINGS = {
+    "zookeeper.session.timeout.ms": str(ZK_SESSION_TIMEOUT_MS),
+    "replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS),
+    "controlled.shutdown.retry.backoff.ms": "500",
+    "replica.fetch.backoff.ms": "200",
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "3",
+    "offsets.topic.num.partitions": "3",
+    "auto.create.topics.enable": "false",
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    faults: tuple[str, ...]
+    description: str
+    writers: tuple[str, ...] = ("confluent", "millrace")
+    acks: str = "all"
+    idempotent: bool = True
+    topic_config: dict[str, str] = field(default_factory=dict)
+    broker_env: dict[str, str] = field(default_factory=dict)
+    negative_control: bool = False
+    readers: int = 2
+    rate: float = 150.0  # records per second per writer
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
+    Scenario("leader-kills", ("kill-leader",),
+             "kill -9 the leader of a random partition, restart it"),
+    Scenario("broker-faults",
+             ("kill-leader", "kill-controller", "kill-follower", "stop-leader",
+              "pause-leader-lag", "pause-leader-session", "kill-zookeeper",
+              "rolling-restart", "kill-leader-lagging-followers"),
+             "every process fault, drawn at random"),
+    Scenario("network", ("partition-leader", "partition-follower", "partition-zookeeper"),
+             "network partitions: a leader cut off from ZooKeeper and its peers (clients "
+             "still reach it), a follower cut off from its peers, a broker cut off from "
+             "ZooKeeper"),
+    Scenario("disk-full", ("disk-full",), "one broker's log dir file system filled up"),
+    Scenario("clean-election-only", ("kill-isr-start-laggard",),
+             "the whole ISR killed, the out-of-sync replica started first; unclean "
+             "election off: the partition waits for an ISR member",
+             writers=("confluent",)),
+    Scenario("control-acks1", ("kill-leader-lagging-followers",),
+             "NEGATIVE CONTROL: acks=1 (no idempotence), the leader killed while its "
+             "followers lag", writers=("confluent",), acks="1", idempotent=False,
+             negative_control=True),
+    Scenario("control-unclean", ("kill-isr-start-laggard",),
+             "NEGATIVE CONTROL: unclean.leader.election.enable=true, the whole ISR "
+             "killed and the out-of-sync replica started first",
+             writers=("confluent",), idempotent=False,
+             topic_config={"unclean.leader.election.enable": "true"},
+             negative_control=True),
+    Scenario("control-ack-before-append", ("kill-leader",),
+             "NEGATIVE CONTROL: a broken build that acknowledges a produce before "
+             "appending it (MILLRACE_UNSAFE_ACK_BEFORE_APPEND_MS=1500), leader killed",
+             writers=("confluent",),
+             broker_env={"MILLRACE_UNSAFE_ACK_BEFORE_APPEND_MS": "1500"},
+             negative_control=True),
+]}
+
+
+def load_fault_modules() -> list[str]:
+    """Import the optional fault kinds (network, disk); return why any is unavailable."""
+    missing = []
+    for module in ("network", "disk"):
+        try:
+            __import__(f"millrace.testing.faults.{module}")
+        except ImportError as e:
+            missing.append(f"{module}: {e}")
+    return missing
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    seed: int
+    faults_injected: int
+    report: Report
+    history: History
+    directory: Path
+    error: str | None = None  # the run itself broke (cluster did not come back...)
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """A normal scenario passes clean; a negative control passes when caught."""
+        if self.error is not None:
+            return False
+        control = SCENARIOS[self.scenario].negative_control if self.scenario in SCENARIOS \
+            else False
+        return (not self.report.ok) if control else self.report.ok
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "seed": self.seed, "passed": self.passed,
+                "faults_injected": self.faults_injected, "seconds": round(self.seconds, 1),
+                "error": self.error, "report": self.report.to_json(),
+                "faults": [asdict(f) for f in self.history.faults]}
+
+
+def _writer(kind: str, index: int, history: History, bootstrap: str, s: Scenario) -> Writer:
+    name = f"{kind}-{index}"
+    if kind == "confluent":
+        return ConfluentWriter(name, history, bootstrap, TOPIC, PARTITIONS, s.rate, {
+            "acks": s.acks, "enable.idempotence": s.idempotent})
+    if kind == "millrace":
+        return MillraceWriter(name, history, bootstrap, TOPIC, PARTITIONS, s.rate, {
+            "acks": s.acks, "enable.idempotence": s.idempotent})
+    raise ValueError(f"unknown writer {kind!r}: confluent or millrace")
+
+
+def _wait(what: str, condition: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
+                 faults: int | None = None, seconds: float | None = None,
+                 log: Any = None) -> RunResult:
+    """Run ``scenario`` until ``faults`` faults were injected or ``seconds`` passed."""
+    if faults is None and seconds is None:
+        raise ValueError("give a number of faults, a duration, or both")
+    missing = [f for f in scenario.faults if f not in FAULTS]
+    if missing:
+        raise ValueError(f"{scenario.name}: fault kinds {missing} are not available "
+                         f"({'; '.join(load_fault_modules()) or 'not registered'})")
+    if log is None:
+        def log(*parts: object) -> None:
+            print(*parts, flush=True)
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    started = time.monotonic()
+    history = History()
+    cluster = LocalCluster(directory / "cluster", 3, overrides=BROKER_SETTINGS,
+                           env=scenario.broker_env)
+    for kind in dict.fromkeys(scenario.faults):
+        hook = getattr(FAULTS[kind], "prepare_cluster", None)
+        if hook is not None:
+            hook(cluster)
+    result = RunResult(scenario.name, seed, 0, Report(), history, directory)
+    writers: list[Writer] = []
+    readers: GroupReaders | None = None
+    watcher: CommitWatcher | None = None
+    consumed: set[bytes] | None = None
+    cluster_up = False
+    try:
+        cluster.start()
+        cluster_up = True
+        bootstrap = cluster.bootstrap
+        probe = ClusterProbe(cluster, [TOPIC])
+        _create_topic(bootstrap, scenario)
+        probe.wait_settled(PARTITIONS, 60)
+        log(f"[{scenario.name} seed={seed}] cluster up at {bootstrap}")
+
+        writers = [_writer(kind, i, history, bootstrap, scenario).start()
+                   for i, kind in enumerate(scenario.writers)]
+        if scenario.readers:
+            readers = GroupReaders(bootstrap, GROUP, [TOPIC], scenario.readers,
+                                   history).start()
+            watcher = CommitWatcher(bootstrap, GROUP, TOPIC, PARTITIONS, history).start()
+        if not _wait("first acknowledgements",
+                     lambda: sum(op.outcome == "ok" for op in history.sends) >= 50, 60):
+            raise NemesisError("no record was acknowledged in 60 s before any fault")
+
+        ctx = NemesisContext(cluster, probe, random.Random(seed),
+                             ZK_SESSION_TIMEOUT_MS / 1000, REPLICA_LAG_TIME_MAX_MS / 1000,
+                             PARTITIONS)
+        nemesis = Nemesis(ctx, scenario.faults, history, max_faults=faults)
+        thread = threading.Thread(target=nemesis.run, name="nemesis", daemon=True)
+        thread.start()
+        deadline = time.monotonic() + seconds if seconds is not None else None
+        while thread.is_alive():
+            if deadline is not None and time.monotonic() > deadline:
+                nemesis.stop()
+            thread.join(0.5)
+            for w in writers:
+                if w.error is not None:
+                    raise RuntimeError(f"writer {w.name} broke: {w.error!r}") from w.error
+        result.faults_injected = nemesis.injected
+        if nemesis.error is not None:
+            raise nemesis.error
+        log(f"[{scenario.name} seed={seed}] {nemesis.injected} faults injected; settling")
+
+        probe.avoid.clear()
+        probe.wait_settled(PARTITIONS, 120)
+        time.sleep(2.0)  # writes after the last fault, on a healed cluster
+        for w in writers:
+            w.stop()
+        for w in writers:
+            w.finish(90)
+        if readers is not None:
+            consumed = _drain_readers(probe, readers, watcher, history)
+        probe.wait_settled(PARTITIONS, 60)
+        time.sleep(1.0)  # the last high-watermark moves reach the followers
+    except BaseException as e:
+        lines = str(e).splitlines() or [""]
+        # a launcher error carries the whole broker log: keep its head and its last lines
+        short = lines[0] if len(lines) == 1 else "\n".join([lines[0], "...", *lines[-3:]])
+        result.error = f"{type(e).__name__}: {short}"
+        log(f"[{scenario.name} seed={seed}] run broke: {result.error}")
+    finally:
+        for w in writers:
+            w.stop()
+        if watcher is not None:
+            watcher.stop()
+        if readers is not None:
+            readers.stop()
+        if cluster_up:
+            try:
+                cluster.stop()
+            except Exception as e:  # a broker that would not stop: kill, and say so
+                history.note(f"clean stop failed, killed: {e}")
+                cluster.kill_all()
+        else:
+            cluster.kill_all()
+        for kind in dict.fromkeys(scenario.faults):
+            hook = getattr(FAULTS[kind], "release_cluster", None)
+            if hook is not None:
+                hook(cluster)
+
+    if cluster_up:
+        replicas = read_replica_logs(cluster, [TOPIC], directory / "scratch")
+        shutil.rmtree(directory / "scratch", ignore_errors=True)
+        result.report = check(history, replicas, consumed=consumed)
+    result.seconds = time.monotonic() - started
+    history.dump(directory / "history.jsonl")
+    (directory / "report.json").write_text(json.dumps(result.to_json(), indent=2))
+    return result
+
+
+def _create_topic(bootstrap: str, scenario: Scenario) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    config = {"min.insync.replicas": "2", **scenario.topic_config}
+    futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=config)],
+                                  operation_timeout=30)
+    futures[TOPIC].result(timeout=90)
+
+
+def _drain_readers(probe: ClusterProbe, readers: GroupReaders,
+                   watcher: CommitWatcher | None, history: History) -> set[bytes] | None:
+    """Wait until the group committed up to every partition's end and owns each
+    partition once; return what it consumed, or None if it did not catch up (then the
+    at-least-once check is skipped and a note says so)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": ",".join(probe.cluster.broker(b).bootstrap
+                                                for b in sorted(probe.cluster.brokers)),
+                  "group.id": "faults-probe", "log_level": 0})
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+                for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+    if watcher is not None:
+        watcher.stop_polling()  # observed from here on, on this thread only
+
+    def caught_up() -> bool:
+        if watcher is not None:
+            watcher.observe()
+        latest: dict[int, int] = {}
+        for obs in history.commits:
+            if obs.topic == TOPIC:
+                latest[obs.partition] = obs.offset
+        return all(latest.get(p, -1) >= end for p, end in ends.items())
+
+    def owned_once() -> bool:
+        tps = [tp for tps in readers.assignment().values() for tp in tps]
+        return sorted(tps) == [(TOPIC, p) for p in range(PARTITIONS)]
+
+    ok = _wait("the group to catch up", caught_up, 90)
+    if not _wait("each partition owned once", owned_once, 60):
+        history.note("the group's final assignment did not cover every partition once")
+    history.final_assignment = {m: list(tps) for m, tps in readers.assignment().items()}
+    if not ok:
+        history.note(f"the group did not commit up to the log ends {ends} within 90 s: "
+                     "the at-least-once check is skipped")
+        return None
+    return readers.seen_values()
