@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian packages the tests or the pipeline need, when missing.
-# Usage: scripts/system-deps.sh kcat [zookeeper] [postgresql] [java]
+# Usage: scripts/system-deps.sh kcat [zookeeper] [postgresql] [java] [nftables]
 set -euo pipefail
 
 # Spark 4 needs Java 17 or newer
@@ -23,6 +23,8 @@ for dep in "$@"; do
         java)       java_ok || missing+=(default-jre-headless) ;;
         zookeeper)  [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper) ;;
         postgresql) pg_ok || missing+=(postgresql) ;;
+        # nft: the network partitions of millrace.testing.faults.network
+        nftables)   { command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ]; } || missing+=(nftables) ;;
         *) echo "system-deps: unknown dependency $dep" >&2; exit 2 ;;
     esac
 done

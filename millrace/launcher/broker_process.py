@@ -5,6 +5,14 @@ benchmarks (those import it through ``millrace.testing.broker_process``)::
 
     with BrokerProcess(tmp_path) as broker:
         Producer({"bootstrap.servers": broker.bootstrap})
+
+``cgroup`` (a cgroup v2 directory) starts the broker inside that control group, at every
+start.  On one machine every broker talks over loopback and its outgoing connections come
+from ephemeral ports, so a port alone cannot say which broker sent a packet; the socket's
+cgroup can (nftables ``socket cgroupv2``), which is how the network faults of
+``millrace.testing.faults.network`` cut one broker off.  A socket belongs to the cgroup
+its process was in when it was created, so the broker has to be in it before it opens
+its first socket: a shell joins the cgroup and then ``exec``s the broker (same pid).
 """
 
 from __future__ import annotations
@@ -39,9 +47,11 @@ class BrokerProcess(ChildProcess):
 
     def __init__(self, data_dir: Path | str, port: int | None = None,
                  overrides: dict[str, str] | None = None, start_timeout: float = 30.0,
-                 *, new_session: bool = False, env: dict[str, str] | None = None) -> None:
+                 *, new_session: bool = False, env: dict[str, str] | None = None,
+                 cgroup: Path | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.env = dict(env or {})  # added to this process's environment
+        self.cgroup = cgroup
         self.port = port or free_port()
         self.overrides = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -61,6 +71,10 @@ class BrokerProcess(ChildProcess):
         args = [sys.executable, "-m", "millrace.cli.main", "broker"]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
+        if self.cgroup is not None:
+            # $0 is the cgroup directory, "$@" the broker's command line
+            args = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"',
+                    str(self.cgroup), *args]
         # broker.log is appended to across restarts: only look past what is there now.
         seen = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.launch(args, {**os.environ, "PYTHONUNBUFFERED": "1", **self.env},

@@ -7,6 +7,10 @@ fault tests: one ZooKeeper server on loopback, brokers 1..N registered under a c
 controlled shutdown), killed (SIGKILL), paused and resumed (SIGSTOP / SIGCONT) and
 restarted on the same port and log dir, which is what the fault scenarios need.
 
+``broker_cgroups`` (a cgroup v2 directory, made by the caller) runs broker ``id`` in its
+child cgroup ``broker-<id>`` (created here), across restarts too: the network faults tell
+one broker's packets from another's by that cgroup (see ``BrokerProcess``).
+
 A real deployment runs ``millrace broker`` with ``zookeeper.connect`` on each machine
 against an existing ZooKeeper ensemble instead.
 """
@@ -27,7 +31,8 @@ class LocalCluster:
                  zookeeper_port: int | None = None, overrides: dict[str, str] | None = None,
                  broker_overrides: dict[int, dict[str, str]] | None = None,
                  start_timeout: float = 60.0, new_session: bool = False,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None,
+                 broker_cgroups: Path | None = None) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
         self.directory = Path(directory)
@@ -41,6 +46,7 @@ class LocalCluster:
         self._base_port = base_port
         self._start_timeout = start_timeout
         self._env = dict(env or {})  # added to every broker's environment
+        self._broker_cgroups = Path(broker_cgroups) if broker_cgroups is not None else None
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
 
@@ -60,9 +66,18 @@ class LocalCluster:
             **self._overrides,
             **self._per_broker.get(broker_id, {}),
         }
+        cgroup = self.broker_cgroup(broker_id)
+        if cgroup is not None:
+            cgroup.mkdir(exist_ok=True)
         return BrokerProcess(self.directory / f"broker-{broker_id}", port, overrides,
                              start_timeout=self._start_timeout, new_session=self._new_session,
-                             env=self._env)
+                             env=self._env, cgroup=cgroup)
+
+    def broker_cgroup(self, broker_id: int) -> Path | None:
+        """The cgroup v2 directory broker ``broker_id`` runs in (None: no ``broker_cgroups``)."""
+        if self._broker_cgroups is None:
+            return None
+        return self._broker_cgroups / f"broker-{broker_id}"
 
     def broker_port(self, broker_id: int) -> int | None:
         """The port broker ``broker_id`` will listen on (None: a free one, chosen at start)."""

@@ -18,12 +18,14 @@ delete removes) replicas.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.broker.metadata import BrokerRegistration, PartitionState
 from millrace.broker.metadata.metadata_cache import PartitionMetadata
+from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.replica_fetcher import BrokerEndpoint
 from millrace.broker.replica_manager import LeaderAndIsrPartition
 from millrace.broker.services import ClusterServices
@@ -37,6 +39,8 @@ from millrace.protocol.types import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+
+log = logging.getLogger(__name__)
 
 
 def _refusal(ctx: RequestContext, controller_epoch: int, broker_epoch: int
@@ -84,6 +88,8 @@ async def handle_leader_and_isr(ctx: RequestContext,
     configs = await asyncio.get_running_loop().run_in_executor(
         None, lambda: {t: dict(cluster.zk.get_entity_configs("topics", t))
                        for t in new_topics}) if new_topics else None
+    if configs and isinstance(ctx.services.metadata, ZkClusterMetadata):
+        ctx.services.metadata.remember_topic_configs(configs)
     errors = rm.become_leader_or_follower(body.controller_epoch, partitions, live, configs)
     del cls
     return _leader_and_isr_response(v, Errors.NONE, [
@@ -129,12 +135,33 @@ async def handle_update_metadata(ctx: RequestContext,
                        p.zk_version),
         tuple(p.replicas), tuple(p.offline_replicas))
         for t in body.topic_states for p in t.partition_states]
+    await _warm_topic_configs(ctx, {t.topic_name for t in body.topic_states})
     ctx.services.replica_manager.controller_epoch = max(
         ctx.services.replica_manager.controller_epoch, body.controller_epoch)
     cluster.metadata_cache.update_metadata(
         body.controller_id, body.controller_epoch, brokers, partitions,
         {t.topic_name: t.topic_id for t in body.topic_states})
     return UpdateMetadataResponse(error_code=Errors.NONE)
+
+
+async def _warm_topic_configs(ctx: RequestContext, names: set[str]) -> None:
+    """Read the overrides of topics new to this broker off the loop, so that Metadata
+    answers from memory (see ``ZkClusterMetadata.remember_topic_configs``).  A failed
+    read (ZooKeeper unreachable right now) leaves them to be read when first needed."""
+    metadata = ctx.services.metadata
+    if not isinstance(metadata, ZkClusterMetadata):
+        return
+    missing = metadata.topics_without_configs(names)
+    if not missing:
+        return
+    try:
+        configs = await asyncio.get_running_loop().run_in_executor(
+            None, metadata.read_topic_configs, missing)
+    except Exception as e:  # kazoo's ConnectionLoss, SessionExpired, timeouts
+        log.warning("could not read the configs of topics %s from ZooKeeper: %s",
+                    missing, e)
+        return
+    metadata.remember_topic_configs(configs)
 
 
 @handles(ApiKey.STOP_REPLICA)

@@ -2,8 +2,9 @@
 
 Reads come from what the controller pushed (``MetadataCache``: live brokers, partition
 leaders, epochs, ISRs and replicas, topic ids, the controller's id) plus the topics'
-config overrides, read from ``/config/topics/<t>`` when a topic is first seen and again
-when a config-change notification names it.  Writes go to ZooKeeper, where the
+config overrides, read from ``/config/topics/<t>`` when a topic is first seen (off the
+event loop, when LeaderAndIsr or UpdateMetadata brings it) and again when a config-change
+notification names it.  Writes go to ZooKeeper, where the
 controller reacts to them: a new topic is its config znode and then its assignment
 znode, new partitions extend the assignment, a config change is the config znode plus a
 ``config_change`` notification; producer-id blocks are reserved with a conditional
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from millrace.broker.metadata.cluster_metadata import (
@@ -96,6 +97,25 @@ class ZkClusterMetadata(ClusterMetadata):
         if configs is None:
             configs = self._configs[name] = dict(self.zk.get_entity_configs("topics", name))
         return configs
+
+    def topics_without_configs(self, names: Iterable[str]) -> list[str]:
+        """Which of ``names`` have no config overrides cached yet."""
+        return sorted({n for n in names if n not in self._configs})
+
+    def read_topic_configs(self, names: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Read the overrides of ``names`` from ZooKeeper without caching them: blocking,
+        so called from an executor thread, never the event loop; the loop hands the
+        result to ``remember_topic_configs``."""
+        return {n: dict(self.zk.get_entity_configs("topics", n)) for n in names}
+
+    def remember_topic_configs(self, configs: Mapping[str, dict[str, str]]) -> None:
+        """Cache overrides read off the loop (``read_topic_configs``) when the controller
+        told this broker about the topics: a Metadata request must be answered from
+        memory, since a broker cut off from ZooKeeper would otherwise freeze its event
+        loop on the read until its session expires.  A cached entry is newer (a
+        config-change notification) and wins."""
+        for name, c in configs.items():
+            self._configs.setdefault(name, dict(c))
 
     def config_changed(self, name: str) -> dict[str, str]:
         """A config-change notification named ``name``: read its overrides again."""
