@@ -23,6 +23,7 @@ brokers' and ZooKeeper's logs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import shutil
@@ -195,8 +196,13 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
     directory.mkdir(parents=True)
     started = time.monotonic()
     history = History()
+    resources = contextlib.ExitStack()  # what the cluster needs around it, released last
+    cgroups = None
+    if any(kind.startswith("partition-") for kind in scenario.faults):
+        from millrace.testing.faults.network import BrokerCgroups
+        cgroups = resources.enter_context(BrokerCgroups())
     cluster = LocalCluster(directory / "cluster", 3, overrides=BROKER_SETTINGS,
-                           env=scenario.broker_env)
+                           env=scenario.broker_env, broker_cgroups=cgroups)
     for kind in dict.fromkeys(scenario.faults):
         hook = getattr(FAULTS[kind], "prepare_cluster", None)
         if hook is not None:
@@ -281,6 +287,7 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
             hook = getattr(FAULTS[kind], "release_cluster", None)
             if hook is not None:
                 hook(cluster)
+        resources.close()
 
     if cluster_up:
         replicas = read_replica_logs(cluster, [TOPIC], directory / "scratch")

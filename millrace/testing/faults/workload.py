@@ -168,8 +168,12 @@ class GroupReaders:
             "heartbeat.interval.ms": 1000}) for i in range(members)]
         for c in self.consumers:
             c.subscribe(list(topics))
-        self._threads = [threading.Thread(target=self._run, args=(c,), daemon=True,
-                                          name=f"reader-{i}")
+        # each member's assignment, as its own thread last saw it (a Consumer is called
+        # from its own thread only: assignment() from another thread while this one is
+        # in poll() deadlocked, the caller holding the GIL)
+        self._assigned: dict[str, list[tuple[str, int]]] = {}
+        self._threads = [threading.Thread(target=self._run, args=(f"{group}-{i}", c),
+                                          daemon=True, name=f"reader-{i}")
                          for i, c in enumerate(self.consumers)]
         self.error: BaseException | None = None
 
@@ -178,11 +182,14 @@ class GroupReaders:
             t.start()
         return self
 
-    def _run(self, consumer: Any) -> None:
+    def _run(self, member: str, consumer: Any) -> None:
         from confluent_kafka import KafkaException
         try:
             while not self._stop.is_set():
                 msg = consumer.poll(0.2)
+                assigned = sorted((tp.topic, tp.partition) for tp in consumer.assignment())
+                with self._lock:
+                    self._assigned[member] = assigned
                 if msg is None or msg.error() is not None:
                     continue
                 with self._lock:
@@ -201,8 +208,8 @@ class GroupReaders:
             return set(self.seen)
 
     def assignment(self) -> dict[str, list[tuple[str, int]]]:
-        return {f"{self.group}-{i}": sorted((tp.topic, tp.partition) for tp in c.assignment())
-                for i, c in enumerate(self.consumers)}
+        with self._lock:
+            return {m: list(tps) for m, tps in self._assigned.items()}
 
     def stop(self) -> None:
         self._stop.set()
