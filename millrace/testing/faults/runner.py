@@ -105,19 +105,19 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("control-acks1", ("kill-leader-lagging-followers",),
              "NEGATIVE CONTROL: acks=1 (no idempotence), the leader killed while its "
              "followers lag", writers=("confluent",), acks="1", idempotent=False,
-             negative_control=True),
+             negative_control=True, readers=0),
     Scenario("control-unclean", ("kill-isr-start-laggard",),
              "NEGATIVE CONTROL: unclean.leader.election.enable=true, the whole ISR "
              "killed and the out-of-sync replica started first",
              writers=("confluent",), idempotent=False,
              topic_config={"unclean.leader.election.enable": "true"},
-             negative_control=True),
+             negative_control=True, readers=0),
     Scenario("control-ack-before-append", ("kill-leader",),
              "NEGATIVE CONTROL: a broken build that acknowledges a produce before "
              "appending it (MILLRACE_UNSAFE_ACK_BEFORE_APPEND_MS=1500), leader killed",
              writers=("confluent",),
              broker_env={"MILLRACE_UNSAFE_ACK_BEFORE_APPEND_MS": "1500"},
-             negative_control=True),
+             negative_control=True, readers=0),
 ]}
 
 
@@ -339,12 +339,12 @@ def _drain_readers(probe: ClusterProbe, readers: GroupReaders,
         tps = [tp for tps in readers.assignment().values() for tp in tps]
         return sorted(tps) == [(TOPIC, p) for p in range(PARTITIONS)]
 
-    ok = _wait("the group to catch up", caught_up, 90)
-    if not _wait("each partition owned once", owned_once, 60):
+    ok = _wait("the group to catch up", caught_up, 60)
+    if not _wait("each partition owned once", owned_once, 30):
         history.note("the group's final assignment did not cover every partition once")
     history.final_assignment = {m: list(tps) for m, tps in readers.assignment().items()}
     if not ok:
-        history.note(f"the group did not commit up to the log ends {ends} within 90 s: "
+        history.note(f"the group did not commit up to the log ends {ends} within 60 s: "
                      "the at-least-once check is skipped")
         return None
     return readers.seen_values()

@@ -1,0 +1,116 @@
+"""Tables and plots of fault runs: ``python -m millrace.testing.faults.report <out dir>``.
+
+Reads ``summary.json`` and each run's ``history.jsonl`` under the output directory of
+``python -m millrace.testing.faults`` and prints a Markdown table per scenario (runs,
+faults, records acknowledged, unknown, lost, duplicated, divergent ...), then draws, for
+the runs named with ``--plot``, a timeline: records acknowledged per second (by the time
+the acknowledgement came) and the share of sends that were eventually acknowledged (by
+the time they were sent), with each fault's span shaded from injection to heal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from millrace.testing.faults.history import History
+
+
+def table(runs: list[dict[str, Any]]) -> str:
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        by[r["scenario"]].append(r)
+    head = ("| scenario | runs | passed | faults | acknowledged | unknown | lost | duplicated "
+            "| misplaced | reordered | divergent | commits back | other |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, rs in by.items():
+        rep = [r["report"] for r in rs]
+
+        def total(key: str, rep: list[dict[str, Any]] = rep) -> int:
+            return sum(int(x.get(key, 0)) for x in rep)
+        other = total("phantom") + total("ownership") + total("unconsumed")
+        lines.append(
+            f"| {name} | {len(rs)} | {sum(r['passed'] for r in rs)} | "
+            f"{sum(r['faults_injected'] for r in rs)} | {total('acknowledged')} | "
+            f"{total('unknown')} | {total('lost')} | {total('duplicated')} | "
+            f"{total('misplaced')} | {total('reordered')} | {total('divergent')} | "
+            f"{total('commits_backwards')} | {other} |")
+    return "\n".join(lines)
+
+
+def fault_counts(runs: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for r in runs:
+        for f in r.get("faults", []):
+            counts[f["kind"]] += 1
+    return dict(sorted(counts.items()))
+
+
+def timeline(history: History, bucket: float = 1.0
+             ) -> tuple[list[float], list[float], list[float]]:
+    """(bucket start, acknowledgements per second, share of sends acknowledged)."""
+    end = max([op.completed or op.invoked for op in history.sends] + [0.0])
+    n = int(end / bucket) + 1
+    acks = [0.0] * n
+    sent = [0] * n
+    ok = [0] * n
+    for op in history.sends:
+        i = int(op.invoked / bucket)
+        sent[i] += 1
+        if op.outcome == "ok":
+            ok[i] += 1
+            if op.completed is not None:
+                acks[int(op.completed / bucket)] += 1 / bucket
+    share = [ok[i] / sent[i] if sent[i] else float("nan") for i in range(n)]
+    return [i * bucket for i in range(n)], acks, share
+
+
+def plot(history: History, title: str, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t, acks, share = timeline(history)
+    fig, (a, b) = plt.subplots(2, 1, figsize=(11, 5.5), sharex=True)
+    a.plot(t, acks, lw=1, color="tab:blue")
+    a.set_ylabel("acks / s")
+    b.plot(t, share, lw=1, color="tab:green")
+    b.set_ylabel("sent then acked")
+    b.set_ylim(-0.05, 1.05)
+    b.set_xlabel("seconds since start")
+    for f in history.faults:
+        for ax in (a, b):
+            ax.axvspan(f.start, f.healed or f.start, color="tab:red", alpha=0.15, lw=0)
+    a.set_title(title + "  (red: fault injected .. healed)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m millrace.testing.faults.report")
+    parser.add_argument("out", type=Path, help="the --out directory of a fault run")
+    parser.add_argument("--plot", action="append", default=[],
+                        help="run directory name to plot (e.g. leader-kills-seed1)")
+    parser.add_argument("--plot-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    runs = json.loads((args.out / "summary.json").read_text())
+    print(table(runs))
+    print()
+    print("faults injected: " + ", ".join(f"{k} {v}" for k, v in fault_counts(runs).items()))
+    for r in runs:
+        if not r["passed"] or r["error"]:
+            print(f"- {r['scenario']} seed {r['seed']}: passed={r['passed']} "
+                  f"error={r['error']}")
+    for name in args.plot:
+        history = History.load(args.out / name / "history.jsonl")
+        target = (args.plot_dir or args.out) / f"{name}.png"
+        plot(history, name, target)
+        print(f"plot: {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
