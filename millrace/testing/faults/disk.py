@@ -47,12 +47,17 @@ def mount_small_log_dir(cluster: LocalCluster, broker_id: int,
                         size: int = DEFAULT_SIZE) -> Path:
     """Mount a ``size``-byte tmpfs at broker ``broker_id``'s log dir; call it after
     constructing ``cluster`` and before ``start()``.  Returns the log dir."""
-    if size < 1024 * 1024:
-        raise ValueError(f"a log dir needs at least 1 MiB, got {size} bytes")
     if broker_id in cluster.brokers and cluster.running(broker_id):
         raise DiskFaultError(f"broker {broker_id} is running: mount its log dir before "
                              "it starts")
-    path = cluster.log_dir(broker_id)
+    return mount_tmpfs(cluster.log_dir(broker_id), size)
+
+
+def mount_tmpfs(path: Path, size: int = DEFAULT_SIZE) -> Path:
+    """Mount a ``size``-byte tmpfs at ``path`` (created if missing, and empty); the
+    building block of ``mount_small_log_dir``, also for a lone ``BrokerProcess``."""
+    if size < 1024 * 1024:
+        raise ValueError(f"a log dir needs at least 1 MiB, got {size} bytes")
     path.mkdir(parents=True, exist_ok=True)
     if os.path.ismount(path):
         raise DiskFaultError(f"{path} is already a mount point")
