@@ -12,6 +12,7 @@ byte-identical to the leader's, and every acknowledged record is there.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import sys
@@ -42,7 +43,9 @@ from millrace.storage import Log, LogConfig
 from millrace.testing.faults.disk import (
     FAILURE_LINE,
     DiskFull,
+    fill,
     free,
+    small_log_dir,
     small_log_dirs,
 )
 from millrace.testing.faults.nemesis import (
@@ -160,15 +163,14 @@ def test_leader_with_a_full_disk_gives_up_leadership_and_loses_nothing(
 
 def test_disk_full_refuses_a_log_dir_that_is_not_its_own_file_system(
         tmp_path: Path) -> None:
-    """Never fill the machine's disk: a log dir without its own mount is refused."""
-    c = LocalCluster(tmp_path / "plain", 1, overrides={**FAST,
-                                                       "default.replication.factor": "1",
-                                                       "min.insync.replicas": "1",
-                                                       "offsets.topic.replication.factor": "1"})
-    with c:
-        create_topic(admin(c.bootstrap), TOPIC, 1, 1)
-        ctx = context(c, seed=1)
-        with pytest.raises(NemesisError, match="not a small file system"):
-            DiskFull("leader").inject(ctx)
-        assert c.running(1)
-        assert not free(c.log_dir(1))
+    """Never fill the machine's disk: a log dir without its own mount is refused, one
+    with its own tmpfs is accepted (no broker needs to run for either)."""
+    c = LocalCluster(tmp_path / "plain", 2)
+    c.log_dir(1).mkdir(parents=True)
+    with pytest.raises(NemesisError, match="not a small file system"):
+        small_log_dir(c, 1)
+    with small_log_dirs(c, [2]) as mounted:
+        assert small_log_dir(c, 2) == mounted[2] == c.log_dir(2)
+        assert fill(mounted[2]) > 0 and free(mounted[2])
+    assert not os.path.ismount(c.log_dir(2))
+    assert not list(c.log_dir(1).iterdir())  # nothing was written to the real disk

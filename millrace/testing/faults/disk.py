@@ -109,6 +109,17 @@ def small_log_dirs(cluster: LocalCluster, brokers: Iterable[int],
             raise DiskFaultError("; ".join(errors))
 
 
+def small_log_dir(cluster: LocalCluster, broker_id: int) -> Path:
+    """Broker ``broker_id``'s log dir if it is a file system of its own (one that may be
+    filled); NemesisError otherwise, so that the machine's own disk is never filled."""
+    log_dir = cluster.log_dir(broker_id)
+    if not os.path.ismount(log_dir):
+        raise NemesisError(f"broker {broker_id}'s log dir {log_dir} is not a small file "
+                           "system of its own (mount_small_log_dir before the cluster "
+                           "starts); refusing to fill the machine's disk")
+    return log_dir
+
+
 def fill(directory: Path) -> int:
     """Write ``directory/FILLER`` until the file system is full (ENOSPC); returns the
     bytes written.  Any other error is raised."""
@@ -155,11 +166,7 @@ class DiskFull(Fault):
     def inject(self, ctx: NemesisContext) -> str:
         role = self.role if self.role != "any" else ctx.rng.choice(("leader", "follower"))
         self.victim, what = ctx.random_leader() if role == "leader" else ctx.random_follower()
-        log_dir = self.log_dir = ctx.cluster.log_dir(self.victim)
-        if not os.path.ismount(log_dir):
-            raise NemesisError(f"broker {self.victim}'s log dir {log_dir} is not a small file "
-                               "system of its own (mount_small_log_dir before the cluster "
-                               "starts); refusing to fill the machine's disk")
+        log_dir = self.log_dir = small_log_dir(ctx.cluster, self.victim)
         broker = ctx.cluster.broker(self.victim)
         seen = broker.log_path.stat().st_size if broker.log_path.exists() else 0
         written = fill(log_dir)
