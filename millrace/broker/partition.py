@@ -100,7 +100,7 @@ class Partition:
             self.leader_epoch_start_offset = leo
             # KAFKA-7415: the new epoch starts here even before anything is written in it,
             # so a follower asking where its older epoch ends gets the right answer.
-            self.log.leader_epoch_cache.assign(state.leader_epoch, leo)
+            self.log.maybe_assign_epoch_start_offset(state.leader_epoch, leo)
         keep = {r: self.remote_replicas.get(r) for r in replicas if r != self.local_broker_id}
         self.remote_replicas = {}
         for r, replica in keep.items():

@@ -23,6 +23,11 @@ One round of a fetcher:
    partition) pause that partition for ``replica.fetch.backoff.ms`` until the controller's
    next LeaderAndIsr moves it; a failed connection backs the whole fetcher off.
 
+A ``KafkaStorageError`` from our own log (its dir went offline: a full or failing disk)
+marks the partition failed (Kafka's ``markPartitionFailed``): it leaves the fetcher for
+good, since nothing can be appended to it any more; the broker's reaction to the offline
+dir is ``KafkaServer``'s business, not the fetcher's.
+
 Owned by the event-loop thread.
 """
 
@@ -39,7 +44,13 @@ from millrace.broker.broker_channel import BrokerChannel
 from millrace.broker.config import KafkaConfig
 from millrace.broker.partition import Partition
 from millrace.broker.tasks import stop_task
-from millrace.common.errors import BrokerNotAvailableError, Errors, KafkaError, error_name
+from millrace.common.errors import (
+    BrokerNotAvailableError,
+    Errors,
+    KafkaError,
+    KafkaStorageError,
+    error_name,
+)
 from millrace.common.time import Time
 from millrace.protocol.types import (
     FetchRequest,
@@ -159,7 +170,11 @@ class ReplicaFetcherThread:
             if state is None or partition is None:
                 self.partitions.pop(tp, None)
                 continue
-            error = await self._truncate_one(tp, state, partition)
+            try:
+                error = await self._truncate_one(tp, state, partition)
+            except KafkaStorageError as e:
+                self._mark_partition_failed(tp, e)
+                continue
             if error:
                 self._delay(state, tp, error)
             else:
@@ -238,6 +253,9 @@ class ReplicaFetcherThread:
                     partition.append_records_to_follower(records, p.high_watermark, now)
                 else:
                     partition.update_follower_high_watermark(p.high_watermark)
+            except KafkaStorageError as e:
+                self._mark_partition_failed(tp, e)
+                return
             except KafkaError as e:  # e.g. a batch below our log end: start over
                 log.warning("follower append to %s-%d failed: %s", tp[0], tp[1], e)
                 state.truncating = True
@@ -245,7 +263,10 @@ class ReplicaFetcherThread:
             state.fetch_offset = partition.log.log_end_offset
             self._on_high_watermark(tp)
         elif p.error_code == Errors.OFFSET_OUT_OF_RANGE:
-            await self._handle_out_of_range(tp, state, partition)
+            try:
+                await self._handle_out_of_range(tp, state, partition)
+            except KafkaStorageError as e:
+                self._mark_partition_failed(tp, e)
         else:
             self._delay(state, tp, p.error_code)
 
@@ -275,6 +296,11 @@ class ReplicaFetcherThread:
         resp = await self.channel.send(req, LIST_OFFSETS_VERSION)
         p = resp.topics[0].partitions[0]
         return None if p.error_code else int(p.offset)
+
+    def _mark_partition_failed(self, tp: TopicPartition, error: KafkaError) -> None:
+        """Our log of ``tp`` cannot be written (its dir is offline): stop fetching it."""
+        log.error("%s: stopped fetching %s-%d: %s", self.name, tp[0], tp[1], error)
+        self.partitions.pop(tp, None)
 
     def _delay(self, state: PartitionFetchState, tp: TopicPartition, error: int) -> None:
         log.info("pausing %s-%d on %s: %s", tp[0], tp[1], self.name, error_name(error))

@@ -53,6 +53,7 @@ from millrace.common.errors import (
     Errors,
     InvalidRecordError,
     KafkaError,
+    KafkaStorageError,
     UnsupportedCompressionTypeError,
 )
 from millrace.common.time import Time
@@ -202,6 +203,8 @@ class ReplicaManager:
                     next_clean = loop.time() + cleaner_every
                     self.cleaner.clean_once(now)
                 self.log_manager.checkpoint_all()
+            except KafkaStorageError as e:  # the dir is offline: KafkaServer reacts
+                log.error("periodic log maintenance failed: %s", e)
             except Exception:
                 log.exception("periodic log maintenance failed")
 
@@ -271,30 +274,19 @@ class ReplicaManager:
             if self.local_broker_id not in lp.replicas:
                 errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            partition = self.partitions.get(tp)
-            if partition is None:
-                overrides = (topic_configs or {}).get(lp.topic)
-                if overrides is None:
-                    info = self.metadata.topics.get(lp.topic)
-                    overrides = info.configs if info is not None else {}
-                lg = self.log_manager.get_or_create_log(
-                    lp.topic, lp.partition, self.topic_configs.log_config(overrides))
-                partition = self.partitions[tp] = Partition(
-                    lp.topic, lp.partition, lg, self.local_broker_id, self.alter_isr_manager)
-            elif lp.state.leader_epoch <= partition.leader_epoch:
-                errors[tp] = Errors.STALE_CONTROLLER_EPOCH
+            try:
+                fetch_state = self._become_leader_or_follower(lp, live_brokers, topic_configs,
+                                                              now, errors, leaders, followers)
+            except KafkaStorageError as e:
+                # the log dir is offline (its failure is the broker's to handle): the
+                # controller learns this replica cannot serve (Kafka answers the same)
+                log.error("cannot take %s-%d as %s: %s", lp.topic, lp.partition,
+                          "leader" if lp.state.leader == self.local_broker_id else "follower",
+                          e)
+                errors[tp] = Errors.KAFKA_STORAGE_ERROR
                 continue
-            errors[tp] = Errors.NONE
-            if lp.state.leader == self.local_broker_id:
-                partition.make_leader(lp.state, list(lp.replicas), now)
-                leaders.append(partition)
-            else:
-                changed = partition.make_follower(lp.state, list(lp.replicas))
-                followers.append(partition)
-                leader = live_brokers.get(lp.state.leader)
-                if changed and leader is not None:
-                    fetch[tp] = (leader, PartitionFetchState(
-                        partition.log.log_end_offset, lp.state.leader_epoch))
+            if fetch_state is not None:
+                fetch[tp] = fetch_state
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_fetcher_for_partitions(
                 [(p.topic, p.index) for p in leaders]
@@ -306,6 +298,41 @@ class ReplicaManager:
         for listener in self.leadership_listeners:
             listener(leaders, followers)
         return errors
+
+    def _become_leader_or_follower(
+            self, lp: LeaderAndIsrPartition, live_brokers: Mapping[int, BrokerEndpoint],
+            topic_configs: Mapping[str, dict[str, str]] | None, now: int,
+            errors: dict[TopicPartition, int], leaders: list[Partition],
+            followers: list[Partition]) -> tuple[BrokerEndpoint, PartitionFetchState] | None:
+        """One partition of a LeaderAndIsr: its error goes to ``errors``, the partition to
+        ``leaders`` or ``followers``; returns where to fetch from if it must (re)start."""
+        tp = (lp.topic, lp.partition)
+        partition = self.partitions.get(tp)
+        if partition is None:
+            overrides = (topic_configs or {}).get(lp.topic)
+            if overrides is None:
+                info = self.metadata.topics.get(lp.topic)
+                overrides = info.configs if info is not None else {}
+            lg = self.log_manager.get_or_create_log(
+                lp.topic, lp.partition, self.topic_configs.log_config(overrides))
+            partition = self.partitions[tp] = Partition(
+                lp.topic, lp.partition, lg, self.local_broker_id, self.alter_isr_manager)
+        elif lp.state.leader_epoch <= partition.leader_epoch:
+            errors[tp] = Errors.STALE_CONTROLLER_EPOCH
+            return None
+        if lp.state.leader == self.local_broker_id:
+            partition.make_leader(lp.state, list(lp.replicas), now)
+            errors[tp] = Errors.NONE
+            leaders.append(partition)
+            return None
+        changed = partition.make_follower(lp.state, list(lp.replicas))
+        errors[tp] = Errors.NONE
+        followers.append(partition)
+        leader = live_brokers.get(lp.state.leader)
+        if changed and leader is not None and not partition.log.offline:
+            return leader, PartitionFetchState(partition.log.log_end_offset,
+                                               lp.state.leader_epoch)
+        return None
 
     def stop_replicas(self, controller_epoch: int,
                       partitions: Sequence[tuple[TopicPartition, int, bool]]

@@ -10,6 +10,18 @@ the server.  Shutdown reverses it: stop accepting, finish the group coordinator,
 complete parked requests, flush and checkpoint every log, write the clean-shutdown
 marker.
 
+A failed log dir (Kafka's ``LogDirFailureHandler``): storage reports every I/O error in
+a log dir to the log manager's ``LogDirFailureChannel``; the server listens there.  Kafka
+takes the dir's partitions offline, tells the controller, and halts the broker once *all*
+of its dirs are offline ("Shutdown broker because all log dirs in ... have failed").  A
+millrace broker has one log dir (and no per-dir notification to the controller), so an
+offline dir stops the broker: no controlled shutdown (its logs cannot be trusted to take
+part), listeners closed, logs closed without writing anything more, the ZooKeeper session
+closed so that the controller moves leadership and drops this broker from the ISRs at
+once, and the process exits with status 1.  Until then every log of the dir refuses
+reads and writes, so nothing that hit the error is acknowledged.  A start-up that meets
+an I/O error in the log dir (a disk still full) stops the same way, before registering.
+
 Threading model: one asyncio event loop thread runs the network, the handlers, the
 purgatories and the periodic tasks (retention, flush, checkpoints); log appends are
 synchronous file writes on that thread (page-cache speed; fsync only as configured).
@@ -42,6 +54,7 @@ from millrace.broker.zk_broker import (
     start_controller,
     watch_session,
 )
+from millrace.common.errors import KafkaStorageError
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.storage import LogConfig, LogManager
 
@@ -55,6 +68,9 @@ class KafkaServer:
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._stop: asyncio.Event | None = None
+        # why the broker is stopping on its own (a failed log dir); None: not failing
+        self.failure: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @staticmethod
@@ -70,7 +86,7 @@ class KafkaServer:
 
         log_manager = LogManager(config.log_dirs, log_config_for, time=time,
                                  producer_id_expiration_ms=config["producer.id.expiration.ms"])
-        log_manager.startup()
+        log_manager.startup()  # KafkaStorageError: the log dir failed (run() says so)
         replica_manager = ReplicaManager(config, time, metadata, log_manager, topic_configs)
         replica_manager.startup()
         admin_manager = AdminManager(config, metadata, replica_manager, topic_configs)
@@ -104,6 +120,11 @@ class KafkaServer:
         else:
             services = self.services = self.build_services(cfg, self.time)
             await services.group_coordinator.start()
+
+        def offline(log_dir: str, why: str, _error: BaseException | None) -> None:
+            loop.call_soon_threadsafe(self._on_offline_log_dir, log_dir, why)  # any thread
+
+        services.log_manager.failure_channel.add_listener(offline)
         socket_server = self.socket_server = SocketServer(cfg, services)
         await socket_server.bind()
         bound = socket_server.bound_addresses()
@@ -131,10 +152,27 @@ class KafkaServer:
         assert self.socket_server is not None
         return self.socket_server.bound_addresses()[0][1]
 
+    def _on_offline_log_dir(self, log_dir: str, why: str) -> None:
+        """A log dir went offline (on the event loop): stop the broker (module docstring)."""
+        if self.failure is not None:
+            return
+        assert self.services is not None
+        online = self.services.log_manager.online_log_dirs
+        if online:
+            self.failure = (f"Shutdown broker because log dir {log_dir} has failed ({why}); "
+                            f"millrace cannot take one dir's partitions offline while "
+                            f"{','.join(online)} serve")
+        else:
+            self.failure = (f"Shutdown broker because all log dirs in "
+                            f"{','.join(self.config.log_dirs)} have failed ({why})")
+        log.error("%s", self.failure)
+        if self._stop is not None:
+            self._stop.set()
+
     async def shutdown(self) -> None:
         log.info("stopping millrace broker %d", self.config.node_id)
         cluster = self.services.cluster if self.services is not None else None
-        if cluster is not None:
+        if cluster is not None and self.failure is None:
             await controlled_shutdown(self.services)  # type: ignore[arg-type]
         if self.socket_server is not None:
             await self.socket_server.shutdown()
@@ -155,19 +193,33 @@ class KafkaServer:
             cluster.zk.close()  # the registration vanishes: the controller reacts
         log.info("millrace broker %d stopped", self.config.node_id)
 
-    async def serve_forever(self) -> None:
-        stop = asyncio.Event()
+    async def serve_forever(self) -> int:
+        """Serve until SIGTERM/SIGINT (then 0) or a failed log dir (then 1: the exit
+        status of the process, as Kafka's halt)."""
+        stop = self._stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, stop.set)
-        await self.startup()
+        try:
+            await self.startup()
+        except KafkaStorageError as e:
+            # the log dir failed before the broker registered: nothing to hand over
+            self.failure = (f"Shutdown broker because all log dirs in "
+                            f"{','.join(self.config.log_dirs)} have failed: {e}")
+            log.error("%s", self.failure)
+            await self.shutdown()
+            return 1
+        if self.failure is not None:  # failed while starting, after the listener was set
+            stop.set()
         try:
             await stop.wait()
         finally:
             await self.shutdown()
+        return 0 if self.failure is None else 1
 
 
-def run(config: KafkaConfig) -> None:
-    """Run a broker in the current thread until SIGTERM/SIGINT."""
-    asyncio.run(KafkaServer(config).serve_forever())
+def run(config: KafkaConfig) -> int:
+    """Run a broker in the current thread until SIGTERM/SIGINT (exit status 0) or until
+    its log dir fails (1)."""
+    return asyncio.run(KafkaServer(config).serve_forever())

@@ -75,7 +75,11 @@ def build_zk_services(config: KafkaConfig, time: Time,
 
     log_manager = LogManager(config.log_dirs, log_config_for, time=time,
                              producer_id_expiration_ms=config["producer.id.expiration.ms"])
-    log_manager.startup()
+    try:
+        log_manager.startup()
+    except BaseException:  # a failed log dir: no session left open behind the error
+        zk.close()
+        raise
     rm = ReplicaManager(config, time, metadata, log_manager, topic_configs)
     rm.alter_isr_manager = ZkAlterIsrManager(zk, loop, rm.partition_changed)
     rm.fetcher_manager = ReplicaFetcherManager(config.node_id, rm.get_partition,

@@ -57,7 +57,8 @@ def _selftest(_: argparse.Namespace) -> int:
 
 
 def _broker(args: argparse.Namespace) -> int:
-    """Run a broker until SIGTERM/SIGINT; bad configs exit 2 with the key named."""
+    """Run a broker until SIGTERM/SIGINT; bad configs exit 2 with the key named, a failed
+    log dir (a full or broken disk) exits 1."""
     import faulthandler
     import logging
     import signal
@@ -88,8 +89,7 @@ def _broker(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as e:
         print(f"millrace broker: {e}", file=sys.stderr)
         return 2
-    run(config)
-    return 0
+    return run(config)  # 1: the log dir failed (the log says why)
 
 
 def build_parser() -> argparse.ArgumentParser:

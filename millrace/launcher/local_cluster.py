@@ -79,6 +79,15 @@ class LocalCluster:
             return None
         return self._broker_cgroups / f"broker-{broker_id}"
 
+    def log_dir(self, broker_id: int) -> Path:
+        """Broker ``broker_id``'s ``log.dirs`` (known before the cluster starts, so a fault
+        can put a file system of its own there first)."""
+        overrides = {**self._overrides, **self._per_broker.get(broker_id, {})}
+        configured = overrides.get("log.dirs")
+        if configured:
+            return Path(configured.split(",")[0])
+        return self.directory / f"broker-{broker_id}" / "logs"
+
     def broker_port(self, broker_id: int) -> int | None:
         """The port broker ``broker_id`` will listen on (None: a free one, chosen at start)."""
         return self._base_port + broker_id - 1 if self._base_port else None

@@ -4,7 +4,8 @@ recovery, retention, compaction, checkpoints.  No network code.
 Modules: ``config`` (LogConfig), ``index`` (OffsetIndex, TimeIndex), ``segment``
 (LogSegment), ``log_loader`` (opening and recovering a partition dir), ``local_log``
 (LocalLog: a partition dir's segment list, log end, recovery point), ``log`` (Log, one
-partition), ``log_manager`` (LogManager, all log dirs), ``checkpoint`` (checkpoint files),
+partition), ``log_manager`` (LogManager, all log dirs), ``log_dir_failure_channel``
+(LogDirFailureChannel: where I/O errors take a log dir offline), ``checkpoint`` (checkpoint files),
 ``cleaner`` (LogCleaner), ``info`` (FetchDataInfo, LogAppendInfo, ...),
 ``leader_epoch_cache`` (LeaderEpochFileCache: where each leader epoch starts, the
 ``leader-epoch-checkpoint`` file); idempotence:
@@ -35,6 +36,7 @@ from millrace.storage.leader_epoch_cache import (
     LeaderEpochFileCache,
 )
 from millrace.storage.log import Log
+from millrace.storage.log_dir_failure_channel import LogDirFailureChannel
 from millrace.storage.log_loader import log_dir_name, parse_topic_partition_name
 from millrace.storage.log_manager import LogManager
 from millrace.storage.segment import LogSegment
@@ -57,6 +59,7 @@ __all__ = [
     "LogAppendInfo",
     "LogCleaner",
     "LogConfig",
+    "LogDirFailureChannel",
     "LogManager",
     "LogOffsetMetadata",
     "LogSegment",

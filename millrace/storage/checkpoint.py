@@ -27,6 +27,7 @@ per-partition ``leader-epoch-checkpoint`` (``leader_epoch_cache.py``) uses it wi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -61,12 +62,19 @@ def write_atomically(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        # a full disk: the old file stays whole; drop the half-written temp file (its
+        # blocks are the only free space the broker can give back)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 

@@ -30,6 +30,10 @@ Not done (yet): the dedupe-buffer size cap (the map holds every dirty key), max.
 removal of aborted transactional data, and empty-batch retention of producer state.  The
 "expired tombstones" eligibility is remembered in memory only.
 
+I/O errors: an ``OSError`` while cleaning or writing the checkpoint takes the log dir
+offline through the log manager's ``LogDirFailureChannel`` (as Kafka's cleaner does); the
+logs of an offline dir are never picked again.
+
 Threading: no thread inside; the broker calls ``clean_once``.  Old segments are read with
 ``pread`` only (safe next to appends and fetches); the swap takes the log's lock and is
 abandoned if the log changed meanwhile.
@@ -55,6 +59,7 @@ from millrace.record.batch import (
 )
 from millrace.storage.checkpoint import CLEANER_OFFSET_CHECKPOINT, OffsetCheckpointFile
 from millrace.storage.log import Log
+from millrace.storage.log_dir_failure_channel import io_error_of
 from millrace.storage.log_manager import LogManager
 from millrace.storage.segment import (
     CLEANED_SUFFIX,
@@ -146,9 +151,15 @@ class LogCleaner:
     def _write_checkpoints(self) -> None:
         dirty = self._first_dirty_map()
         for d, logs in self.log_manager.logs_by_dir().items():
+            if not self.log_manager.is_online(d):
+                continue
             entries = {(lg.topic, lg.partition): dirty[(lg.topic, lg.partition)]
                        for lg in logs if (lg.topic, lg.partition) in dirty}
-            OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(entries)
+            try:
+                OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)).write(entries)
+            except OSError as e:
+                self.log_manager.failure_channel.maybe_add_offline_log_dir(
+                    d, f"writing {CLEANER_OFFSET_CHECKPOINT} in log dir {d} failed", e)
 
     def first_dirty_offset(self, lg: Log) -> int:
         off = self._first_dirty_map().get((lg.topic, lg.partition), lg.log_start_offset)
@@ -159,7 +170,7 @@ class LogCleaner:
     # ------------------------------------------------------------------ choosing
     def _candidate(self, lg: Log, now: int) -> _Candidate | None:
         cfg = lg.config
-        if not cfg.compact or lg.closed:
+        if not cfg.compact or lg.closed or lg.offline:
             return None
         stats = lg.segment_stats()
         segs = [st[0] for st in stats]
@@ -233,6 +244,11 @@ class LogCleaner:
                 after += 1
         except (KafkaStorageError, CorruptBatchError, OSError) as e:
             log.warning("%s-%d: cleaning abandoned: %s", lg.topic, lg.partition, e)
+            cause = io_error_of(e)
+            # ENOENT: the log was deleted under the cleaner (a topic deletion), not a disk
+            if cause is not None and not isinstance(cause, FileNotFoundError):
+                self.log_manager.failure_channel.maybe_add_offline_log_dir(
+                    lg.parent_dir, f"cleaning {lg.topic}-{lg.partition} failed", cause)
             return None
         self._first_dirty_map()[tp] = c.end_offset
         if deadline[0] < (1 << 62):

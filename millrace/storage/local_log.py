@@ -317,6 +317,15 @@ class LocalLog:
                 seg.close_handlers()
             self._pending_deletes.clear()
 
+    def close_handlers(self) -> None:
+        """Close every file without writing anything (the log dir is offline: buffered
+        index entries are dropped; the next start rebuilds what it needs from the log)."""
+        for seg in self._segments:
+            seg.close_handlers()
+        for _, seg in self._pending_deletes:
+            seg.close_handlers()
+        self._pending_deletes.clear()
+
     def rename_dir(self, new_dir: str) -> None:
         """Move the (closed) directory."""
         os.replace(self.dir, new_dir)

@@ -44,17 +44,29 @@ offsets) and background threads (retention, flush, the cleaner).  Every access t
 ``fdatasync`` in ``flush`` runs outside it.  A ``FetchDataInfo`` is read after the lock is
 released: segment files are only appended to, and deleted segments keep their descriptors
 open for ``file.delete.delay.ms``, so a pending read stays valid.
+
+I/O errors (Java: ``LocalLog.maybeHandleIOException``): every method that writes is marked
+``@_reports_io_errors``: an ``OSError`` (ENOSPC, EIO, EROFS...) out of it -- raw, or
+already wrapped in ``KafkaStorageError`` by a segment or the epoch cache -- marks the log's
+parent dir offline in the ``LogDirFailureChannel`` and reaches the caller as
+``KafkaStorageError``.  From then on every log of that dir refuses reads and writes
+(``_check_open``), so a write that hit the error is never acknowledged and none after it
+is attempted.  A segment append that failed has already cut its partial write, so the
+file still ends on a batch boundary.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 from millrace.common.errors import (
     InvalidRecordError,
+    KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
 )
@@ -80,6 +92,7 @@ from millrace.storage.info import (
 )
 from millrace.storage.leader_epoch_cache import EpochEntry, LeaderEpochFileCache
 from millrace.storage.local_log import LocalLog
+from millrace.storage.log_dir_failure_channel import LogDirFailureChannel, io_error_of
 from millrace.storage.log_loader import (
     load_log,
     parse_topic_partition_name,
@@ -95,6 +108,27 @@ from millrace.storage.validator import analyze_follower_batches, validate_leader
 
 log = logging.getLogger("millrace.storage")
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reports_io_errors(what: str) -> Callable[[Callable[Concatenate[Log, _P], _R]],
+                                              Callable[Concatenate[Log, _P], _R]]:
+    """Mark a writing method of ``Log``: an I/O error out of it takes the log dir offline
+    and is raised as ``KafkaStorageError`` (see the module docstring)."""
+    def decorate(method: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
+        @functools.wraps(method)
+        def wrapper(self: Log, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return method(self, *args, **kwargs)
+            except (OSError, KafkaStorageError) as e:
+                cause = io_error_of(e)
+                if cause is None:
+                    raise
+                raise self._io_failed(what, cause) from cause
+        return wrapper
+    return decorate
+
 
 class Log:
     """A partition log.  Thread-safe (see the module docstring)."""
@@ -102,9 +136,13 @@ class Log:
     def __init__(self, dir: str, config: LogConfig, *, recovery_point: int = 0,
                  log_start_offset: int = 0, high_watermark: int = 0,
                  had_clean_shutdown: bool = False, time: Time = SYSTEM_TIME,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 failure_channel: LogDirFailureChannel | None = None) -> None:
         path = os.path.abspath(dir)
         self.topic, self.partition = parse_topic_partition_name(os.path.basename(path))
+        # the log dir this partition dir lives in, and where its I/O errors are reported
+        self.parent_dir = os.path.dirname(path)
+        self._failure_channel = failure_channel
         os.makedirs(path, exist_ok=True)
         self._lock = threading.RLock()
         self._time = time
@@ -206,6 +244,14 @@ class Log:
         ``assign(epoch, log_end_offset)`` on becoming leader, KAFKA-7415)."""
         return self._epoch_cache
 
+    @_reports_io_errors("leader epoch checkpoint")
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (a new leader does it
+        before writing anything, KAFKA-7415); the checkpoint file is rewritten."""
+        with self._lock:
+            self._check_open()
+            self._epoch_cache.assign(leader_epoch, start_offset)
+
     @property
     def latest_epoch(self) -> int:
         """The newest leader epoch with an entry in the cache; -1 if there is none."""
@@ -224,6 +270,25 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir} is closed")
+        if self.offline:
+            raise KafkaStorageError(
+                f"log dir {self.parent_dir} of {self.topic}-{self.partition} is offline: "
+                f"{self._failure_channel.offline_reason(self.parent_dir)}"  # type: ignore[union-attr]
+            )
+
+    @property
+    def offline(self) -> bool:
+        """The log dir had an I/O error: nothing is read from or written to this log any
+        more in this process."""
+        ch = self._failure_channel
+        return ch is not None and ch.has_offline_log_dir(self.parent_dir)
+
+    def _io_failed(self, what: str, error: OSError) -> KafkaError:
+        """Report an I/O error of this log's dir; the error to raise to the caller."""
+        message = f"{what} of {self.topic}-{self.partition} in {self.parent_dir} failed"
+        if self._failure_channel is not None:
+            self._failure_channel.maybe_add_offline_log_dir(self.parent_dir, message, error)
+        return KafkaStorageError(f"{message}: {error}")
 
     # ------------------------------------------------------------------ producer state
     @property
@@ -245,6 +310,7 @@ class Log:
                 return 0
             return self._producer_state.remove_expired_producers(now)
 
+    @_reports_io_errors("producer snapshot")
     def take_producer_snapshot(self, sync: bool = False) -> str:
         """Write a producer state snapshot at the log end now; returns its path."""
         with self._lock:
@@ -253,6 +319,7 @@ class Log:
             return self._producer_state.take_snapshot(sync=sync)
 
     # ------------------------------------------------------------------ appends
+    @_reports_io_errors("append")
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None,
                          origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
@@ -334,6 +401,7 @@ class Log:
                              dup.timestamp if log_append else -1, self._log_start_offset, 0, 0,
                              0, leader_epoch)
 
+    @_reports_io_errors("follower append")
     def append_as_follower(self, records: bytes | bytearray | memoryview,
                            now_ms: int | None = None) -> LogAppendInfo:
         """Append batches whose offsets are already assigned (replication).  A trailing
@@ -373,6 +441,7 @@ class Log:
             return self._roll(first_offset, now)
         return self._local.active_segment
 
+    @_reports_io_errors("segment roll")
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one is empty)."""
         with self._lock:
@@ -467,6 +536,7 @@ class Log:
             return self._local.find_offset_by_timestamp(timestamp, self._log_start_offset)
 
     # ------------------------------------------------------------------ truncation
+    @_reports_io_errors("truncation")
     def truncate_to(self, offset: int) -> bool:
         """Remove every record at or after ``offset`` (replication: a follower cutting a
         divergent tail).  Returns False if there was nothing to remove."""
@@ -489,6 +559,7 @@ class Log:
                                    self._time.milliseconds())
             return True
 
+    @_reports_io_errors("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
@@ -505,6 +576,7 @@ class Log:
         self._hw_metadata = None
 
     # ------------------------------------------------------------------ deletion
+    @_reports_io_errors("delete records")
     def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (-1 = high watermark) and
         delete segments entirely below it.  Returns the new log start offset (low watermark)."""
@@ -527,6 +599,7 @@ class Log:
                                       "log start offset", now_ms)
             return self._log_start_offset
 
+    @_reports_io_errors("retention")
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: delete closed segments past retention.ms (by their largest timestamp)
         or beyond retention.bytes, and those below the log start offset.  The active
@@ -534,7 +607,7 @@ class Log:
         number of segments deleted."""
         now = self._time.milliseconds() if now_ms is None else now_ms
         with self._lock:
-            if self._closed:
+            if self._closed or self.offline:
                 return 0
             cfg = self._local.config
             deleted = 0
@@ -604,6 +677,7 @@ class Log:
             return [(s, s.size, s.largest_timestamp) for s in self._local.segments]
 
     # ------------------------------------------------------------------ flush / close
+    @_reports_io_errors("flush")
     def flush(self, upto: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``upto``) (default: the
         log end), then move the recovery point to ``upto``."""
@@ -630,6 +704,10 @@ class Log:
             if self._closed:
                 return
             self._closed = True
+            if self.offline:
+                # Write nothing more to a dir that failed: the next start recovers it.
+                self._local.close_handlers()
+                return
             try:
                 if snapshot:
                     try:

@@ -23,6 +23,14 @@ of idle producer ids after ``producer.id.expiration.ms``),
 The broker schedules them.  ``shutdown`` flushes every log, writes the checkpoints, closes the
 logs and writes the marker.
 
+I/O errors: the manager owns the broker's ``LogDirFailureChannel`` (``failure_channel``)
+and hands it to every ``Log``.  A checkpoint, marker or new partition dir that cannot be
+written reports its dir there and raises ``KafkaStorageError``, as a log's own writes do.
+A dir that goes offline is left alone from then on: periodic work skips it, and
+``shutdown`` closes its logs without writing anything nor marking it cleanly shut down,
+so the next start recovers it from the files.  A dir that fails while the logs are
+loaded makes ``startup`` raise ``KafkaStorageError`` naming the dir and the error.
+
 Thread-safety: ``_lock`` guards the map of logs; each ``Log`` guards itself.  Periodic work
 iterates over a snapshot, so it may run on a background thread while the broker creates,
 deletes and uses logs.  Per-topic configs belong to the broker's metadata: a provider
@@ -40,7 +48,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 
-from millrace.common.errors import InvalidTopicError, KafkaStorageError
+from millrace.common.errors import InvalidTopicError, KafkaError, KafkaStorageError
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.storage.checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -53,6 +61,7 @@ from millrace.storage.checkpoint import (
 )
 from millrace.storage.config import LogConfig
 from millrace.storage.log import Log
+from millrace.storage.log_dir_failure_channel import LogDirFailureChannel, io_error_of
 from millrace.storage.log_loader import log_dir_name, parse_topic_partition_name
 from millrace.storage.producer_state_manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 
@@ -75,7 +84,8 @@ class LogManager:
     def __init__(self, log_dirs: Sequence[str] | str,
                  config: LogConfig | ConfigProvider | None = None, *,
                  time: Time = SYSTEM_TIME,
-                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                 failure_channel: LogDirFailureChannel | None = None) -> None:
         dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         if not dirs:
             raise ValueError("log.dirs is empty")
@@ -96,6 +106,22 @@ class LogManager:
         self._lock_fds: list[int] = []
         self._started = False
         self.had_clean_shutdown: dict[str, bool] = {}
+        self.failure_channel = failure_channel if failure_channel is not None \
+            else LogDirFailureChannel()
+
+    # ------------------------------------------------------------------ I/O errors
+    def _io_failed(self, d: str, what: str, error: OSError) -> KafkaError:
+        """Report an I/O error in log dir ``d``; the error to raise to the caller."""
+        message = f"{what} in log dir {d} failed"
+        self.failure_channel.maybe_add_offline_log_dir(d, message, error)
+        return KafkaStorageError(f"{message}: {error}")
+
+    def is_online(self, d: str) -> bool:
+        return not self.failure_channel.has_offline_log_dir(d)
+
+    @property
+    def online_log_dirs(self) -> list[str]:
+        return [d for d in self.log_dirs if self.is_online(d)]
 
     # ------------------------------------------------------------------ lifecycle
     def startup(self) -> None:
@@ -105,19 +131,33 @@ class LogManager:
                 return
             try:
                 for d in self.log_dirs:
-                    os.makedirs(d, exist_ok=True)
-                    self._lock_dir(d)
-                    self._load_dir(d)
+                    try:
+                        os.makedirs(d, exist_ok=True)
+                        self._lock_dir(d)
+                        self._load_dir(d)
+                    except (OSError, KafkaStorageError) as e:
+                        cause = io_error_of(e)
+                        if cause is None:
+                            raise
+                        raise self._io_failed(d, "loading the logs", cause) from cause
             except BaseException:
                 self._close_all()
                 raise
             self._started = True
-        self.checkpoint_all()
-        for d in self.log_dirs:
-            marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-            if os.path.exists(marker):
-                os.unlink(marker)
-                fsync_dir(d)
+        try:
+            self.checkpoint_all()
+            for d in self.log_dirs:
+                marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+                if os.path.exists(marker):
+                    try:
+                        os.unlink(marker)
+                        fsync_dir(d)
+                    except OSError as e:
+                        raise self._io_failed(d, "removing the clean shutdown marker",
+                                              e) from e
+        except KafkaStorageError:
+            self.shutdown()  # closes what was opened; writes nothing to a failed dir
+            raise
 
     def _lock_dir(self, d: str) -> None:
         fd = os.open(os.path.join(d, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
@@ -166,7 +206,8 @@ class LogManager:
             lg = Log(path, self._config_for(tp[0]), recovery_point=recovery.get(tp, 0),
                      log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
                      had_clean_shutdown=clean, time=self._time,
-                     producer_id_expiration_ms=self.producer_id_expiration_ms)
+                     producer_id_expiration_ms=self.producer_id_expiration_ms,
+                     failure_channel=self.failure_channel)
             if lg.truncated_on_load:
                 log.warning("%s: recovery truncated %d bytes; log now ends at offset %d",
                             name, lg.truncated_on_load, lg.log_end_offset)
@@ -178,27 +219,45 @@ class LogManager:
         with self._lock:
             if not self._started:
                 return
-            logs = list(self._logs.values())
-            failed = False
-            for lg in logs:
+            # A dir is marked cleanly shut down only if everything in it was flushed,
+            # checkpointed and closed; an offline dir is not touched at all.
+            failed = {d: not self.is_online(d) for d in self.log_dirs}
+            by_dir = self.logs_by_dir()
+            for d, logs in by_dir.items():
+                for lg in logs:
+                    if failed[d]:
+                        break
+                    try:
+                        lg.flush()
+                    except Exception:
+                        failed[d] = True
+                        log.exception("%r: flush failed at shutdown", lg)
+            for d in self.log_dirs:
+                if self.is_online(d):
+                    try:
+                        self.checkpoint_dir(d)
+                    except KafkaStorageError:
+                        log.exception("checkpoints of %s failed at shutdown", d)
+                failed[d] = failed[d] or not self.is_online(d)
+            for d, logs in by_dir.items():
+                for lg in logs:
+                    try:
+                        lg.close(sync=not failed[d])
+                    except Exception:
+                        failed[d] = True
+                        log.exception("%r: close failed at shutdown", lg)
+            for d in self.log_dirs:
+                if failed[d] or not self.is_online(d):
+                    log.warning("log dir %s is not marked cleanly shut down: its logs are "
+                                "recovered at the next start", d)
+                    continue
                 try:
-                    lg.flush()
-                except Exception:
-                    failed = True
-                    log.exception("%r: flush failed at shutdown", lg)
-            self.checkpoint_all()
-            for lg in logs:
-                try:
-                    lg.close(sync=not failed)
-                except Exception:
-                    failed = True
-                    log.exception("%r: close failed at shutdown", lg)
-            if not failed:
-                for d in self.log_dirs:
                     fd = os.open(os.path.join(d, CLEAN_SHUTDOWN_FILE),
                                  os.O_WRONLY | os.O_CREAT, 0o644)
                     os.close(fd)
                     fsync_dir(d)
+                except OSError as e:
+                    log.error("%s", self._io_failed(d, "writing the clean shutdown marker", e))
             self._close_all()
             self._started = False
 
@@ -250,11 +309,21 @@ class LogManager:
             d = min(self.log_dirs, key=lambda x: counts[x])
             path = os.path.join(d, log_dir_name(topic, partition))
             existed = os.path.isdir(path)
-            lg = Log(path, config if config is not None else self._config_for(topic),
-                     had_clean_shutdown=not existed, time=self._time,
-                     producer_id_expiration_ms=self.producer_id_expiration_ms)
-            if not existed:
-                fsync_dir(d)
+            if not self.is_online(d):
+                raise KafkaStorageError(f"cannot create log {topic}-{partition}: log dir {d} "
+                                        f"is offline")
+            try:
+                lg = Log(path, config if config is not None else self._config_for(topic),
+                         had_clean_shutdown=not existed, time=self._time,
+                         producer_id_expiration_ms=self.producer_id_expiration_ms,
+                         failure_channel=self.failure_channel)
+                if not existed:
+                    fsync_dir(d)
+            except (OSError, KafkaStorageError) as e:
+                cause = io_error_of(e)
+                if cause is None:
+                    raise
+                raise self._io_failed(d, f"creating log {topic}-{partition}", cause) from cause
             log.info("created log %s-%d in %s", topic, partition, d)
             self._logs[tp] = lg
             self._dir_of[tp] = d
@@ -303,7 +372,7 @@ class LogManager:
         now = self._time.milliseconds() if now_ms is None else now_ms
         flushed = 0
         for lg in self.all_logs():
-            if lg.closed:
+            if lg.closed or lg.offline:
                 continue
             if now - lg.last_flush_ms >= lg.config.flush_ms:
                 lg.flush()
@@ -315,19 +384,36 @@ class LogManager:
         return flushed
 
     def checkpoint_dir(self, d: str) -> None:
+        """Write the three offset checkpoints of log dir ``d`` (nothing if it is offline;
+        KafkaStorageError if it goes offline now)."""
         with self._lock:
             logs = [(tp, lg) for tp, lg in self._logs.items() if self._dir_of[tp] == d]
-        OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).write(
-            {tp: lg.recovery_point for tp, lg in logs})
-        OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).write(
-            {tp: lg.log_start_offset for tp, lg in logs})
-        OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).write(
-            {tp: lg.high_watermark for tp, lg in logs})
+        self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT,
+                               {tp: lg.recovery_point for tp, lg in logs})
+        self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT,
+                               {tp: lg.log_start_offset for tp, lg in logs})
+        self._write_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT,
+                               {tp: lg.high_watermark for tp, lg in logs})
+
+    def _write_checkpoint(self, d: str, name: str, offsets: dict[TopicPartition, int]) -> None:
+        if not self.is_online(d):
+            return
+        try:
+            OffsetCheckpointFile(os.path.join(d, name)).write(offsets)
+        except OSError as e:
+            raise self._io_failed(d, f"writing {name}", e) from e
 
     def checkpoint_all(self) -> None:
-        """Write the recovery-point, log-start-offset and high-watermark checkpoints."""
+        """Write the recovery-point, log-start-offset and high-watermark checkpoints of
+        every online dir (each dir's failure reported; the first raised at the end)."""
+        first: KafkaError | None = None
         for d in self.log_dirs:
-            self.checkpoint_dir(d)
+            try:
+                self.checkpoint_dir(d)
+            except KafkaStorageError as e:
+                first = first or e
+        if first is not None:
+            raise first
 
     def checkpoint_recovery_points(self) -> None:
         self._write_one(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
@@ -340,5 +426,4 @@ class LogManager:
 
     def _write_one(self, name: str, value: Callable[[Log], int]) -> None:
         for d, logs in self.logs_by_dir().items():
-            OffsetCheckpointFile(os.path.join(d, name)).write(
-                {(lg.topic, lg.partition): value(lg) for lg in logs})
+            self._write_checkpoint(d, name, {(lg.topic, lg.partition): value(lg) for lg in logs})

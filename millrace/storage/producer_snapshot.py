@@ -19,6 +19,7 @@ deletes and skips it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections import deque
@@ -118,13 +119,18 @@ def write_snapshot(path: str, offset: int, entries: Iterable[ProducerStateEntry]
     tmp = path + TMP_SUFFIX
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        with contextlib.suppress(OSError):  # never leave a half-written temp file
+            os.unlink(tmp)
+        raise
     os.replace(tmp, path)
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))
