@@ -185,6 +185,7 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
     """Run ``scenario`` until ``faults`` faults were injected or ``seconds`` passed."""
     if faults is None and seconds is None:
         raise ValueError("give a number of faults, a duration, or both")
+    load_fault_modules()
     missing = [f for f in scenario.faults if f not in FAULTS]
     if missing:
         raise ValueError(f"{scenario.name}: fault kinds {missing} are not available "
@@ -203,10 +204,11 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
         cgroups = resources.enter_context(BrokerCgroups())
     cluster = LocalCluster(directory / "cluster", 3, overrides=BROKER_SETTINGS,
                            env=scenario.broker_env, broker_cgroups=cgroups)
-    for kind in dict.fromkeys(scenario.faults):
-        hook = getattr(FAULTS[kind], "prepare_cluster", None)
-        if hook is not None:
-            hook(cluster)
+    if any(kind.startswith("disk-full") for kind in scenario.faults):
+        # every log dir a small tmpfs of its own, so any broker's may be filled; the
+        # replicas are read (below) before they are unmounted
+        from millrace.testing.faults.disk import small_log_dirs
+        resources.enter_context(small_log_dirs(cluster, sorted(range(1, 4))))
     result = RunResult(scenario.name, seed, 0, Report(), history, directory)
     writers: list[Writer] = []
     readers: GroupReaders | None = None
@@ -283,16 +285,13 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
                 cluster.kill_all()
         else:
             cluster.kill_all()
-        for kind in dict.fromkeys(scenario.faults):
-            hook = getattr(FAULTS[kind], "release_cluster", None)
-            if hook is not None:
-                hook(cluster)
-        resources.close()
-
-    if cluster_up:
-        replicas = read_replica_logs(cluster, [TOPIC], directory / "scratch")
-        shutil.rmtree(directory / "scratch", ignore_errors=True)
-        result.report = check(history, replicas, consumed=consumed)
+        try:
+            if cluster_up:
+                replicas = read_replica_logs(cluster, [TOPIC], directory / "scratch")
+                shutil.rmtree(directory / "scratch", ignore_errors=True)
+                result.report = check(history, replicas, consumed=consumed)
+        finally:
+            resources.close()
     result.seconds = time.monotonic() - started
     history.dump(directory / "history.jsonl")
     (directory / "report.json").write_text(json.dumps(result.to_json(), indent=2))

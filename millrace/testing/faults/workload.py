@@ -10,7 +10,7 @@ consumer group committing what it processed, and a watcher of the committed offs
   written).  A send the client refuses locally (queue full) is not recorded at all: it
   is retried as the same value, so a value is never sent twice.
 - ``GroupReaders``: confluent-kafka consumers in one group, subscribed to the topics,
-  committing synchronously after processing each record (at-least-once).  They remember
+  committing after processing each record (at-least-once).  They remember
   which values they saw, and at the end report what each member owns.
 - ``CommitWatcher`` asks the group coordinator (an admin client) for the group's
   committed offsets every half second; the checker requires them never to go backwards.
@@ -150,7 +150,7 @@ class MillraceWriter(Writer):
 
 class GroupReaders:
     """``members`` confluent-kafka consumers of one group, each polling on its own thread
-    and committing synchronously after each record it processed."""
+    and committing (asynchronously) after each record it processed."""
 
     def __init__(self, bootstrap: str, group: str, topics: Sequence[str], members: int,
                  history: History) -> None:
@@ -163,6 +163,7 @@ class GroupReaders:
         self._stop = threading.Event()
         self.consumers = [Consumer({
             **QUIET, "bootstrap.servers": bootstrap, "group.id": group,
+            "on_commit": self._on_commit,
             "client.id": f"{group}-{i}", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10_000,
             "heartbeat.interval.ms": 1000}) for i in range(members)]
@@ -195,13 +196,19 @@ class GroupReaders:
                 with self._lock:
                     self.seen.add(msg.value())
                 try:
-                    consumer.commit(message=msg, asynchronous=False)
+                    # asynchronous: a synchronous commit waits for the coordinator with
+                    # no bound, and a fault can leave it waiting for good
+                    consumer.commit(message=msg, asynchronous=True)
                 except KafkaException:
-                    # rebalanced away, coordinator moving: the next owner re-reads
                     with self._lock:
                         self.commit_errors += 1
         except BaseException as e:  # the runner reports it
             self.error = e
+
+    def _on_commit(self, err: Any, partitions: Any) -> None:
+        if err is not None:  # rebalanced away, coordinator moving: the next owner re-reads
+            with self._lock:
+                self.commit_errors += 1
 
     def seen_values(self) -> set[bytes]:
         with self._lock:
