@@ -287,6 +287,13 @@ class ReplicaManager:
                 continue
             if fetch_state is not None:
                 fetch[tp] = fetch_state
+        # Kafka's state-change log, in one line per request
+        log.info("LeaderAndIsr (controller epoch %d): leading %s; following %s; fetching %s "
+                 "(leaders known: %s)", controller_epoch,
+                 [f"{p.topic}-{p.index}@{p.leader_epoch}" for p in leaders] or "-",
+                 [f"{p.topic}-{p.index}@{p.leader_epoch}->{p.leader_id}"
+                  for p in followers] or "-",
+                 sorted(f"{t}-{i}" for t, i in fetch) or "-", sorted(live_brokers))
         if self.fetcher_manager is not None:
             self.fetcher_manager.remove_fetcher_for_partitions(
                 [(p.topic, p.index) for p in leaders]
@@ -325,10 +332,20 @@ class ReplicaManager:
             errors[tp] = Errors.NONE
             leaders.append(partition)
             return None
+        leader = live_brokers.get(lp.state.leader)
+        if leader is None and not partition.is_leader:
+            # Kafka's rule: a follower changes state only when its new leader is among the
+            # live brokers.  Recording the epoch without a leader to fetch from would make
+            # the controller's next request with that epoch look stale, and the replica
+            # would never fetch; left as it is, that request applies.
+            log.warning("%s-%d: leader %d (epoch %d) is not a live broker here yet; "
+                        "waiting for the controller's next LeaderAndIsr", lp.topic,
+                        lp.partition, lp.state.leader, lp.state.leader_epoch)
+            errors[tp] = Errors.NONE
+            return None
         changed = partition.make_follower(lp.state, list(lp.replicas))
         errors[tp] = Errors.NONE
         followers.append(partition)
-        leader = live_brokers.get(lp.state.leader)
         if changed and leader is not None and not partition.log.offline:
             return leader, PartitionFetchState(partition.log.log_end_offset,
                                                lp.state.leader_epoch)

@@ -122,6 +122,11 @@ class ControllerContext:
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.assignments: dict[str, dict[int, tuple[int, ...]]] = {}
         self.leadership: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
+        # Kafka's OfflinePartition: partitions whose leader this controller saw dead and
+        # that have not had an election since.  One stays here when its old leader comes
+        # back, so it is elected again (a new leader epoch) instead of keeping a state
+        # some replicas were sent while its leader was unreachable.
+        self.offline_partitions: set[TopicPartition] = set()
         self.topics_to_be_deleted: set[str] = set()
         # partitions being reassigned -> their full assignment (RS is also in assignments)
         self.partitions_being_reassigned: dict[TopicPartition, ReplicaAssignment] = {}
@@ -220,8 +225,16 @@ class ControllerContext:
 
     def is_offline(self, tp: TopicPartition) -> bool:
         state = self.leadership.get(tp)
-        return state is not None and not self.is_replica_online(state.leader,
-                                                                include_shutting_down=True)
+        return state is not None and (tp in self.offline_partitions or not self.is_replica_online(
+            state.leader, include_shutting_down=True))
+
+    def mark_offline_if_leaderless(self, tps: Iterable[TopicPartition]) -> None:
+        """Remember the partitions among ``tps`` whose leader is not live now."""
+        for tp in tps:
+            state = self.leadership.get(tp)
+            if state is not None and not self.is_replica_online(state.leader,
+                                                                include_shutting_down=True):
+                self.offline_partitions.add(tp)
 
     def partitions_needing_election(self, topic: str | None = None) -> list[TopicPartition]:
         """New and Offline partitions (of ``topic``, or all), minus topics being deleted."""

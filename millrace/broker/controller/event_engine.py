@@ -252,6 +252,8 @@ class ControllerEventEngine:
             if r.zk_version >= 0:
                 written = replace(written, zk_version=r.zk_version)
             self.context.leadership[tp] = written
+            if self.context.is_replica_online(written.leader, include_shutting_down=True):
+                self.context.offline_partitions.discard(tp)   # elected: Online again
             p.on_success(written)
             return
         stored = r.stored

@@ -87,6 +87,7 @@ class KafkaController(PartitionReassignmentEvents):
                           {p: tuple(r) for p, r in t.assignment.items()}, t.configs)
         ctx.leadership.update({tp: s for tp, s in state.partition_states.items()
                                if tp.partition in ctx.assignments.get(tp.topic, {})})
+        ctx.mark_offline_if_leaderless(ctx.all_partitions())
         for tp, full in state.reassignments.items():
             if tp.partition in ctx.assignments.get(tp.topic, {}):
                 ctx.update_full_replica_assignment(tp, full)
@@ -179,6 +180,7 @@ class KafkaController(PartitionReassignmentEvents):
 
     def _failure(self, dead: list[int]) -> None:
         """Replicas on ``dead`` go offline: their partitions elect and shrink their ISR."""
+        self.context.mark_offline_if_leaderless(self.context.all_partitions())
         changed = self._replicas_offline(set(dead))
         self._deletion.on_broker_failure(dead)
         if not changed:
@@ -207,7 +209,8 @@ class KafkaController(PartitionReassignmentEvents):
         ctx = self.context
 
         def decide(s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
-            if not ctx.is_replica_online(s.leader, include_shutting_down=True):
+            if tp in ctx.offline_partitions or not ctx.is_replica_online(
+                    s.leader, include_shutting_down=True):
                 elected = el.offline_partition_leader(
                     ctx.replica_assignment(tp), s.isr, ctx.live_broker_ids,
                     ctx.unclean_election_enabled(tp.topic,

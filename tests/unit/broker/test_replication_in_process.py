@@ -116,9 +116,10 @@ def cluster(tmp_path: Path, **extra: Any) -> tuple[MockTime, MetadataCache, Node
 def lead(leader: Node, follower: Node, epoch: int, isr: tuple[int, ...] = (1, 2),
          leader_id: int = 1) -> None:
     state = PartitionState(leader_id, epoch, isr, 1, epoch)
+    live = {b: BrokerEndpoint(b, "h", b) for b in (1, 2)}
     for node in (leader, follower):
         node.rm.become_leader_or_follower(
-            1, [LeaderAndIsrPartition(*TP, state, (1, 2))], {})
+            1, [LeaderAndIsrPartition(*TP, state, (1, 2))], live)
     leader.metadata.cache.update_metadata(1, 1, list(leader.metadata.cache.alive_brokers.values()),
                                           [PartitionMetadata(*TP, state, (1, 2))])
 
@@ -255,3 +256,43 @@ def test_the_wire_versions_the_fetcher_uses_are_served() -> None:
                          (2, rf.LIST_OFFSETS_VERSION)):
         lo, hi = enabled[key]
         assert lo <= version <= hi, (API[key].name, version, (lo, hi))
+
+
+class RecordingFetcherManager:
+    """Stands in for ReplicaFetcherManager: remembers what it was asked to fetch."""
+
+    def __init__(self) -> None:
+        self.added: list[dict[Any, Any]] = []
+        self.removed: list[list[Any]] = []
+
+    def add_fetcher_for_partitions(self, fetch: dict[Any, Any]) -> None:
+        self.added.append(dict(fetch))
+
+    def remove_fetcher_for_partitions(self, tps: list[Any]) -> None:
+        self.removed.append(list(tps))
+
+
+def test_a_follower_takes_a_state_only_once_its_leader_is_a_live_broker(
+        tmp_path: Path) -> None:
+    """Found by the fault harness: a restarted broker was told to follow a leader the
+    controller did not list as live yet.  It recorded the epoch without a leader to fetch
+    from, so the controller's next request with that epoch looked stale and the replica
+    never fetched again (it never rejoined the ISR).  As in Kafka, the state is now left
+    untouched until the leader is known; the same request then applies."""
+    _, _, _, follower = cluster(tmp_path)
+    fetchers = RecordingFetcherManager()
+    follower.rm.fetcher_manager = cast(Any, fetchers)
+    state = PartitionState(1, 3, (1,), 2, 3)
+    request = [LeaderAndIsrPartition(*TP, state, (1, 2))]
+
+    assert follower.rm.become_leader_or_follower(2, request, {}) == {TP: Errors.NONE}
+    p = follower.partition()  # its log exists (KAFKA-1647), its state is untouched
+    assert (p.leader_id, p.leader_epoch) != (1, 3)
+    assert fetchers.added == []
+
+    endpoint = BrokerEndpoint(1, "h", 1)
+    assert follower.rm.become_leader_or_follower(2, request, {1: endpoint}) == \
+        {TP: Errors.NONE}
+    assert (p.leader_id, p.leader_epoch) == (1, 3)
+    assert [{tp: (e.node_id, s.leader_epoch) for tp, (e, s) in f.items()}
+            for f in fetchers.added] == [{TP: (1, 3)}]
