@@ -42,6 +42,8 @@ class OffsetsLog(Protocol):
     def num_partitions(self) -> int: ...
 
 
+_Batch = list[tuple[bytes, bytes | None]]
+
 # Storage errors as the group APIs report them (Kafka's mapping for failed group writes).
 _STORAGE_ERRORS: dict[int, Errors] = {
     Errors.UNKNOWN_TOPIC_OR_PARTITION: Errors.COORDINATOR_NOT_AVAILABLE,
@@ -70,6 +72,8 @@ class GroupCoordinatorService:
                                             log.num_partitions())
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._task: asyncio.Task[None] | None = None
+        # key -> end offset of the write last applied to the cache (durable-order guard)
+        self._replayed_end: dict[bytes, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, partitions: Iterable[int] | None = None) -> None:
@@ -89,6 +93,7 @@ class GroupCoordinatorService:
         if not partitions:
             return
         coord.begin_loading(partitions)
+        self._replayed_end.clear()
         total = 0
         for partition in partitions:
             if partition not in coord.loading:  # unloaded again while we were loading
@@ -107,6 +112,7 @@ class GroupCoordinatorService:
         gone = [p for p in partitions if p in coord.hosted or p in coord.loading]
         for partition in gone:
             coord.unload(partition)
+        self._replayed_end.clear()
         if gone:
             log.info("group coordinator unloaded partition(s) %s", sorted(gone))
             self._dispatch()
@@ -183,50 +189,72 @@ class GroupCoordinatorService:
         if result.waiter is not None:
             future = asyncio.get_running_loop().create_future()
             self._waiters[result.waiter] = future
-        response, appended = self._persist_or_fail(result)
+        # An answer that goes straight back (offset commits...) is visible in the cache
+        # only once the ISR has its records, like Kafka's pending offset commits: an
+        # OffsetFetch never returns a commit that a failover could still take back.
+        response, appended = self._persist_or_fail(result, replay=future is not None)
         self._dispatch()
         if future is None:
             # Like Kafka's offsets.commit.required.acks=-1: the caller hears of a write
             # only once the ISR has it (a failover cannot take an acknowledged commit).
-            for partition, end in appended.items():
+            for partition, (end, batch) in appended.items():
                 error = await self._log.wait_replicated(partition, end)
-                if error and result.on_failure is not None:
-                    return result.on_failure(_STORAGE_ERRORS.get(
-                        error, Errors.COORDINATOR_NOT_AVAILABLE))
+                if error:
+                    if result.on_failure is not None:
+                        return result.on_failure(_STORAGE_ERRORS.get(
+                            error, Errors.COORDINATOR_NOT_AVAILABLE))
+                    continue
+                self._replay_durable(partition, end, batch)
             return response
         try:
             return await future
         finally:
             self._waiters.pop(result.waiter or 0, None)
 
-    def _persist_or_fail(self, result: CoordinatorResult) -> tuple[Any, dict[int, int]]:
-        """Write the step's records; on failure let the step undo itself.  Returns the
-        response to send (None when it goes to the step's waiter) and, per partition
-        written, the end offset the ISR must reach."""
-        appended: dict[int, int] = {}
+    def _persist_or_fail(self, result: CoordinatorResult, *, replay: bool = True
+                         ) -> tuple[Any, dict[int, tuple[int, _Batch]]]:
+        """Write the step's records (into the cache too unless ``replay`` is False); on
+        failure let the step undo itself.  Returns the response to send (None when it
+        goes to the step's waiter) and, per partition written, the end offset the ISR
+        must reach and the records."""
+        appended: dict[int, tuple[int, _Batch]] = {}
         try:
-            self._persist(result.records, appended)
+            self._persist(result.records, appended, replay)
         except Exception as exc:
             log.error("writing to __consumer_offsets failed: %s", exc)
             if result.on_failure is not None:
                 return result.on_failure(storage_error(exc)), {}
         return result.response, appended
 
-    def _persist(self, records: list[OffsetsRecord], appended: dict[int, int]) -> None:
-        batches: dict[int, list[tuple[bytes, bytes | None]]] = {}
+    def _persist(self, records: list[OffsetsRecord], appended: dict[int, tuple[int, _Batch]],
+                 replay: bool = True) -> None:
+        batches: dict[int, _Batch] = {}
         for rec in records:
             batches.setdefault(rec.partition, []).append((rec.key, rec.value))
         failure: Exception | None = None
         for partition, batch in batches.items():
             try:
-                appended[partition] = self._log.append(partition, batch)
+                end = self._log.append(partition, batch)
             except Exception as exc:
                 failure = failure or exc
                 continue
-            for key, value in batch:
-                self.coordinator.replay(key, value)
+            appended[partition] = (end, batch)
+            if replay:
+                self._replay_durable(partition, end, batch)
         if failure is not None:
             raise failure
+
+    def _replay_durable(self, partition: int, end: int, batch: _Batch) -> None:
+        """Apply records to the cache; a key already holding a later write (a commit that
+        became durable first) keeps it, and a partition no longer hosted here is left
+        alone (its next coordinator loads it from the log)."""
+        if partition not in self.coordinator.hosted:
+            return
+        for key, value in batch:
+            if self._replayed_end.get(key, -1) > end:
+                continue
+            self._replayed_end[key] = end
+            self.coordinator.replay(key, value)
 
     def _dispatch(self) -> None:
         for token, response in self.coordinator.take_completions():

@@ -16,7 +16,7 @@ from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import HANDLERS
 from millrace.broker.handlers import group as group_handlers
 from millrace.broker.metadata import BrokerRegistration
-from millrace.common.errors import KafkaError
+from millrace.common.errors import Errors, KafkaError
 from millrace.common.time import SYSTEM_TIME, MockTime
 from millrace.protocol import API, ApiKey, FindCoordinatorRequest, RequestHeader
 from tests.unit.broker.group.groupgen import (
@@ -281,3 +281,50 @@ def test_join_v0_and_commit_of_unknown_partitions_through_the_handlers() -> None
             await service.stop()
 
     asyncio.run(main())
+
+
+class SlowReplicationLog(MemoryOffsetsLog):
+    """Appends at once; ``wait_replicated`` answers only when the test says so, with the
+    error it is given (what a follower fetch, or its absence, decides in a cluster)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.outcome: asyncio.Future[int] | None = None
+
+    async def wait_replicated(self, partition: int, end_offset: int) -> int:
+        self.outcome = asyncio.get_running_loop().create_future()
+        return await self.outcome
+
+
+def test_a_commit_is_fetched_only_once_the_isr_has_it() -> None:
+    """Found by the fault harness: a committed offset went backwards when the coordinator
+    was killed, because OffsetFetch showed a commit that was still waiting for the ISR
+    and the failover then lost it.  As in Kafka (pending offset commits), a commit
+    becomes visible when it is durable, and one whose replication failed never does."""
+    async def run() -> None:
+        log = SlowReplicationLog()
+        service = await started(log)
+        try:
+            async def committed() -> Any:
+                return fetched(await service.fetch_offsets(fetch_req("solo", {"t": [0]}), 5))
+
+            first = asyncio.create_task(service.commit_offsets(
+                commit_req("solo", {("t", 0): 5}), 7))
+            await asyncio.sleep(0.01)
+            assert log.outcome is not None and not first.done()
+            assert (await committed())[("t", 0)][0] == -1  # written, not yet durable
+            log.outcome.set_result(0)
+            await first
+            assert (await committed())[("t", 0)][0] == 5
+
+            second = asyncio.create_task(service.commit_offsets(
+                commit_req("solo", {("t", 0): 9}), 7))
+            await asyncio.sleep(0.01)
+            assert (await committed())[("t", 0)][0] == 5
+            log.outcome.set_result(Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            got = await second
+            assert got.topics[0].partitions[0].error_code == Errors.COORDINATOR_NOT_AVAILABLE
+            assert (await committed())[("t", 0)][0] == 5  # never durable, never shown
+        finally:
+            await service.stop()
+    asyncio.run(run())
