@@ -278,6 +278,8 @@ class ControllerService:
         brokers = self._registrations(await self._zk_call(self._zk.get_all_brokers_in_cluster))
         assert self.channels is not None
         live = {b.node_id for b in brokers}
+        log.info("controller: live brokers %s (were %s)", sorted(live),
+                 sorted(self.channels.brokers))
         for node_id in self.channels.brokers:
             if node_id not in live:
                 await self.channels.remove_broker(node_id)

@@ -141,6 +141,9 @@ async def handle_update_metadata(ctx: RequestContext,
     cluster.metadata_cache.update_metadata(
         body.controller_id, body.controller_epoch, brokers, partitions,
         {t.topic_name: t.topic_id for t in body.topic_states})
+    log.info("UpdateMetadata (controller %d, epoch %d): live brokers %s, %d partition "
+             "state(s)", body.controller_id, body.controller_epoch,
+             sorted(b.node_id for b in brokers), len(partitions))
     return UpdateMetadataResponse(error_code=Errors.NONE)
 
 

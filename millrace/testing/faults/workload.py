@@ -150,7 +150,7 @@ class MillraceWriter(Writer):
 
 class GroupReaders:
     """``members`` confluent-kafka consumers of one group, each polling on its own thread
-    and committing (asynchronously) after each record it processed."""
+    and committing (synchronously) after each record it processed."""
 
     def __init__(self, bootstrap: str, group: str, topics: Sequence[str], members: int,
                  history: History) -> None:
@@ -196,9 +196,10 @@ class GroupReaders:
                 with self._lock:
                     self.seen.add(msg.value())
                 try:
-                    # asynchronous: a synchronous commit waits for the coordinator with
-                    # no bound, and a fault can leave it waiting for good
-                    consumer.commit(message=msg, asynchronous=True)
+                    # synchronous, before the next poll (where a rebalance can hand the
+                    # partition on): an asynchronous commit still in flight could land
+                    # after the next owner's and move the group's offset back
+                    consumer.commit(message=msg, asynchronous=False)
                 except KafkaException:
                     with self._lock:
                         self.commit_errors += 1
