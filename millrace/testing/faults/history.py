@@ -50,6 +50,9 @@ class CommitObservation:
     partition: int
     offset: int
     at: float
+    # "observed": what OffsetFetch returned; "acked": a member's commit the coordinator
+    # acknowledged (librdkafka's commit callback), at the time the callback ran
+    kind: str = "observed"
 
 
 @dataclass

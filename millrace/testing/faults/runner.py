@@ -81,7 +81,11 @@ class Scenario:
     topic_config: dict[str, str] = field(default_factory=dict)
     broker_env: dict[str, str] = field(default_factory=dict)
     negative_control: bool = False
-    readers: int = 2
+    # One member: two members committing asynchronously can move a group's offset back
+    # legitimately (a commit still in flight when a rebalance hands the partition to the
+    # other, which starts from the offset committed before it).  With one member that
+    # never commits below what it committed itself, any step back is the broker's.
+    readers: int = 1
     rate: float = 150.0  # records per second per writer
 
 
@@ -299,12 +303,25 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
 
 
 def _create_topic(bootstrap: str, scenario: Scenario) -> None:
+    """Create the topic with confluent-kafka's admin client.  Now and then (about one
+    fresh cluster in 25, on a loaded machine) librdkafka's admin client never finds the
+    controller and gives up after 60 s ("Failed while waiting for controller") without
+    having sent the CreateTopics at all -- every broker had logged the controller's
+    UpdateMetadata naming it; the cause is not found yet.  A second client is asked
+    then, once."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     config = {"min.insync.replicas": "2", **scenario.topic_config}
-    futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=config)],
-                                  operation_timeout=30)
-    futures[TOPIC].result(timeout=90)
+    for attempt in (1, 2):
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=config)],
+                                      operation_timeout=30, request_timeout=30)
+        try:
+            futures[TOPIC].result(timeout=90)
+            return
+        except KafkaException as e:
+            if attempt == 2 or "waiting for controller" not in str(e):
+                raise
 
 
 def _drain_readers(probe: ClusterProbe, readers: GroupReaders,

@@ -10,9 +10,10 @@ consumer group committing what it processed, and a watcher of the committed offs
   written).  A send the client refuses locally (queue full) is not recorded at all: it
   is retried as the same value, so a value is never sent twice.
 - ``GroupReaders``: confluent-kafka consumers in one group, subscribed to the topics,
-  committing after processing each record (at-least-once).  They remember
+  committing after processing each record (at-least-once), never below what the
+  member itself committed last.  They remember
   which values they saw, and at the end report what each member owns.
-- ``CommitWatcher`` asks the group coordinator (an admin client) for the group's
+- ``CommitWatcher`` asks the group coordinator (OffsetFetch) for the group's
   committed offsets every half second; the checker requires them never to go backwards.
 """
 
@@ -150,7 +151,7 @@ class MillraceWriter(Writer):
 
 class GroupReaders:
     """``members`` confluent-kafka consumers of one group, each polling on its own thread
-    and committing (synchronously) after each record it processed."""
+    and committing (asynchronously) after each record it processed."""
 
     def __init__(self, bootstrap: str, group: str, topics: Sequence[str], members: int,
                  history: History) -> None:
@@ -185,6 +186,7 @@ class GroupReaders:
 
     def _run(self, member: str, consumer: Any) -> None:
         from confluent_kafka import KafkaException
+        committed: dict[tuple[str, int], int] = {}  # what this member committed last
         try:
             while not self._stop.is_set():
                 msg = consumer.poll(0.2)
@@ -195,11 +197,14 @@ class GroupReaders:
                     continue
                 with self._lock:
                     self.seen.add(msg.value())
+                key = (msg.topic(), msg.partition())
+                if msg.offset() + 1 <= committed.get(key, -1):
+                    continue  # re-read after a rebalance: never commit backwards
+                committed[key] = msg.offset() + 1
                 try:
-                    # synchronous, before the next poll (where a rebalance can hand the
-                    # partition on): an asynchronous commit still in flight could land
-                    # after the next owner's and move the group's offset back
-                    consumer.commit(message=msg, asynchronous=False)
+                    # asynchronous: librdkafka's synchronous commit has no bound and was
+                    # seen waiting for good after a coordinator move
+                    consumer.commit(message=msg, asynchronous=True)
                 except KafkaException:
                     with self._lock:
                         self.commit_errors += 1
@@ -210,6 +215,12 @@ class GroupReaders:
         if err is not None:  # rebalanced away, coordinator moving: the next owner re-reads
             with self._lock:
                 self.commit_errors += 1
+            return
+        at = self.history.now()
+        for tp in partitions:
+            if tp.error is None and tp.offset >= 0:
+                self.history.add_commit(CommitObservation(self.group, tp.topic, tp.partition,
+                                                          tp.offset, at, kind="acked"))
 
     def seen_values(self) -> set[bytes]:
         with self._lock:
@@ -223,7 +234,10 @@ class GroupReaders:
         self._stop.set()
         for t in self._threads:
             t.join(30)
-        for c in self.consumers:
+        for t, c in zip(self._threads, self.consumers, strict=True):
+            if t.is_alive():  # closing a consumer another thread is inside would hang
+                self.history.note(f"{t.name} did not stop within 30 s; left running")
+                continue
             try:
                 c.close()
             except Exception as e:  # closing after a fault may fail; noted

@@ -173,3 +173,18 @@ def test_a_history_survives_its_file(tmp_path: Path) -> None:
 
 def test_report_json_names_every_anomaly_kind() -> None:
     assert set(Report().to_json()) >= set(Report.ANOMALIES) | {"ok", "acknowledged"}
+
+
+def test_a_lower_commit_the_coordinator_was_handed_again_is_the_clients_doing() -> None:
+    """librdkafka retries asynchronous commits: an old one acknowledged after a newer one
+    moves the group back, and the coordinator only did as told; an offset that goes back
+    with no such acknowledgement is the broker's anomaly."""
+    h, logs = clean_run()  # observed 1, 2, 3 at t=0..2
+    h.add_commit(CommitObservation("g", T, 0, 2, 10.0))
+    h.add_commit(CommitObservation("g", T, 0, 2, 9.8, kind="acked"))
+    r = check(h, cluster_of(logs))
+    assert r.ok and r.commits_reordered_by_client == 1, r.summary()
+    h.add_commit(CommitObservation("g", T, 0, 1, 11.0))  # never handed 1 again
+    r = check(h, cluster_of(logs))
+    assert len(r.commits_backwards) == 1 and "no member committed again" in \
+        r.commits_backwards[0]
