@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
@@ -104,9 +104,20 @@ def wait_in_sync(client: AdminClient, topic: str, count: int,
 
 def create_topic(client: AdminClient, topic: str, count: int, rf: int,
                  config: dict[str, str] | None = None) -> dict[int, PartitionView]:
-    futures = client.create_topics([NewTopic(topic, count, rf, config=config or {})],
-                                   operation_timeout=30)
-    futures[topic].result(timeout=60)
+    """Create and wait until in sync.  About one fresh cluster in 25 (on a loaded
+    machine), librdkafka's admin client never finds the controller and fails after 60 s
+    ("Failed while waiting for controller") without sending the CreateTopics -- every
+    broker had logged the UpdateMetadata naming the controller; the cause is not found
+    yet (millrace.testing.faults.runner has the same note).  One retry, once."""
+    for attempt in (1, 2):
+        futures = client.create_topics([NewTopic(topic, count, rf, config=config or {})],
+                                       operation_timeout=30, request_timeout=30)
+        try:
+            futures[topic].result(timeout=60)
+            break
+        except KafkaException as e:
+            if attempt == 2 or "waiting for controller" not in str(e):
+                raise
     return wait_in_sync(client, topic, count)
 
 
