@@ -83,8 +83,14 @@ async def handle_metadata(ctx: RequestContext, body: MetadataRequest) -> Metadat
                     topics.append(cls.MetadataResponseTopic(error_code=e.code, name=name))
                     continue
             if info is None:
+                # A broker that has not had the controller's first UpdateMetadata yet
+                # (just restarted) does not know which topics exist: "no leader yet" is
+                # retriable, where "unknown topic" makes librdkafka refuse to produce.
+                waiting = services.cluster is not None and \
+                    services.cluster.metadata_cache.controller_epoch < 0
                 topics.append(cls.MetadataResponseTopic(
-                    error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION, name=name))
+                    error_code=Errors.LEADER_NOT_AVAILABLE if waiting
+                    else Errors.UNKNOWN_TOPIC_OR_PARTITION, name=name))
                 continue
         topics.append(cls.MetadataResponseTopic(
             error_code=Errors.NONE, name=info.name, topic_id=info.topic_id,

@@ -157,7 +157,7 @@ def check(history: History, replicas: dict[tuple[str, int], dict[int, ReplicaLog
                 report.lost.append(f"{op.value[:40]!r} acknowledged at {op.topic}-"
                                    f"{op.partition}@{op.offset} (t={op.completed:.2f}s) is "
                                    "missing")
-            elif (op.topic, op.partition, op.offset) not in places:
+            elif op.offset >= 0 and (op.topic, op.partition, op.offset) not in places:
                 report.misplaced.append(
                     f"{op.value[:40]!r} acknowledged at {op.topic}-{op.partition}@{op.offset}, "
                     "found at " + ", ".join(f"{t}-{p}@{o}" for t, p, o in places))

@@ -249,8 +249,10 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
             if deadline is not None and time.monotonic() > deadline:
                 nemesis.stop()
             thread.join(0.5)
+            result.faults_injected = nemesis.injected
             for w in writers:
                 if w.error is not None:
+                    nemesis.stop()
                     raise RuntimeError(f"writer {w.name} broke: {w.error!r}") from w.error
         result.faults_injected = nemesis.injected
         if nemesis.error is not None:

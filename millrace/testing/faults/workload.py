@@ -95,15 +95,26 @@ class ConfluentWriter(Writer):
             **(config or {})})
 
     def send(self, op: SendOp) -> bool:
+        from confluent_kafka import KafkaError, KafkaException
+
         def report(err: Any, msg: Any) -> None:
             if err is None:
-                self.history.complete(op, "ok", msg.offset())
+                # no offset: librdkafka's DUPLICATE_SEQUENCE_NUMBER is a success whose
+                # offset the broker could no longer tell
+                offset = msg.offset()
+                self.history.complete(op, "ok", offset if offset is not None else -1)
             else:
                 self.history.complete(op, "info", error=str(err))
         try:
             self.producer.produce(op.topic, value=op.value, partition=op.partition,
                                   on_delivery=report)
         except BufferError:
+            return False
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._UNKNOWN_TOPIC:
+                raise
+            # metadata from a broker that does not know the topic (yet): nothing was sent
+            self.history.note(f"{self.name}: produce refused locally, retrying: {e}")
             return False
         self.producer.poll(0)
         return True
