@@ -29,6 +29,7 @@ from millrace.broker.context import RequestContext
 from millrace.broker.handlers import HANDLERS
 from millrace.broker.services import BrokerServices
 from millrace.common.errors import FrameTooLargeError, ProtocolDecodeError
+from millrace.common.time import Time
 from millrace.protocol import (
     NEED_DATA,
     ApiVersionsFallback,
@@ -202,29 +203,51 @@ class BrokerConnection(asyncio.Protocol):
 _CLOSE = object()
 
 
+class ListenerBindError(Exception):
+    """A listener's address could not be bound (taken, or not this machine's)."""
+
+
 class SocketServer:
     """The listeners and their connections (Kafka's ``SocketServer``); owned by the
     event-loop thread."""
 
-    def __init__(self, config: KafkaConfig, services: BrokerServices) -> None:
+    def __init__(self, config: KafkaConfig, time: Time) -> None:
         self.config = config
-        self.services = services
-        self.time = services.time
+        self.time = time
+        self._services: BrokerServices | None = None
         self.connections: set[BrokerConnection] = set()
         self._servers: list[asyncio.Server] = []
         self._reaper: asyncio.Task[None] | None = None
 
+    @property
+    def services(self) -> BrokerServices:
+        assert self._services is not None, "attach the services before serving"
+        return self._services
+
     async def bind(self) -> None:
-        """Bind every listener without accepting yet (``start_serving`` does)."""
+        """Bind every listener without accepting yet (``start_serving`` does): the broker
+        binds before it touches its log dirs, so a taken port fails at once, with nothing
+        created on disk.  ListenerBindError names the listener and the socket error."""
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             host = listener.host or None
-            srv = await loop.create_server(
-                lambda name=listener.name: BrokerConnection(self, name), host=host,
-                port=listener.port, reuse_address=True, backlog=512, start_serving=False)
+            try:
+                srv = await loop.create_server(
+                    lambda name=listener.name: BrokerConnection(self, name), host=host,
+                    port=listener.port, reuse_address=True, backlog=512,
+                    start_serving=False)
+            except OSError as e:
+                for bound in self._servers:
+                    bound.close()
+                self._servers.clear()
+                raise ListenerBindError(
+                    f"cannot listen on {listener.name}://{listener.host or '0.0.0.0'}:"
+                    f"{listener.port} (listeners): {e.strerror or e}") from e
             self._servers.append(srv)
 
-    async def start_serving(self) -> None:
+    async def start_serving(self, services: BrokerServices) -> None:
+        """Accept connections, served by ``services``."""
+        self._services = services
         for srv in self._servers:
             await srv.start_serving()
         self._reaper = asyncio.get_running_loop().create_task(self._reap_idle_connections())

@@ -42,7 +42,7 @@ from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import load_all
 from millrace.broker.metadata import BrokerRegistration, LocalMetadataStore
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
-from millrace.broker.network import SocketServer
+from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.services import BrokerServices
@@ -109,6 +109,10 @@ class KafkaServer:
     async def startup(self) -> None:
         cfg = self.config
         clustered = bool(cfg["zookeeper.connect"])
+        # The listeners first: a taken port fails here, before anything is read or
+        # created in the log dirs (ListenerBindError, one line from serve_forever).
+        socket_server = self.socket_server = SocketServer(cfg, self.time)
+        await socket_server.bind()
         log.info("starting millrace broker node.id=%d log.dirs=%s%s", cfg.node_id,
                  ",".join(cfg.log_dirs),
                  f" zookeeper.connect={cfg['zookeeper.connect']}" if clustered else "")
@@ -125,8 +129,6 @@ class KafkaServer:
             loop.call_soon_threadsafe(self._on_offline_log_dir, log_dir, why)  # any thread
 
         services.log_manager.failure_channel.add_listener(offline)
-        socket_server = self.socket_server = SocketServer(cfg, services)
-        await socket_server.bind()
         bound = socket_server.bound_addresses()
         adv = cfg.advertised_listeners[0]
         host = adv.host or "localhost"
@@ -135,7 +137,7 @@ class KafkaServer:
         await loop.run_in_executor(None, services.metadata.register_broker, registration)
         for bound_host, bound_port in bound:
             log.info("listening on %s:%d", bound_host, bound_port)
-        await socket_server.start_serving()
+        await socket_server.start_serving(services)
         if services.cluster is not None:
             assert isinstance(services.metadata, ZkClusterMetadata)
             services.cluster.broker_epoch = services.metadata.broker_epoch
@@ -203,6 +205,10 @@ class KafkaServer:
                 loop.add_signal_handler(sig, stop.set)
         try:
             await self.startup()
+        except ListenerBindError as e:
+            self.failure = str(e)
+            log.error("%s", e)  # nothing else was started: the one line is the story
+            return 1
         except KafkaStorageError as e:
             # the log dir failed before the broker registered: nothing to hand over
             self.failure = (f"Shutdown broker because all log dirs in "

@@ -98,11 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("selftest", help="round-trip the codec and record formats").set_defaults(
         func=_selftest)
-    broker = sub.add_parser("broker", help="run a broker (Kafka server.properties names)")
+    broker = sub.add_parser(
+        "broker", help="run a broker (Kafka server.properties names)",
+        description="Run a millrace broker until SIGTERM or Ctrl-C: a single node by "
+                    "default, a cluster member with zookeeper.connect.  Configuration "
+                    "uses Kafka's server.properties names.  Exit status: 0 after a clean "
+                    "stop, 1 when a listener cannot be bound or the log dir failed, 2 for "
+                    "a bad configuration.")
     broker.add_argument("--config", "-c", help="a server.properties file")
     broker.add_argument("--override", action="append", metavar="KEY=VALUE",
-                        help="set one config key (repeatable)")
-    broker.add_argument("--log-level", default="info")
+                        help="set one config key (repeatable), e.g. --override "
+                             "listeners=PLAINTEXT://127.0.0.1:9092")
+    broker.add_argument("--log-level", default="info", type=str.lower,
+                        choices=["debug", "info", "warning", "error"],
+                        help="what the broker logs to stderr (default: info)")
     broker.set_defaults(func=_broker)
     sub.add_parser("version", help="print the version").set_defaults(
         func=lambda _: print(__import__("millrace").__version__) or 0)

@@ -324,7 +324,9 @@ class LogManager:
                 if cause is None:
                     raise
                 raise self._io_failed(d, f"creating log {topic}-{partition}", cause) from cause
-            log.info("created log %s-%d in %s", topic, partition, d)
+            # the internal topics' many partitions get one summary line from the broker
+            log.log(logging.DEBUG if topic.startswith("__") else logging.INFO,
+                    "created log %s-%d in %s", topic, partition, d)
             self._logs[tp] = lg
             self._dir_of[tp] = d
             return lg

@@ -102,3 +102,42 @@ def test_retention_deletes_old_segments(tmp_path: Path) -> None:
         finally:
             c.close()
         assert hi == 200 and lo > 0
+
+
+def test_a_taken_port_fails_in_one_line_before_the_log_dir_is_touched(tmp_path: Path) -> None:
+    """Issue 16 item 4: a second broker on a taken port used to log 53 lines and create
+    every __consumer_offsets directory before failing.  It now binds first: one error
+    line naming the listener and the socket error, exit status 1, nothing on disk."""
+    import socket
+    logs = tmp_path / "logs"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _run_broker(f"log.dirs={logs}", f"listeners=PLAINTEXT://127.0.0.1:{port}")
+    assert proc.returncode == 1, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert f"cannot listen on PLAINTEXT://127.0.0.1:{port}" in lines[0]
+    assert "in use" in lines[0].lower()
+    assert not logs.exists() or not any(logs.iterdir())
+
+
+def test_broker_help_describes_the_command_and_its_log_levels() -> None:
+    proc = subprocess.run([sys.executable, "-m", "millrace.cli.main", "broker", "--help"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert proc.returncode == 0
+    assert "Run a millrace broker" in proc.stdout
+    assert "{debug,info,warning,error}" in proc.stdout
+    bad = subprocess.run([sys.executable, "-m", "millrace.cli.main", "broker", "--log-level",
+                          "loud"], capture_output=True, text=True, timeout=30, check=False)
+    assert bad.returncode == 2 and "invalid choice: 'loud'" in bad.stderr
+
+
+def test_a_first_start_logs_the_offsets_topic_in_one_line(tmp_path: Path) -> None:
+    """Issue 16 item 5: one line for the created __consumer_offsets, not one per
+    partition (the per-partition lines are at DEBUG)."""
+    with BrokerProcess(tmp_path, overrides={"offsets.topic.num.partitions": "50"}) as b:
+        text = b.logs()
+    assert text.count("created topic __consumer_offsets with 50 partition(s)") == 1
+    assert "created log __consumer_offsets-" not in text
