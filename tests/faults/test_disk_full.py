@@ -14,15 +14,10 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "cluster"))
-
 from cluster_support import (
     FAST,
     WAIT,
@@ -31,6 +26,7 @@ from cluster_support import (
     broker_admin,
     consume_all,
     create_topic,
+    log_bytes,
     log_tails,
     partition_dir,
     partitions,
@@ -39,7 +35,6 @@ from cluster_support import (
 )
 
 from millrace.launcher.local_cluster import LocalCluster
-from millrace.storage import Log, LogConfig
 from millrace.testing.faults.disk import (
     FAILURE_LINE,
     DiskFull,
@@ -76,17 +71,6 @@ def context(cluster: LocalCluster, seed: int) -> NemesisContext:
     return NemesisContext(cluster, ClusterProbe(cluster, [TOPIC]), random.Random(seed),
                           zk_session_timeout_s=6, replica_lag_time_max_s=6, partitions=1)
 
-
-def log_bytes(directory: Path, scratch: Path) -> tuple[int, bytes]:
-    """(log end offset, every byte) of a partition dir, read from a copy."""
-    copy = scratch / f"{directory.parent.parent.name}-{directory.name}"
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(directory, copy)
-    log = Log(str(copy), LogConfig(), had_clean_shutdown=True)
-    try:
-        return log.log_end_offset, log.read_all_bytes()
-    finally:
-        log.close()
 
 
 def others(victim: int) -> list[int]:

@@ -25,14 +25,10 @@ Every test starts its own cluster, with its brokers in cgroups of their own.
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "cluster"))
-
 from cluster_support import (
     FAST,
     WAIT,

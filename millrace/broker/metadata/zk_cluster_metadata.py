@@ -51,12 +51,6 @@ class ZkClusterMetadata(ClusterMetadata):
         self._configs: dict[str, dict[str, str]] = {}
         self.broker_epoch = -1
         self._registration: BrokerRegistration | None = None
-        # /controller as this broker's own watch last saw it: the answer to clients until
-        # the controller's first UpdateMetadata arrives (a broker that has just started
-        # would otherwise report no controller, and librdkafka's admin client then waits
-        # for one until its request times out)
-        self._zk_controller_id = -1
-        self._controller_watch: object | None = None
 
     @property
     def cluster_id(self) -> str:
@@ -64,11 +58,7 @@ class ZkClusterMetadata(ClusterMetadata):
 
     @property
     def controller_id(self) -> int:
-        cid = self.cache.controller_id
-        return cid if cid >= 0 else self._zk_controller_id
-
-    def _on_controller(self, controller_id: int | None) -> None:
-        self._zk_controller_id = controller_id if controller_id is not None else -1
+        return self.cache.controller_id
 
     # ------------------------------------------------------------------ brokers
     def register_broker(self, registration: BrokerRegistration) -> None:
@@ -77,8 +67,6 @@ class ZkClusterMetadata(ClusterMetadata):
                           (EndPoint(registration.host, registration.port, self._listener),),
                           registration.rack)
         self.broker_epoch = self.zk.register_broker(info)
-        if self._controller_watch is None:
-            self._controller_watch = self.zk.watch_controller(self._on_controller)
         log.info("registered broker %d at %s:%d (broker epoch %d)", registration.node_id,
                  registration.host, registration.port, self.broker_epoch)
 

@@ -147,23 +147,34 @@ class Fault(ABC):
     def heal(self, ctx: NemesisContext) -> None: ...
 
 
-class _KillBroker(Fault):
-    """kill -9 a broker chosen by ``target``; restart it on its port and log dir."""
+class _RestartOnHeal(Fault):
+    """A fault that takes broker ``victim`` down; heal starts it again on its port and
+    log dir (if it is not running)."""
 
     def __init__(self) -> None:
         self.victim = -1
+
+    def heal(self, ctx: NemesisContext) -> None:
+        if not ctx.cluster.running(self.victim):
+            ctx.cluster.restart_broker(self.victim)
+
+
+class _KillBroker(_RestartOnHeal):
+    """kill -9 (or, with ``sigterm``, SIGTERM: a controlled shutdown) the broker chosen
+    by ``target``."""
+
+    sigterm: ClassVar[bool] = False
 
     @abstractmethod
     def target(self, ctx: NemesisContext) -> tuple[int, str]: ...
 
     def inject(self, ctx: NemesisContext) -> str:
         self.victim, what = self.target(ctx)
+        if self.sigterm:
+            ctx.cluster.stop_broker(self.victim)
+            return f"SIGTERM broker {self.victim} ({what})"
         ctx.cluster.kill_broker(self.victim)
         return f"kill -9 broker {self.victim} ({what})"
-
-    def heal(self, ctx: NemesisContext) -> None:
-        if not ctx.cluster.running(self.victim):
-            ctx.cluster.restart_broker(self.victim)
 
 
 class KillLeader(_KillBroker):
@@ -187,22 +198,11 @@ class KillFollower(_KillBroker):
         return ctx.random_follower()
 
 
-class StopLeader(Fault):
+class StopLeader(KillLeader):
     """SIGTERM a leader (controlled shutdown moves its leadership first), then restart."""
 
     name = "stop-leader"
-
-    def __init__(self) -> None:
-        self.victim = -1
-
-    def inject(self, ctx: NemesisContext) -> str:
-        self.victim, what = ctx.random_leader()
-        ctx.cluster.stop_broker(self.victim)
-        return f"SIGTERM broker {self.victim} ({what})"
-
-    def heal(self, ctx: NemesisContext) -> None:
-        if not ctx.cluster.running(self.victim):
-            ctx.cluster.restart_broker(self.victim)
+    sigterm = True
 
 
 class PauseLeader(Fault):
@@ -268,7 +268,7 @@ class RollingRestart(Fault):
         return None
 
 
-class KillLeaderWithLaggingFollowers(Fault):
+class KillLeaderWithLaggingFollowers(_RestartOnHeal):
     """SIGSTOP both followers of a partition, let the leader take writes alone for a
     moment (shorter than ``replica.lag.time.max.ms``: the followers stay in the ISR),
     kill -9 the leader, resume the followers: one of them is elected, cleanly, without
@@ -277,9 +277,6 @@ class KillLeaderWithLaggingFollowers(Fault):
     control the checker must catch."""
 
     name = "kill-leader-lagging-followers"
-
-    def __init__(self) -> None:
-        self.victim = -1
 
     def hold_seconds(self, ctx: NemesisContext) -> float:
         return 1.0
@@ -301,10 +298,6 @@ class KillLeaderWithLaggingFollowers(Fault):
         self.victim = leader
         return (f"SIGSTOP followers {followers} of {topic}-{p}, kill -9 its leader "
                 f"{leader}, SIGCONT the followers")
-
-    def heal(self, ctx: NemesisContext) -> None:
-        if not ctx.cluster.running(self.victim):
-            ctx.cluster.restart_broker(self.victim)
 
 
 class KillIsrThenStartLaggard(Fault):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from millrace.launcher.local_cluster import LocalCluster
+from millrace.testing.confluent_admin import create_topic
 from millrace.testing.faults.checker import Report, check
 from millrace.testing.faults.history import History
 from millrace.testing.faults.nemesis import (
@@ -305,25 +306,10 @@ def run_scenario(scenario: Scenario, seed: int, directory: Path, *,
 
 
 def _create_topic(bootstrap: str, scenario: Scenario) -> None:
-    """Create the topic with confluent-kafka's admin client.  Now and then (about one
-    fresh cluster in 25, on a loaded machine) librdkafka's admin client never finds the
-    controller and gives up after 60 s ("Failed while waiting for controller") without
-    having sent the CreateTopics at all -- every broker had logged the controller's
-    UpdateMetadata naming it; the cause is not found yet.  A second client is asked
-    then, once."""
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
     config = {"min.insync.replicas": "2", **scenario.topic_config}
-    for attempt in (1, 2):
-        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-        futures = admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config=config)],
-                                      operation_timeout=30, request_timeout=30)
-        try:
-            futures[TOPIC].result(timeout=90)
-            return
-        except KafkaException as e:
-            if attempt == 2 or "waiting for controller" not in str(e):
-                raise
+    create_topic(AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}),
+                 NewTopic(TOPIC, PARTITIONS, 3, config=config), timeout=90)
 
 
 def _drain_readers(probe: ClusterProbe, readers: GroupReaders,

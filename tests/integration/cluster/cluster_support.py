@@ -10,6 +10,7 @@ disk; none of it goes through millrace's own client.
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -18,12 +19,14 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from millrace.launcher.local_cluster import CHROOT, LocalCluster
+from millrace.storage import Log, LogConfig
+from millrace.testing.confluent_admin import create_topic as create_admin_topic
 
 T = TypeVar("T")
 
@@ -104,21 +107,23 @@ def wait_in_sync(client: AdminClient, topic: str, count: int,
 
 def create_topic(client: AdminClient, topic: str, count: int, rf: int,
                  config: dict[str, str] | None = None) -> dict[int, PartitionView]:
-    """Create and wait until in sync.  About one fresh cluster in 25 (on a loaded
-    machine), librdkafka's admin client never finds the controller and fails after 60 s
-    ("Failed while waiting for controller") without sending the CreateTopics -- every
-    broker had logged the UpdateMetadata naming the controller; the cause is not found
-    yet (millrace.testing.faults.runner has the same note).  One retry, once."""
-    for attempt in (1, 2):
-        futures = client.create_topics([NewTopic(topic, count, rf, config=config or {})],
-                                       operation_timeout=30, request_timeout=30)
-        try:
-            futures[topic].result(timeout=60)
-            break
-        except KafkaException as e:
-            if attempt == 2 or "waiting for controller" not in str(e):
-                raise
+    """Create (``millrace.testing.confluent_admin``: retried once when librdkafka never
+    finds the controller) and wait until in sync."""
+    create_admin_topic(client, NewTopic(topic, count, rf, config=config or {}))
     return wait_in_sync(client, topic, count)
+
+
+def log_bytes(directory: Path, scratch: Path) -> tuple[int, bytes]:
+    """(log end offset, every byte) of a partition dir, read from a copy so the broker's
+    own files stay as they were."""
+    copy = scratch / f"{directory.parent.parent.name}-{directory.name}"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(directory, copy)
+    log = Log(str(copy), LogConfig(), had_clean_shutdown=True)
+    try:
+        return log.log_end_offset, log.read_all_bytes()
+    finally:
+        log.close()
 
 
 def controller_id(client: AdminClient) -> int:

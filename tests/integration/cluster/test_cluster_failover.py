@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ from cluster_support import (
     consume_all,
     controller_id,
     create_topic,
+    log_bytes,
     log_tails,
     partition_dir,
     partitions,
@@ -44,7 +44,6 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from kazoo.client import KazooClient
 
 from millrace.launcher.local_cluster import CHROOT, LocalCluster
-from millrace.storage import Log, LogConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -52,17 +51,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def survivor(cluster: LocalCluster, dead: int) -> int:
     return min(b for b in cluster.brokers if b != dead)
 
-
-def log_bytes(directory: Path, scratch: Path) -> tuple[int, bytes]:
-    """(log end offset, every byte) of a partition dir, read from a copy so the broker's
-    own files stay as they were."""
-    copy = scratch / directory.name
-    shutil.copytree(directory, copy)
-    log = Log(str(copy), LogConfig(), had_clean_shutdown=True)
-    try:
-        return log.log_end_offset, log.read_all_bytes()
-    finally:
-        log.close()
 
 
 def test_acked_records_survive_a_leader_kill9(fresh_cluster: ClusterFactory,
