@@ -1,4 +1,6 @@
-"""``ReplicatedOffsetsLog``: the group coordinator's ``OffsetsLog`` over ``__consumer_offsets``.
+"""``ReplicatedOffsetsLog``: a coordinator's log over its internal topic -- the group
+coordinator's ``OffsetsLog`` over ``__consumer_offsets`` (the default), and the transaction
+coordinator's over ``__transaction_state``.
 
 Java counterpart: the coordinator runtime's ``CoordinatorPartitionWriter``.  Records the
 coordinator persists are appended like any other writer's: through the partition's
@@ -24,30 +26,32 @@ TOPIC = "__consumer_offsets"
 
 class ReplicatedOffsetsLog:
     def __init__(self, replica_manager: ReplicaManager, metadata: ClusterMetadata,
-                 default_partitions: int, commit_timeout_ms: int = 5000) -> None:
+                 default_partitions: int, commit_timeout_ms: int = 5000, *,
+                 topic: str = TOPIC) -> None:
+        self.topic = topic
         self._rm = replica_manager
         self._metadata = metadata
         self._default_partitions = default_partitions
         self._commit_timeout_ms = commit_timeout_ms
 
     def num_partitions(self) -> int:
-        info = self._metadata.topics.get(TOPIC)
+        info = self._metadata.topics.get(self.topic)
         return info.partitions if info else self._default_partitions
 
     def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
         """Append one batch as leader; returns the offset after it (what the ISR must
         reach).  Raises the partition's KafkaError (e.g. NOT_LEADER_OR_FOLLOWER) when it
         cannot."""
-        if self._rm.get_partition(TOPIC, partition) is None:
-            raise KafkaError(f"{TOPIC}-{partition} is not hosted here")
+        if self._rm.get_partition(self.topic, partition) is None:
+            raise KafkaError(f"{self.topic}-{partition} is not hosted here")
         now = self._rm.time.milliseconds()
         builder = RecordBatchBuilder(compression=CompressionType.NONE)
         for key, value in records:
             builder.append(now, key, value)
         result = self._rm.append_to_local_log(
-            {(TOPIC, partition): builder.build()}, origin=AppendOrigin.COORDINATOR,
+            {(self.topic, partition): builder.build()}, origin=AppendOrigin.COORDINATOR,
             internal_topics_allowed=True, now_ms=now)
-        resp, end = result[(TOPIC, partition)]
+        resp, end = result[(self.topic, partition)]
         if resp.error:
             raise for_code(resp.error)(resp.error_message or "")
         return end
@@ -55,11 +59,11 @@ class ReplicatedOffsetsLog:
     async def wait_replicated(self, partition: int, end_offset: int) -> int:
         """Wait (up to ``offsets.commit.timeout.ms``) until the ISR has everything before
         ``end_offset``; the Kafka error code of the outcome (0 at once on one node)."""
-        return await self._rm.wait_for_isr((TOPIC, partition), end_offset,
+        return await self._rm.wait_for_isr((self.topic, partition), end_offset,
                                            self._commit_timeout_ms)
 
     def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        p = self._rm.get_partition(TOPIC, partition)
+        p = self._rm.get_partition(self.topic, partition)
         if p is None:
             return
         lg = p.log
