@@ -19,6 +19,7 @@ import uuid
 from typing import Any, BinaryIO, cast
 
 from millrace.cli.common import (
+    DEFAULT_TIMEOUT_MS,
     CommandError,
     client_configs,
     configure_client_logging,
@@ -65,7 +66,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="start at the earliest offset when the group has none committed")
     c.add_argument("--max-messages", type=int, help="exit after this many records")
     c.add_argument("--idle-timeout", type=int, metavar="MS",
-                   help="exit when no record arrives for this long")
+                   help="exit when no record arrives for this long (counted once the "
+                        "group has assigned partitions)")
     c.add_argument("--print-key", action="store_true", help="print each record's key")
     c.add_argument("--print-partition", action="store_true", help="print the partition")
     c.add_argument("--print-offset", action="store_true", help="print the offset")
@@ -82,10 +84,10 @@ def _producer_configs(args: argparse.Namespace) -> dict[str, Any]:
     configs = client_configs(args)
     configs.pop("default.api.timeout.ms", None)
     configs.update({"acks": args.acks, "compression.type": args.compression})
-    if args.timeout is not None:
-        # --timeout bounds the wait for metadata / buffer space and each record's delivery
-        configs["max.block.ms"] = args.timeout
-        configs["delivery.timeout.ms"] = args.timeout + 100  # >= linger.ms + request timeout
+    # --timeout bounds the wait for metadata / buffer space and each record's delivery
+    timeout = DEFAULT_TIMEOUT_MS if args.timeout is None else args.timeout
+    configs["max.block.ms"] = timeout
+    configs["delivery.timeout.ms"] = timeout + 100  # >= linger.ms + request timeout
     configs.update(dict(parse_key_value(x, "--producer-property")
                         for x in args.producer_property or []))
     return configs
@@ -167,8 +169,24 @@ def _text(data: bytes | None) -> str:
         return "base64:" + base64.b64encode(data).decode()
 
 
+def _check_topic(consumer: Any, topic: str, auto_create: bool, timeout_ms: int) -> None:
+    """Before subscribing: the broker must answer within ``timeout_ms`` (else the library's
+    "no broker reachable at ..." error), and the topic must exist -- or be created now by
+    the broker (Kafka's ``auto.create.topics.enable``, on by default), which is said on
+    stderr so a mistyped name does not pass unnoticed."""
+    if topic in consumer.list_topics(timeout_ms):
+        return
+    if not auto_create:
+        raise CommandError(f"topic '{topic}' does not exist (allow.auto.create.topics=false)")
+    if not consumer.partitions_for(topic, timeout_ms):
+        raise CommandError(f"topic '{topic}' does not exist and the broker did not create it "
+                           "(auto.create.topics.enable=false)")
+    print(f"created topic '{topic}' (auto.create.topics.enable)", file=sys.stderr)
+
+
 def consume(args: argparse.Namespace) -> int:
     from millrace.client.consumer import KafkaConsumer
+    from millrace.client.consumer.config import ConsumerConfig
 
     configure_client_logging()
     configs = client_configs(args)
@@ -185,12 +203,16 @@ def consume(args: argparse.Namespace) -> int:
     seen = 0
     idle_ms = 0
     printed: dict[TopicPartition | tuple[str, int], int] = {}  # next offset to commit
-    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(args.topic, config=configs)
+    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(config=configs)
     try:
+        _check_topic(consumer, args.topic, ConsumerConfig(configs)["allow.auto.create.topics"],
+                     DEFAULT_TIMEOUT_MS if args.timeout is None else args.timeout)
+        consumer.subscribe([args.topic])
         while args.max_messages is None or seen < args.max_messages:
             records = list(consumer.poll(500))
             if not records:
-                idle_ms += 500
+                if consumer.assignment():  # the group's first join is not idleness
+                    idle_ms += 500
                 if args.idle_timeout is not None and idle_ms >= args.idle_timeout:
                     break
                 continue

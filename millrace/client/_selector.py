@@ -20,6 +20,7 @@ import contextlib
 import errno
 import itertools
 import logging
+import os
 import selectors
 import socket
 from collections import deque
@@ -92,7 +93,7 @@ class Selector:
             self._register(channel, selectors.EVENT_WRITE)
         else:
             sock.close()
-            raise OSError(err, f"connect to {host}:{port} failed: {errno.errorcode.get(err, err)}")
+            raise OSError(err, os.strerror(err).lower())
         self._channels[node_id] = channel
 
     def _register(self, channel: _Channel, events: int) -> None:
@@ -220,7 +221,7 @@ class Selector:
     def _finish_connect(self, channel: _Channel) -> None:
         err = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
-            self._fail(channel, f"connect failed: {errno.errorcode.get(err, err)}")
+            self._fail(channel, os.strerror(err).lower())
             return
         channel.connected = True
         self.connected.append(channel.node_id)

@@ -24,6 +24,16 @@ class KafkaTimeoutError(MillraceError, builtins.TimeoutError):
     retriable: ClassVar[bool] = True
 
 
+class NoBrokerAvailableError(KafkaTimeoutError):
+    """No broker ever answered: every connection attempt failed.  The message names each
+    address tried and its socket error ("no broker reachable at 127.0.0.1:9999 (connection
+    refused)"), so a wrong address or a stopped broker is not mistaken for a missing topic.
+
+    A ``KafkaTimeoutError`` (what Java's clients would raise after the same wait), so code
+    catching timeouts keeps working.
+    """
+
+
 class BufferExhaustedError(KafkaTimeoutError):
     """``send()`` waited ``max.block.ms`` for ``buffer.memory`` and none came free."""
 

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 from millrace.client._backoff import ExponentialBackoff
 from millrace.client.cluster import Cluster, Node, PartitionInfo, TopicPartition
+from millrace.client.errors import KafkaTimeoutError, NoBrokerAvailableError
 from millrace.common.errors import ConfigError, Errors, KafkaError, for_code
 from millrace.protocol.types import MetadataResponse
 
@@ -84,6 +85,60 @@ class LeaderAndEpoch(NamedTuple):
         return LeaderAndEpoch(None, None)
 
 
+class Reachability:
+    """Whether any broker ever answered, and else why each address failed.
+
+    The network thread reports connection failures and the first broker that answers
+    ApiVersions; callers' threads read it when a wait runs out, to say "no broker
+    reachable at <address> (<socket error>)" instead of blaming a topic.  Once a broker has
+    answered, later failures are ordinary retries and this stays quiet.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answered = False
+        self._failures: dict[str, tuple[int, str]] = {}  # address -> (attempts, last reason)
+
+    @property
+    def answered(self) -> bool:
+        return self._answered
+
+    def connection_failed(self, address: str, reason: str) -> None:
+        with self._lock:
+            if not self._answered:
+                attempts, _ = self._failures.get(address, (0, ""))
+                self._failures[address] = (attempts + 1, reason)
+
+    def broker_answered(self) -> None:
+        with self._lock:
+            self._answered = True
+            self._failures.clear()
+
+    def failed_attempts(self) -> int:
+        """The fewest failed attempts over the addresses tried (0 if none failed yet)."""
+        with self._lock:
+            return min((n for n, _ in self._failures.values()), default=0)
+
+    def all_failed(self, addresses: Iterable[str], attempts: int) -> bool:
+        """No broker answered and each of ``addresses`` failed at least ``attempts`` times."""
+        with self._lock:
+            return not self._answered and all(
+                self._failures.get(a, (0, ""))[0] >= attempts for a in addresses)
+
+    def error(self, addresses: Iterable[str] = (), waited_ms: float | None = None
+              ) -> NoBrokerAvailableError | None:
+        """``NoBrokerAvailableError`` naming every failed address (and ``addresses`` not
+        tried) if no broker has answered and some connection failed; else None."""
+        with self._lock:
+            if self._answered or not self._failures:
+                return None
+            parts = [f"{address} ({reason})" for address, (_, reason)
+                     in self._failures.items()]
+            parts += [f"{a} (not tried)" for a in addresses if a not in self._failures]
+        after = "" if waited_ms is None else f" after {int(waited_ms)} ms"
+        return NoBrokerAvailableError("no broker reachable at " + ", ".join(parts) + after)
+
+
 class Metadata:
     def __init__(self, refresh_backoff_ms: int = 100, refresh_backoff_max_ms: int = 1000,
                  metadata_max_age_ms: int = 300_000) -> None:
@@ -100,6 +155,8 @@ class Metadata:
         self._attempts = 0  # guarded by _cond
         self._backoff_ms = self._refresh_backoff.backoff(0)  # drawn once per attempt count
         self._closed = False
+        self.reachability = Reachability()
+        self.bootstrap_addresses: list[str] = []
 
     # ------------------------------------------------------------------ reading
     def fetch(self) -> Cluster:
@@ -129,6 +186,8 @@ class Metadata:
 
     # ------------------------------------------------------------------ scheduling
     def bootstrap(self, addresses: Iterable[tuple[str, int]]) -> None:
+        addresses = list(addresses)
+        self.bootstrap_addresses = [f"{host}:{port}" for host, port in addresses]
         with self._cond:
             self._cluster = Cluster.bootstrap(addresses)
             self._need_update = True
@@ -232,6 +291,13 @@ class Metadata:
         if cls.retriable:
             return None
         return cls(f"{cls.name} for topic {topic}")
+
+    def timeout_error(self, message: str, waited_ms: float | None = None) -> KafkaTimeoutError:
+        """What a wait that ran out should raise: ``KafkaTimeoutError(message)`` -- or,
+        when no broker ever answered, ``NoBrokerAvailableError`` naming the addresses and
+        their socket errors, the real cause (not the topic or group that was waited for)."""
+        unreachable = self.reachability.error(self.bootstrap_addresses, waited_ms)
+        return unreachable if unreachable is not None else KafkaTimeoutError(message)
 
     def close(self) -> None:
         with self._cond:

@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_SOFTWARE_NAME = "millrace"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
+_NOT_YET_READY = (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS)
 
 ResponseCallback = Callable[["ClientResponse"], None]
 
@@ -227,7 +228,10 @@ class NetworkClient:
             log.debug("connecting to node %s", node)
             self._selector.connect(node.id, node.host, node.port)
         except OSError as e:
-            log.warning("connection to node %s could not be established: %s", node, e)
+            reason = (e.strerror or str(e)).lower()
+            log.warning("connection to node %d (%s:%d) could not be established: %s",
+                        node.id, node.host, node.port, reason)
+            self._metadata.reachability.connection_failed(f"{node.host}:{node.port}", reason)
             self._states.disconnected(node.id, now_ms)
             self._metadata.request_update()
 
@@ -428,15 +432,22 @@ class NetworkClient:
         assert state is not None
         state.api_versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
         self._states.ready(node_id)
+        self._metadata.reachability.broker_answered()
         log.debug("node %d is ready", node_id)
 
     def _process_disconnection(self, node_id: int, now_ms: int, reason: str, *,
                                timed_out: bool) -> None:
         state = self._states.get(node_id)
         was_connecting = state is not None and state.state is ConnectionState.CONNECTING
+        if state is not None and state.state in _NOT_YET_READY:
+            # never got as far as an ApiVersions answer: for "no broker reachable at ..."
+            self._metadata.reachability.connection_failed(f"{state.host}:{state.port}",
+                                                          reason)
         self._states.disconnected(node_id, now_ms)
         if was_connecting:
-            log.warning("connection to node %d could not be established: %s", node_id, reason)
+            assert state is not None
+            log.warning("connection to node %d (%s:%d) could not be established: %s",
+                        node_id, state.host, state.port, reason)
         else:
             log.debug("node %d disconnected: %s", node_id, reason)
         for request in self._in_flight.clear_all(node_id):

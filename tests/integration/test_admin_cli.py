@@ -269,9 +269,9 @@ def test_no_broker_is_one_clear_line() -> None:
     started = time.monotonic()
     err = cli(None, "topics", "list", "--timeout", "1500", rc=1, bootstrap=address).stderr
     assert time.monotonic() - started < 20
-    assert "timed out" in err and address in err
+    assert err == f"Error: no broker reachable at {address} (connection refused)\n"
     with KafkaAdminClient(bootstrap_servers=address, default_api_timeout_ms=500) as client, \
-            pytest.raises(KafkaTimeoutError, match="is a broker running there"):
+            pytest.raises(KafkaTimeoutError, match=f"no broker reachable at {address} "):
         client.list_topics()
     with pytest.raises(IllegalStateError, match="closed"):
         client.list_topics()

@@ -44,6 +44,9 @@ GROUP_KEY_TYPE = 0
 COORDINATOR_ERRORS = frozenset({Errors.COORDINATOR_LOAD_IN_PROGRESS,
                                 Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR})
 _POLL_SLICE_MS = 100
+# Refused connections per bootstrap address (reconnect backoff 50 ms doubling: ~1.5 s in
+# all) before an admin call gives up on a cluster that never answered.
+_UNREACHABLE_ATTEMPTS = 5
 
 
 class AdminMetadata(Metadata):
@@ -87,11 +90,22 @@ class AdminNetwork:
     def _timeout(self, what: str, node: Node | None, deadline_ms: int, started_ms: int
                  ) -> KafkaTimeoutError:
         waited = max(deadline_ms - started_ms, 0)
-        if node is None or (node.id < 0 and self.client.connection_failed(node)):
-            where = f"the cluster at {self.bootstrap_text} (is a broker running there?)"
+        if node is None or node.id < 0:
+            where = f"the cluster at {self.bootstrap_text}"
         else:
             where = f"node {node.id} ({node.host}:{node.port})"
-        return KafkaTimeoutError(f"{what}: timed out after {waited} ms waiting for {where}")
+        return self.metadata.timeout_error(
+            f"{what}: timed out after {waited} ms waiting for {where}", waited)
+
+    def check_reachable(self) -> None:
+        """Fail at once, not at the deadline, once every bootstrap address has refused
+        ``_UNREACHABLE_ATTEMPTS`` connections and nothing ever answered: an admin call
+        against a wrong address or a stopped broker ends in seconds, naming the cause."""
+        reach = self.metadata.reachability
+        if reach.all_failed(self.metadata.bootstrap_addresses, _UNREACHABLE_ATTEMPTS):
+            error = reach.error(self.metadata.bootstrap_addresses)
+            if error is not None:
+                raise error
 
     def backoff(self, deadline_ms: int) -> None:
         """Wait ``retry.backoff.ms`` (or until the deadline) while doing network I/O."""
@@ -107,6 +121,7 @@ class AdminNetwork:
             now = self.now()
             if now >= deadline_ms:
                 raise self._timeout("fetching the broker list", None, deadline_ms, started)
+            self.check_reachable()
             self.client.poll(min(deadline_ms - now, _POLL_SLICE_MS), now)
         return self.metadata.fetch()
 
@@ -153,6 +168,7 @@ class AdminNetwork:
                 raise self._timeout(api_name, target, deadline_ms, started)
             target = node or self.client.least_loaded_node(now)
             if target is None or not self.client.ready(target, now):
+                self.check_reachable()
                 self.client.poll(min(deadline_ms - now, _POLL_SLICE_MS), now)
                 continue
             request = ClientRequest(target.id, body, created_ms=now,

@@ -53,7 +53,7 @@ from millrace.client.consumer.consumer_record import (
 from millrace.client.consumer.deserialization import resolve
 from millrace.client.consumer.interceptor import ConsumerInterceptor, ConsumerInterceptors
 from millrace.client.consumer.listener import ConsumerRebalanceListener
-from millrace.client.errors import IllegalStateError, KafkaTimeoutError
+from millrace.client.errors import IllegalStateError
 from millrace.client.serialization import Deserializer, load_class
 from millrace.common.errors import ConfigError, InvalidGroupIdError
 from millrace.common.time import SYSTEM_TIME, Time
@@ -307,8 +307,9 @@ class KafkaConsumer(Generic[K, V]):
                 else self._subscriptions.all_consumed()
             timeout = self._default_api_timeout_ms if timeout_ms is None else timeout_ms
             if not coordinator.commit_offsets_sync(to_commit, Timer(self._time, timeout)):
-                raise KafkaTimeoutError(f"Timeout of {int(timeout)}ms expired before "
-                                        "successfully committing offsets")
+                raise self._metadata.timeout_error(
+                    f"Timeout of {int(timeout)}ms expired before successfully committing "
+                    "offsets", timeout)
 
     def commit_async(self, offsets: Mapping[PartitionLike, OffsetAndMetadata | int]
                      | None = None, callback: CommitCallback | None = None) -> None:
@@ -336,9 +337,9 @@ class KafkaConsumer(Generic[K, V]):
             timeout = self._default_api_timeout_ms if timeout_ms is None else timeout_ms
             found = coordinator.fetch_committed_offsets(set(wanted), Timer(self._time, timeout))
             if found is None:
-                raise KafkaTimeoutError(f"Timeout of {int(timeout)}ms expired before the last "
-                                        f"committed offset for partitions {wanted} could be "
-                                        "determined")
+                raise self._metadata.timeout_error(
+                    f"Timeout of {int(timeout)}ms expired before the last committed offset "
+                    f"for partitions {wanted} could be determined", timeout)
             return {tp: found.get(tp) for tp in wanted}
 
     def _require_coordinator(self) -> ConsumerCoordinator:
@@ -366,8 +367,9 @@ class KafkaConsumer(Generic[K, V]):
                 self._client.poll(min(timer.remaining_ms, self._client.retry_backoff_ms))
                 timer.update()
                 if timer.is_expired():
-                    raise KafkaTimeoutError(f"Timeout of {int(timeout)}ms expired before the "
-                                            f"position for partition {tp} could be determined")
+                    raise self._metadata.timeout_error(
+                        f"Timeout of {int(timeout)}ms expired before the position for "
+                        f"partition {tp} could be determined", timeout)
 
     def seek(self, partition: PartitionLike, offset: int | OffsetAndMetadata) -> None:
         """Fetch from ``offset`` on the next poll."""
@@ -472,6 +474,10 @@ class KafkaConsumer(Generic[K, V]):
                                                    timer.remaining_ms))
                 finally:
                     self._metadata.clear_transient_topics()
+                unreachable = self._metadata.reachability.error(
+                    self._metadata.bootstrap_addresses, timeout)
+                if unreachable is not None:  # not "no such topic": nothing answered at all
+                    raise unreachable
             return list(cluster.partitions_for_topic(topic))
 
     def list_topics(self, timeout_ms: float | None = None) -> dict[str, list[PartitionInfo]]:

@@ -27,7 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from millrace.client.client_utils import create_network_client
 from millrace.client.cluster import Cluster, PartitionInfo
-from millrace.client.errors import IllegalStateError, KafkaTimeoutError, SerializationError
+from millrace.client.errors import IllegalStateError, SerializationError
 from millrace.client.metadata import parse_bootstrap_servers
 from millrace.client.metrics import Metrics
 from millrace.client.producer._internals.batch_core import wall_clock_ms
@@ -343,11 +343,12 @@ class KafkaProducer(Generic[K, V]):
                 return cluster, elapsed
             if elapsed >= max_wait_ms:
                 if count is not None and partition is not None:
-                    raise KafkaTimeoutError(
+                    raise metadata.timeout_error(
                         f"Partition {partition} of topic {topic} with partition count {count} "
-                        f"is not present in metadata after {int(max_wait_ms)} ms.")
-                raise KafkaTimeoutError(
-                    f"Topic {topic} not present in metadata after {int(max_wait_ms)} ms.")
+                        f"is not present in metadata after {int(max_wait_ms)} ms.", max_wait_ms)
+                raise metadata.timeout_error(
+                    f"Topic {topic} not present in metadata after {int(max_wait_ms)} ms.",
+                    max_wait_ms)
 
     # ------------------------------------------------------------------ other API
     def partitions_for(self, topic: str) -> list[PartitionInfo]:

@@ -390,3 +390,14 @@ def test_unknown_client_config_is_one_line(tmp_path: Any,
     path.write_text("fetch.max.bytes=1\n")
     code, _, err = run(["groups", "list", "--command-config", str(path)], capsys)
     assert (code, err) == (1, "Error: Unknown configuration key(s): fetch.max.bytes\n")
+
+
+def test_produce_timeout_default_is_what_the_help_says() -> None:
+    from millrace.cli.common import DEFAULT_TIMEOUT_MS
+    from millrace.cli.console import _producer_configs
+
+    configs = _producer_configs(build_parser().parse_args(["produce", "-t", "orders"]))
+    assert configs["max.block.ms"] == DEFAULT_TIMEOUT_MS == 30_000
+    configs = _producer_configs(build_parser().parse_args(
+        ["produce", "-t", "orders", "--timeout", "3000"]))
+    assert (configs["max.block.ms"], configs["delivery.timeout.ms"]) == (3000, 3100)

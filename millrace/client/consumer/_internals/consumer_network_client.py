@@ -240,6 +240,10 @@ class ConsumerNetworkClient:
                 request.callback(ClientResponse(request, now, disconnected=True))
         self._fire_pending()
 
+    @property
+    def metadata(self) -> Metadata:
+        return self._metadata
+
     def await_metadata_update(self, timeout_ms: float) -> bool:
         """Ask for a metadata refresh and poll until it arrives (or the timeout)."""
         version = self._metadata.request_update()

@@ -40,7 +40,6 @@ from millrace.client.consumer._internals.subscription_state import (
     SubscriptionState,
 )
 from millrace.client.consumer.errors import LogTruncationError
-from millrace.client.errors import KafkaTimeoutError
 from millrace.client.metadata import LeaderAndEpoch
 from millrace.client.network_client import ClientResponse
 from millrace.common.errors import (
@@ -259,7 +258,8 @@ class OffsetFetcher:
                     break
         finally:
             self._metadata.clear_transient_topics()
-        raise KafkaTimeoutError(f"Failed to get offsets by times in {int(timeout_ms)}ms")
+        raise self._metadata.timeout_error(
+            f"Failed to get offsets by times in {int(timeout_ms)}ms", timeout_ms)
 
     def beginning_or_end_offsets(self, partitions: Iterable[TopicPartition], timestamp: int,
                                  timeout_ms: float) -> dict[TopicPartition, int]:

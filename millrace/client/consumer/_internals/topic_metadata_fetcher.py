@@ -15,7 +15,6 @@ import logging
 from millrace.client.cluster import Cluster, PartitionInfo
 from millrace.client.consumer._internals.consumer_network_client import ConsumerNetworkClient
 from millrace.client.consumer._internals.request_future import Timer
-from millrace.client.errors import KafkaTimeoutError
 from millrace.client.metadata import cluster_from_response
 from millrace.common.errors import Errors, for_code
 from millrace.common.time import Time
@@ -44,8 +43,9 @@ class TopicMetadataFetcher:
                         if include_internal or t not in cluster.internal_topics}
             timer.update()
             if timer.is_expired():
-                raise KafkaTimeoutError(f"Timeout of {int(timeout_ms)}ms expired before the "
-                                        "list of topics could be fetched")
+                raise self._client.metadata.timeout_error(
+                    f"Timeout of {int(timeout_ms)}ms expired before the list of topics could "
+                    "be fetched", timeout_ms)
             self._client.sleep(min(self._retry_backoff_ms, timer.remaining_ms))
 
     def _request(self, timer: Timer) -> Cluster | None:
