@@ -12,6 +12,7 @@ import pytest
 
 from millrace.broker.config import KafkaConfig
 from millrace.broker.context import RequestContext
+from millrace.broker.group.records import LoggedBatch
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import HANDLERS
 from millrace.broker.handlers import group as group_handlers
@@ -39,19 +40,30 @@ class MemoryOffsetsLog:
     def __init__(self, partitions: int = 4) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {
             p: [] for p in range(partitions)}
+        self.batches: dict[int, list[LoggedBatch]] = {p: [] for p in range(partitions)}
         self.fail = False
+        self.replication_error = 0
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> int:
         if self.fail:
             raise KafkaError("disk on fire")
         self.partitions[partition].extend(records)
+        self.batches[partition].append(LoggedBatch(
+            len(self.partitions[partition]), -1 if producer is None else producer[0], None,
+            list(records)))
         return len(self.partitions[partition])
 
-    async def wait_replicated(self, partition: int, end_offset: int) -> int:
-        return 0  # one replica: committed once appended
+    def append_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        self.partitions[partition].append((b"", None))     # a marker takes an offset
+        self.batches[partition].append(LoggedBatch(
+            len(self.partitions[partition]), producer_id, committed, []))
 
-    def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        yield from list(self.partitions[partition])
+    async def wait_replicated(self, partition: int, end_offset: int) -> int:
+        return self.replication_error  # one replica: committed once appended
+
+    def replay_batches(self, partition: int) -> Iterator[LoggedBatch]:
+        yield from list(self.batches[partition])
 
     def num_partitions(self) -> int:
         return len(self.partitions)
