@@ -18,6 +18,8 @@ from millrace.protocol import API, ApiKey
 VERSION_CAPS: dict[int, int] = {
     ApiKey.PRODUCE: 12, ApiKey.FETCH: 17, ApiKey.LIST_OFFSETS: 10, ApiKey.OFFSET_COMMIT: 9,
     ApiKey.OFFSET_FETCH: 9, ApiKey.INIT_PRODUCER_ID: 5, ApiKey.WRITE_TXN_MARKERS: 1,
+    # v5 means KIP-890 part 2 (transaction.version 2), which we do not offer.
+    ApiKey.TXN_OFFSET_COMMIT: 4,
 }
 # Advertised minimum below what we accept (librdkafka < 2.11.1 feature detection).
 ADVERTISED_MIN: dict[int, int] = {ApiKey.PRODUCE: 0}

@@ -152,6 +152,7 @@ class ReplicaManager:
         self.leadership_listeners: list[
             Callable[[list[Partition], list[Partition]], None]] = []
         self.fetcher_manager: ReplicaFetcherManager | None = None
+        self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
         self._unsafe_pending: dict[TopicPartition, int] = {}
         if self._unsafe_ack_delay_ms:

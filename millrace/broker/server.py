@@ -98,11 +98,14 @@ class KafkaServer:
         offsets_log = ReplicatedOffsetsLog(replica_manager, metadata,
                                            config["offsets.topic.num.partitions"],
                                            config["offsets.commit.timeout.ms"])
+        group_coordinator = GroupCoordinatorService(config, time, offsets_log)
+        # Markers on __consumer_offsets complete transactional offset commits.
+        replica_manager.txn_marker_listeners.append(group_coordinator.on_txn_marker)
         return BrokerServices(
             config=config, time=time, metadata=metadata, log_manager=log_manager,
             topic_configs=topic_configs, replica_manager=replica_manager,
             admin_manager=admin_manager,
-            group_coordinator=GroupCoordinatorService(config, time, offsets_log),
+            group_coordinator=group_coordinator,
             producer_id_manager=ProducerIdManager(metadata.reserve_producer_ids),
             api_versions=ApiVersionManager(load_all()))
 

@@ -90,6 +90,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
         rm, metadata, config["offsets.topic.num.partitions"],
         config["offsets.commit.timeout.ms"]))
     rm.leadership_listeners.append(_group_leadership(group, loop))
+    rm.txn_marker_listeners.append(group.on_txn_marker)
     return BrokerServices(
         config=config, time=time, metadata=metadata, log_manager=log_manager,
         topic_configs=topic_configs, replica_manager=rm, admin_manager=admin,

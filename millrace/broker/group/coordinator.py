@@ -482,6 +482,14 @@ class GroupCoordinator(GroupMetadataManager):
         self._tick(now_ms)
         return offsets.commit_offsets(self, body, version, now_ms, unknown)
 
+    def txn_commit_offsets(self, body: Any, version: int, now_ms: int,
+                           unknown: frozenset[tuple[str, int]] = frozenset()
+                           ) -> CoordinatorResult:
+        """TxnOffsetCommit: the records are one transactional batch of the producer
+        (``result.producer``); replayed, they stay pending until its marker."""
+        self._tick(now_ms)
+        return offsets.txn_commit_offsets(self, body, version, now_ms, unknown)
+
     def fetch_offsets(self, body: Any, version: int, now_ms: int) -> CoordinatorResult:
         self._tick(now_ms)
         return CoordinatorResult(response=offsets.fetch_offsets(self, body, version))

@@ -23,6 +23,13 @@ What is persisted (``GroupValue``) is the outcome of a rebalance: generation, pr
 leader, members with their assignments.  The rest of this object -- parked requests,
 pending member ids, deadlines -- is in-memory machinery and is rebuilt empty on restart.
 
+Offsets: ``offsets`` holds the committed ones, ``offset_positions`` where in
+``__consumer_offsets`` each was written (the end offset of its batch; -1 unknown), and
+``pending_txn_offsets`` the offsets transactional producers committed (TxnOffsetCommit,
+KIP-98) per producer id, invisible until the producer's COMMIT marker moves them into
+``offsets`` -- unless a later write already holds that partition (Kafka compares the
+positions, so compaction of the topic cannot resurrect an older commit).
+
 Owned by the event-loop thread (through ``GroupCoordinator``).
 """
 
@@ -77,6 +84,10 @@ class GroupMetadata:
         self.initial_remaining_ms = 0
         self.new_member_added = False
         self.offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+        self.offset_positions: dict[tuple[str, int], int] = {}
+        # producer id -> {(topic, partition): (position, offset)} awaiting its marker
+        self.pending_txn_offsets: dict[int, dict[tuple[str, int],
+                                                 tuple[int, OffsetAndMetadata]]] = {}
 
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id!r}, {self.state.value}, "
@@ -191,6 +202,19 @@ class GroupMetadata:
         leader = self.members.get(self.leader_id or "") or next(iter(self.members.values()))
         order = {name: i for i, name in enumerate(leader.protocol_names())}
         return min(candidates, key=lambda name: (-votes[name], order.get(name, 1 << 30), name))
+
+    # ------------------------------------------------------------------ offsets
+    def has_pending_txn_offset(self, topic_partition: tuple[str, int]) -> bool:
+        """A transactional producer committed this partition and has not ended yet."""
+        return any(topic_partition in pending
+                   for pending in self.pending_txn_offsets.values())
+
+    def has_offsets(self) -> bool:
+        """Kafka's ``hasOffsets``: committed or pending offsets keep an Empty group alive."""
+        return bool(self.offsets or self.pending_txn_offsets)
+
+    def pending_txn_partitions(self) -> set[tuple[str, int]]:
+        return {tp for pending in self.pending_txn_offsets.values() for tp in pending}
 
     # ------------------------------------------------------------------ persistence
     def to_record(self, assignments: dict[str, bytes] | None = None) -> GroupValue:

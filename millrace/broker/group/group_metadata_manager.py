@@ -16,6 +16,16 @@ Theory of operation -- every operation is a pure step:
 * responses that were waiting (parked JoinGroup/SyncGroup) come out of
   ``take_completions()`` once an operation, a replay or ``poll(now_ms)`` completed them.
 
+Transactional offsets (KIP-98/KIP-447): a TxnOffsetCommit step's records form one
+transactional batch of the producer (``CoordinatorResult.producer``).  Replaying a record
+of such a batch (``replay(..., producer_id=)``) holds the offset *pending* for that
+producer in its group; the producer's transaction marker on the partition --
+``replay_end_txn_marker``, live from the replica manager's marker listener or met in the
+log while loading -- moves the pending offsets into the committed ones (COMMIT; a
+partition whose committed offset was written later in the log keeps it) or drops them
+(ABORT).  A transaction still open when the log ends stays pending, so a new coordinator
+after a failover completes it when the marker arrives.
+
 Time enters only as ``now_ms`` arguments, so tests drive the whole machine step by step.
 """
 
@@ -31,6 +41,7 @@ from millrace.broker.group.member import MemberMetadata
 from millrace.broker.group.records import (
     GroupKey,
     GroupValue,
+    LoggedBatch,
     OffsetAndMetadata,
     OffsetKey,
     UnknownRecordVersion,
@@ -111,12 +122,15 @@ class CoordinatorResult:
     ``waiter``: the token the answer will be delivered under via ``take_completions``.
     ``on_failure``: if the records could not be written, call it with an error code;
     it undoes what the step began and returns the answer to send instead (None when the
-    answer goes to the waiter)."""
+    answer goes to the waiter).
+    ``producer``: (producer id, epoch) when the records are one transactional batch of
+    that producer (TxnOffsetCommit); None for the coordinator's own writes."""
 
     records: list[OffsetsRecord] = field(default_factory=list)
     response: Any = None
     waiter: int | None = None
     on_failure: Callable[[int], Any] | None = None
+    producer: tuple[int, int] | None = None
 
 
 class GroupMetadataManager:
@@ -132,6 +146,8 @@ class GroupMetadataManager:
         self._completions: dict[int, Any] = {}
         self._clock_ms = 0     # latest now_ms seen; timestamps state changes on replay
         self._next_offsets_expiry_ms: int | None = None
+        # producer id -> groups that may hold its pending offsets (pruned by its markers)
+        self._txn_groups: dict[int, set[str]] = {}
 
     # ------------------------------------------------------------------ placement
     def partition_for(self, group_id: str) -> int:
@@ -159,15 +175,28 @@ class GroupMetadataManager:
 
     def load(self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]],
              now_ms: int) -> int:
-        """Rebuild the groups of ``partition`` from its records (in offset order); it is
-        hosted afterwards.  Returns the number of records replayed."""
+        """Rebuild the groups of ``partition`` from plain records (in offset order, no
+        transactions); see ``load_batches``."""
+        return self.load_batches(partition, [LoggedBatch(-1, -1, None, list(records))],
+                                 now_ms)
+
+    def load_batches(self, partition: int, batches: Iterable[LoggedBatch],
+                     now_ms: int) -> int:
+        """Rebuild the groups of ``partition`` from its batches (in offset order): the
+        same replay as live appends, markers included; it is hosted afterwards.  Returns
+        the number of records replayed."""
         self._tick(now_ms)
         self.loading.add(partition)
         count = 0
-        for key, value in records:
-            if key is not None:
-                self.replay(key, value)
-                count += 1
+        for batch in batches:
+            if batch.marker is not None:
+                self.replay_end_txn_marker(partition, batch.producer_id, batch.marker)
+                continue
+            end, producer_id = batch.end_offset, batch.producer_id
+            for key, value in batch.records:
+                if key is not None:
+                    self.replay(key, value, end, producer_id)
+                    count += 1
         self.loading.discard(partition)
         self.hosted.add(partition)
         for group in self.groups.values():
@@ -186,16 +215,29 @@ class GroupMetadataManager:
                 for member in group.members.values():
                     self._fail_waiters(member, Errors.NOT_COORDINATOR)
                 del self.groups[group_id]
+        for producer_id, group_ids in list(self._txn_groups.items()):
+            group_ids.difference_update(
+                [g for g in group_ids if self.partition_for(g) == partition])
+            if not group_ids:
+                del self._txn_groups[producer_id]
         self.hosted.discard(partition)
         self.loading.discard(partition)
 
     # ------------------------------------------------------------------ replay
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one persisted record (live, after its append, or while loading)."""
+    def replay(self, key: bytes, value: bytes | None, offset: int = -1,
+               producer_id: int = -1) -> None:
+        """Apply one persisted record (live, after its append, or while loading).
+
+        ``offset``: the end offset of its batch in the log (-1 unknown); ``producer_id``:
+        the producer of a transactional batch (its offsets stay pending), else -1."""
         try:
             k = decode_key(key)
             if isinstance(k, OffsetKey):
-                self._apply_offset(k, None if value is None else decode_offset_value(value))
+                v = None if value is None else decode_offset_value(value)
+                if producer_id >= 0:
+                    self._apply_txn_offset(producer_id, k, v, offset)
+                else:
+                    self._apply_offset(k, v, offset)
             elif isinstance(k, GroupKey):
                 self._apply_group_value(k.group, None if value is None
                                         else decode_group_value(value))
@@ -204,16 +246,91 @@ class GroupMetadataManager:
         except ProtocolDecodeError as e:
             log.warning("skipping malformed __consumer_offsets record: %s", e)
 
-    def _apply_offset(self, key: OffsetKey, value: OffsetAndMetadata | None) -> None:
+    def _apply_offset(self, key: OffsetKey, value: OffsetAndMetadata | None,
+                      offset: int = -1) -> None:
         group = self.groups.get(key.group)
+        tp = (key.topic, key.partition)
         if value is None:
             if group is not None:
-                group.offsets.pop((key.topic, key.partition), None)
+                group.offsets.pop(tp, None)
+                group.offset_positions.pop(tp, None)
+                # A tombstone (deletion, expiry) ends pending transactional commits too.
+                for producer_id, pending in list(group.pending_txn_offsets.items()):
+                    if pending.pop(tp, None) is not None and not pending:
+                        del group.pending_txn_offsets[producer_id]
             return
         if group is None:  # offsets of a group not (yet) known: a simple/standalone group
             group = GroupMetadata(key.group, self.partition_for(key.group), self._clock_ms)
             self.groups[key.group] = group
-        group.offsets[(key.topic, key.partition)] = value
+        elif 0 <= offset < group.offset_positions.get(tp, -1):
+            return  # a committed transaction wrote this partition later in the log
+        group.offsets[tp] = value
+        group.offset_positions[tp] = offset
+
+    def _apply_txn_offset(self, producer_id: int, key: OffsetKey,
+                          value: OffsetAndMetadata | None, offset: int) -> None:
+        """A transactional offset: pending for its producer until the marker."""
+        group = self.groups.get(key.group)
+        tp = (key.topic, key.partition)
+        if value is None:
+            pending = group.pending_txn_offsets.get(producer_id) if group else None
+            if group is not None and pending is not None:
+                pending.pop(tp, None)
+                if not pending:
+                    del group.pending_txn_offsets[producer_id]
+            return
+        if group is None:  # Kafka creates an Empty group for a TxnOffsetCommit too
+            group = GroupMetadata(key.group, self.partition_for(key.group), self._clock_ms)
+            self.groups[key.group] = group
+        group.pending_txn_offsets.setdefault(producer_id, {})[tp] = (offset, value)
+        self._txn_groups.setdefault(producer_id, set()).add(key.group)
+
+    def replay_end_txn_marker(self, partition: int, producer_id: int,
+                              committed: bool) -> int:
+        """The transaction marker of ``producer_id`` on ``partition`` (Java:
+        ``handleTxnCompletion`` / ``replayEndTransactionMarker``): its pending offsets in
+        the partition's groups become committed (COMMIT) -- except where the committed
+        offset was written later in the log -- or are dropped (ABORT).  A marker of a
+        producer with nothing pending changes nothing.  Returns the groups completed."""
+        group_ids = self._txn_groups.get(producer_id)
+        if not group_ids:
+            return 0
+        done = [g for g in group_ids if self.partition_for(g) == partition]
+        group_ids.difference_update(done)
+        if not group_ids:
+            del self._txn_groups[producer_id]
+        completed = 0
+        for group_id in done:
+            group = self.groups.get(group_id)
+            pending = None if group is None else group.pending_txn_offsets.pop(producer_id,
+                                                                               None)
+            if group is None or pending is None:
+                continue
+            completed += 1
+            if not committed:
+                continue
+            for tp, (position, value) in pending.items():
+                if tp not in group.offsets or position > group.offset_positions.get(tp, -1):
+                    group.offsets[tp] = value
+                    group.offset_positions[tp] = position
+                else:
+                    log.info("group %s: committed transactional offset of producer %d for "
+                             "%s-%d not applied, a later commit holds the partition",
+                             group_id, producer_id, tp[0], tp[1])
+        return completed
+
+    def fail_txn_offsets(self, producer_id: int, group_id: str, position: int) -> None:
+        """A TxnOffsetCommit whose batch (ending at ``position``) did not reach the ISR:
+        its pending offsets are dropped (Java ``failPendingTxnOffsetCommit``); the client
+        hears the error and retries or aborts."""
+        group = self.groups.get(group_id)
+        pending = None if group is None else group.pending_txn_offsets.get(producer_id)
+        if group is None or pending is None:
+            return
+        for tp in [tp for tp, (pos, _) in pending.items() if pos == position]:
+            del pending[tp]
+        if not pending:
+            del group.pending_txn_offsets[producer_id]
 
     def _apply_group_value(self, group_id: str, value: GroupValue | None) -> None:
         """Default replay of a group record: install or delete (GroupCoordinator extends
@@ -243,9 +360,10 @@ class GroupMetadataManager:
                              encode_group_value(group.to_record(assignments)))
 
     def group_tombstones(self, group: GroupMetadata) -> list[OffsetsRecord]:
-        """Delete a group: a tombstone per committed offset, then one for the group."""
+        """Delete a group: a tombstone per committed or pending offset, then one for the
+        group (Kafka's ``deleteAllOffsets``: pending transactional offsets go too)."""
         records = [self.offset_record(group.group_id, topic, p, None)
-                   for topic, p in sorted(group.offsets)]
+                   for topic, p in sorted(set(group.offsets) | group.pending_txn_partitions())]
         records.append(OffsetsRecord(group.partition, encode_group_key(group.group_id), None))
         return records
 

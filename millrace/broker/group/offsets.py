@@ -16,11 +16,23 @@ Otherwise: FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID (not a current member),
 ILLEGAL_GENERATION (stale generation, or any generation for an unknown group),
 REBALANCE_IN_PROGRESS (CompletingRebalance: the member must finish the rebalance first).
 
+TxnOffsetCommit (KIP-98; KIP-447 from v3): a transactional producer commits a group's
+offsets inside its transaction.  Generation -1 passes (pre-KIP-447 producers, and groups
+that do not exist yet, which are created Empty as for simple consumers); otherwise the
+member id / instance id / generation must match the group's current ones, else
+UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID / ILLEGAL_GENERATION -- a zombie that lost its
+partitions in a rebalance cannot commit for them.  The offsets are written as one
+transactional batch of the producer and stay pending until its marker (see
+``group_metadata_manager``).  OffsetFetch with ``require_stable`` (v7+) answers
+UNSTABLE_OFFSET_COMMIT for a partition with a pending transactional offset; without it,
+the last committed offset.
+
 Expiration (``offsets.retention.minutes``): an offset committed with an explicit retention
 (OffsetCommit v2-4) expires at its own expire timestamp; otherwise offsets of an Empty
 group expire once the group has been Empty (consumer groups) or the offset has been
-unchanged (simple groups) for the retention time.  An Empty group left without offsets
-is deleted (group tombstone).
+unchanged (simple groups) for the retention time.  An offset with a pending
+transactional commit does not expire, and a group with open transactions is not
+deleted; an Empty group left without offsets is deleted (group tombstone).
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ from millrace.broker.group.group_metadata import GroupMetadata, GroupState
 from millrace.broker.group.group_metadata_manager import CoordinatorResult, OffsetsRecord
 from millrace.broker.group.records import OffsetAndMetadata
 from millrace.common.errors import Errors
-from millrace.protocol import OffsetCommitResponse, OffsetFetchResponse
+from millrace.protocol import OffsetCommitResponse, OffsetFetchResponse, TxnOffsetCommitResponse
 
 if TYPE_CHECKING:
     from millrace.broker.group.coordinator import GroupCoordinator
@@ -105,23 +117,105 @@ def commit_offsets(coord: GroupCoordinator, body: Any, version: int, now_ms: int
     return CoordinatorResult(records, response, on_failure=failed)
 
 
-def _committed(group: GroupMetadata | None, topic: str,
-               partition: int) -> tuple[int, int, str]:
+def _txn_commit_error(coord: GroupCoordinator, group: GroupMetadata | None, generation: int,
+                      member_id: str, instance_id: str | None) -> int:
+    """Kafka's ``validateOffsetCommit`` for a transactional commit (KIP-447)."""
+    if group is not None and group.is_(GroupState.DEAD):
+        return Errors.COORDINATOR_NOT_AVAILABLE
+    if generation < 0 and (group is None or group.is_(GroupState.EMPTY)):
+        return Errors.NONE
+    if generation >= 0 or member_id or instance_id is not None:
+        if group is None:     # created Empty: nobody is a member of it
+            return Errors.UNKNOWN_MEMBER_ID
+        err = coord.validate_member(group, member_id, instance_id)
+        if err:
+            return err
+        if generation != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+    return Errors.NONE
+
+
+def txn_commit_offsets(coord: GroupCoordinator, body: Any, version: int, now_ms: int,
+                       unknown: frozenset[tuple[str, int]]) -> CoordinatorResult:
+    """TxnOffsetCommit: validate, and the offset records as one transactional batch of
+    the producer (``CoordinatorResult.producer``); partitions in ``unknown`` are
+    refused with UNKNOWN_TOPIC_OR_PARTITION."""
+    group_id: str = body.group_id
+    if version >= 3:
+        generation: int = body.generation_id
+        member_id: str = body.member_id or ""
+        instance_id: str | None = body.group_instance_id
+    else:
+        generation, member_id, instance_id = -1, "", None
+    err = coord.coordinator_error(group_id) if group_id else Errors.INVALID_GROUP_ID
+    if not err and body.producer_id < 0:
+        err = Errors.INVALID_PRODUCER_ID_MAPPING
+    if not err and body.producer_epoch < 0:
+        err = Errors.INVALID_PRODUCER_EPOCH
+    err = err or _txn_commit_error(coord, coord.groups.get(group_id), generation, member_id,
+                                   instance_id)
+    records: list[OffsetsRecord] = []
+    t_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    p_cls = t_cls.TxnOffsetCommitResponsePartition
+    topics = []
+    for t in body.topics:
+        parts = []
+        for p in t.partitions:
+            if err:
+                e = err
+            elif (t.name, p.partition_index) in unknown:
+                e = Errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif len((p.committed_metadata or "").encode()) > coord.config.offset_metadata_max_bytes:
+                e = Errors.OFFSET_METADATA_TOO_LARGE
+            else:
+                e = Errors.NONE
+                epoch = p.committed_leader_epoch if version >= 2 else -1
+                value = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "",
+                                          now_ms)
+                records.append(coord.offset_record(group_id, t.name, p.partition_index, value))
+            parts.append(p_cls(partition_index=p.partition_index, error_code=e))
+        topics.append(t_cls(name=t.name, partitions=parts))
+    response = TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+
+    def failed(error: int) -> Any:
+        for topic in response.topics:
+            for part in topic.partitions:
+                if part.error_code == Errors.NONE:
+                    part.error_code = error
+        return response
+
+    return CoordinatorResult(records, response, on_failure=failed,
+                             producer=(body.producer_id, body.producer_epoch) if records
+                             else None)
+
+
+_Row = tuple[int, int, int, str, int]   # partition, offset, leader epoch, metadata, error
+
+
+def _committed(group: GroupMetadata | None, topic: str, partition: int,
+               require_stable: bool) -> tuple[int, int, str, int]:
+    if require_stable and group is not None and group.pending_txn_offsets and (
+            group.has_pending_txn_offset((topic, partition))):
+        return -1, -1, "", Errors.UNSTABLE_OFFSET_COMMIT
     off = group.offsets.get((topic, partition)) if group is not None else None
     if off is None:
-        return -1, -1, ""
-    return off.offset, off.leader_epoch, off.metadata
+        return -1, -1, "", Errors.NONE
+    return off.offset, off.leader_epoch, off.metadata, Errors.NONE
 
 
-def _group_offsets(group: GroupMetadata | None,
-                   topics: list[Any] | None) -> list[tuple[str, list[tuple[int, int, int, str]]]]:
-    """[(topic, [(partition, offset, leader epoch, metadata)])]; topics None = all."""
+def _group_offsets(group: GroupMetadata | None, topics: list[Any] | None,
+                   require_stable: bool = False) -> list[tuple[str, list[_Row]]]:
+    """[(topic, [(partition, offset, leader epoch, metadata, error)])]; topics None = all
+    committed ones.  ``require_stable``: UNSTABLE_OFFSET_COMMIT where a transaction
+    holds a pending offset."""
     if topics is None:
-        by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
-        for (topic, partition), off in sorted((group.offsets if group else {}).items()):
-            by_topic[topic].append((partition, off.offset, off.leader_epoch, off.metadata))
+        by_topic: dict[str, list[_Row]] = defaultdict(list)
+        for topic, partition in sorted(group.offsets if group else {}):
+            by_topic[topic].append((partition, *_committed(group, topic, partition,
+                                                           require_stable)))
         return list(by_topic.items())
-    return [(t.name, [(p, *_committed(group, t.name, p)) for p in t.partition_indexes])
+    return [(t.name, [(p, *_committed(group, t.name, p, require_stable))
+                      for p in t.partition_indexes])
             for t in topics]
 
 
@@ -133,11 +227,12 @@ def fetch_offsets(coord: GroupCoordinator, body: Any, version: int) -> Any:
         p_cls = t_cls.OffsetFetchResponsePartitions
         for req in body.groups:
             err = coord.coordinator_error(req.group_id)
-            rows = [] if err else _group_offsets(coord.groups.get(req.group_id), req.topics)
+            rows = [] if err else _group_offsets(coord.groups.get(req.group_id), req.topics,
+                                                 body.require_stable)
             groups.append(g_cls(group_id=req.group_id, error_code=err, topics=[
                 t_cls(name=name, partitions=[p_cls(
                     partition_index=p, committed_offset=o, committed_leader_epoch=ep,
-                    metadata=md, error_code=Errors.NONE) for p, o, ep, md in parts])
+                    metadata=md, error_code=e) for p, o, ep, md, e in parts])
                 for name, parts in rows]))
         return OffsetFetchResponse(groups=groups)
     t_cls = OffsetFetchResponse.OffsetFetchResponseTopic
@@ -150,11 +245,12 @@ def fetch_offsets(coord: GroupCoordinator, body: Any, version: int) -> Any:
         return OffsetFetchResponse(topics=[t_cls(name=t.name, partitions=[p_cls(
             partition_index=p, committed_offset=-1, metadata="", error_code=err)
             for p in t.partition_indexes]) for t in topics])
-    rows = _group_offsets(coord.groups.get(body.group_id), topics)
+    rows = _group_offsets(coord.groups.get(body.group_id), topics,
+                          version >= 7 and body.require_stable)
     return OffsetFetchResponse(error_code=Errors.NONE, topics=[
         t_cls(name=name, partitions=[p_cls(
             partition_index=p, committed_offset=o, committed_leader_epoch=ep, metadata=md,
-            error_code=Errors.NONE) for p, o, ep, md in parts])
+            error_code=e) for p, o, ep, md, e in parts])
         for name, parts in rows])
 
 
@@ -167,7 +263,9 @@ def expire_offsets(coord: GroupCoordinator, now_ms: int) -> list[OffsetsRecord]:
         empty = group.is_(GroupState.EMPTY)
         expired = []
         for (topic, partition), off in group.offsets.items():
-            if off.expire_timestamp is not None:
+            if group.pending_txn_offsets and group.has_pending_txn_offset((topic, partition)):
+                gone = False        # a transaction is committing it: not yet
+            elif off.expire_timestamp is not None:
                 gone = now_ms >= off.expire_timestamp
             elif empty:
                 base = off.commit_timestamp
@@ -180,6 +278,6 @@ def expire_offsets(coord: GroupCoordinator, now_ms: int) -> list[OffsetsRecord]:
                 expired.append(coord.offset_record(group.group_id, topic, partition, None))
         records += expired
         if (empty and len(expired) == len(group.offsets) and not group.members
-                and not group.pending_members):
+                and not group.pending_members and not group.pending_txn_offsets):
             records += coord.group_tombstones(group)[-1:]
     return records

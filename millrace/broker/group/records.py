@@ -34,7 +34,7 @@ Group metadata value (we write v3)::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from millrace.common.errors import ProtocolDecodeError
 from millrace.protocol.codec import MessageCodec
@@ -126,6 +126,21 @@ class GroupValue:
     leader: str | None
     current_state_timestamp: int | None = None
     members: list[MemberRecord] = field(default_factory=list)
+
+
+class LoggedBatch(NamedTuple):
+    """One batch of ``__consumer_offsets`` as a coordinator replays it.
+
+    ``end_offset``: the offset after the batch -- where the write sits in the log, which
+    orders a transactional commit against plain ones.  ``producer_id``: the producer of
+    a transactional batch, -1 for the coordinator's own writes.  ``marker``: for a
+    transaction marker (a control batch), True = COMMIT, False = ABORT, and no records;
+    None for data.  ``records``: (key, value) pairs."""
+
+    end_offset: int
+    producer_id: int
+    marker: bool | None
+    records: list[tuple[bytes | None, bytes | None]]
 
 
 class UnknownRecordVersion(ProtocolDecodeError):

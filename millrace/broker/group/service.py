@@ -10,6 +10,14 @@ coordinator, and then resolves the futures of every parked request the step (or 
 replay) completed.  A timer task calls ``run_once`` every ``tick_interval_ms`` to fire
 session, rebalance and sync deadlines and to expire offsets.
 
+TxnOffsetCommit differs in one way: its records are replayed (as *pending* offsets of the
+producer) as soon as they are appended, before the ISR has them -- OffsetFetch does not
+show pending offsets, ``require_stable`` must see them at once, and the transaction's
+marker may only follow the answer anyway.  If the ISR never gets them the pending
+offsets are dropped and the error is the answer.  ``on_txn_marker`` is the replica
+manager's marker listener: a COMMIT/ABORT written and replicated on a hosted
+``__consumer_offsets`` partition completes the producer's pending offsets there.
+
 Threading: everything runs on the broker's event-loop thread; appends are synchronous
 file writes, so a step and its persistence are atomic with respect to other requests.
 """
@@ -29,16 +37,21 @@ from millrace.broker.group.group_metadata_manager import (
     GroupConfig,
     OffsetsRecord,
 )
+from millrace.broker.group.records import LoggedBatch
 from millrace.common.errors import Errors, KafkaError
 from millrace.common.time import Time
 
 log = logging.getLogger("millrace.broker.group")
 
 
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
 class OffsetsLog(Protocol):
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int: ...  # appends one batch to __consumer_offsets-<partition>; returns its end offset
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> int: ...  # appends one batch (transactional of producer (id, epoch) if given) to __consumer_offsets-<partition>; returns its end offset
     async def wait_replicated(self, partition: int, end_offset: int) -> int: ...  # until the ISR has it: Kafka error code (0 = NONE)
-    def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]: ...   # key/value of every record in that partition, in offset order
+    def replay_batches(self, partition: int) -> Iterator[LoggedBatch]: ...   # every batch and marker of that partition, in offset order
     def num_partitions(self) -> int: ...
 
 
@@ -54,10 +67,21 @@ _STORAGE_ERRORS: dict[int, Errors] = {
 }
 
 
+# A transactional append refused for the producer's own sake reaches the client as is.
+_TXN_ERRORS = frozenset({Errors.INVALID_PRODUCER_EPOCH, Errors.PRODUCER_FENCED,
+                         Errors.INVALID_TXN_STATE, Errors.INVALID_PRODUCER_ID_MAPPING})
+
+
 def storage_error(exc: BaseException) -> int:
     if isinstance(exc, KafkaError):
         return _STORAGE_ERRORS.get(exc.code, Errors.COORDINATOR_NOT_AVAILABLE)
     return Errors.COORDINATOR_NOT_AVAILABLE
+
+
+def txn_storage_error(exc: BaseException) -> int:
+    if isinstance(exc, KafkaError) and exc.code in _TXN_ERRORS:
+        return int(exc.code)
+    return storage_error(exc)
 
 
 class GroupCoordinatorService:
@@ -98,8 +122,8 @@ class GroupCoordinatorService:
         for partition in partitions:
             if partition not in coord.loading:  # unloaded again while we were loading
                 continue
-            total += coord.load(partition, self._log.replay(partition),
-                                self._time.milliseconds())
+            total += coord.load_batches(partition, self._log.replay_batches(partition),
+                                        self._time.milliseconds())
             await asyncio.sleep(0)
         log.info("group coordinator loaded %d partition(s), %d group(s) from %d record(s)",
                  len(partitions), len(coord.groups), total)
@@ -168,6 +192,45 @@ class GroupCoordinatorService:
         return await self._call(lambda now: self.coordinator.commit_offsets(
             body, version, now, unknown))
 
+    async def txn_commit_offsets(self, body: Any, version: int,
+                                 unknown: frozenset[tuple[str, int]] = frozenset()) -> Any:
+        """TxnOffsetCommit: append the producer's transactional batch, hold its offsets
+        pending, answer once the ISR has it."""
+        coord = self.coordinator
+        result = coord.txn_commit_offsets(body, version, self._time.milliseconds(), unknown)
+        if not result.records or result.producer is None or result.on_failure is None:
+            return result.response
+        partition = result.records[0].partition
+        batch: _Batch = [(rec.key, rec.value) for rec in result.records]
+        try:
+            end = self._log.append(partition, batch, producer=result.producer)
+        except Exception as exc:
+            log.info("transactional offset commit of group %s not written: %s",
+                     body.group_id, exc)
+            return result.on_failure(txn_storage_error(exc))
+        producer_id = result.producer[0]
+        if partition in coord.hosted:
+            for key, value in batch:
+                coord.replay(key, value, end, producer_id)
+        error = await self._log.wait_replicated(partition, end)
+        if error:
+            coord.fail_txn_offsets(producer_id, body.group_id, end)
+            return result.on_failure(_STORAGE_ERRORS.get(error,
+                                                         Errors.COORDINATOR_NOT_AVAILABLE))
+        return result.response
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int,
+                      committed: bool) -> None:
+        """``ReplicaManager.txn_marker_listeners``: a marker on ``topic``-``partition`` is
+        appended and replicated.  Completes the producer's pending offsets when it is
+        one of our hosted ``__consumer_offsets`` partitions."""
+        if topic != OFFSETS_TOPIC or partition not in self.coordinator.hosted:
+            return
+        done = self.coordinator.replay_end_txn_marker(partition, producer_id, committed)
+        if done:
+            log.debug("%s marker of producer %d completed %d group(s) on partition %d",
+                      "COMMIT" if committed else "ABORT", producer_id, done, partition)
+
     async def fetch_offsets(self, body: Any, version: int) -> Any:
         return await self._call(lambda now: self.coordinator.fetch_offsets(body, version, now))
 
@@ -226,7 +289,8 @@ class GroupCoordinatorService:
                 return result.on_failure(storage_error(exc)), {}
         return result.response, appended
 
-    def _persist(self, records: list[OffsetsRecord], appended: dict[int, tuple[int, _Batch]],
+    def _persist(self, records: list[OffsetsRecord],
+                 appended: dict[int, tuple[int, _Batch]],
                  replay: bool = True) -> None:
         batches: dict[int, _Batch] = {}
         for rec in records:
@@ -254,7 +318,7 @@ class GroupCoordinatorService:
             if self._replayed_end.get(key, -1) > end:
                 continue
             self._replayed_end[key] = end
-            self.coordinator.replay(key, value)
+            self.coordinator.replay(key, value, end)
 
     def _dispatch(self) -> None:
         for token, response in self.coordinator.take_completions():

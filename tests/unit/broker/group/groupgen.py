@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millrace.broker.group import CoordinatorResult, GroupConfig, GroupCoordinator
+from millrace.broker.group.records import LoggedBatch
 from millrace.protocol import (
     API,
     ApiKey,
@@ -24,6 +25,7 @@ from millrace.protocol import (
     OffsetCommitRequest,
     OffsetFetchRequest,
     SyncGroupRequest,
+    TxnOffsetCommitRequest,
 )
 
 CONFIG = GroupConfig(min_session_timeout_ms=10, max_session_timeout_ms=600_000,
@@ -38,6 +40,7 @@ _RESPONSE_KEY = {
     "OffsetCommitResponse": ApiKey.OFFSET_COMMIT, "OffsetFetchResponse": ApiKey.OFFSET_FETCH,
     "DescribeGroupsResponse": ApiKey.DESCRIBE_GROUPS, "ListGroupsResponse": ApiKey.LIST_GROUPS,
     "DeleteGroupsResponse": ApiKey.DELETE_GROUPS,
+    "TxnOffsetCommitResponse": ApiKey.TXN_OFFSET_COMMIT,
 }
 
 
@@ -96,6 +99,23 @@ def commit_req(group: str, offsets: dict[tuple[str, int], int], generation: int 
                 for t, ps in topics.items()])
 
 
+def txn_commit_req(group: str, offsets: dict[tuple[str, int], int], producer_id: int = 7,
+                   epoch: int = 0, generation: int = -1, member_id: str = "",
+                   instance_id: str | None = None, metadata: str | None = "") -> Any:
+    topics: dict[str, list[Any]] = {}
+    part_cls = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+    for (topic, partition), offset in offsets.items():
+        topics.setdefault(topic, []).append(part_cls(
+            partition_index=partition, committed_offset=offset, committed_leader_epoch=3,
+            committed_metadata=metadata))
+    return TxnOffsetCommitRequest(
+        transactional_id="txn", group_id=group, producer_id=producer_id,
+        producer_epoch=epoch, generation_id=generation, member_id=member_id,
+        group_instance_id=instance_id,
+        topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
+                for t, ps in topics.items()])
+
+
 def fetch_req(group: str, topics: dict[str, list[int]] | None) -> Any:
     return OffsetFetchRequest(group_id=group, topics=None if topics is None else [
         OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
@@ -123,6 +143,10 @@ class Harness:
         self.partitions = partitions
         self.now = T0
         self.log: dict[int, list[tuple[bytes, bytes | None]]] = {p: [] for p in range(partitions)}
+        # the same records as batches, with producer ids and markers; end offsets count
+        # one per record and one per marker
+        self.batches: dict[int, list[LoggedBatch]] = {p: [] for p in range(partitions)}
+        self.ends: dict[int, int] = {p: 0 for p in range(partitions)}
         self.answers: dict[int, Any] = {}
         self.versions: dict[int, int] = {}
         self.coord = self.fresh()
@@ -131,7 +155,7 @@ class Harness:
         """A new coordinator rebuilt from this harness's log (a broker restart)."""
         coord = GroupCoordinator(self.config, self.partitions)
         for p in range(self.partitions):
-            coord.load(p, list(self.log[p]), self.now)
+            coord.load_batches(p, list(self.batches[p]), self.now)
         return coord
 
     def restart(self) -> None:
@@ -145,9 +169,18 @@ class Harness:
     def step(self, result: CoordinatorResult, version: int) -> Any:
         if result.waiter is not None:
             self.versions[result.waiter] = version
+        producer_id = -1 if result.producer is None else result.producer[0]
+        by_partition: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
         for rec in result.records:
             self.log[rec.partition].append((rec.key, rec.value))
-            self.coord.replay(rec.key, rec.value)
+            by_partition.setdefault(rec.partition, []).append((rec.key, rec.value))
+        for partition, records in by_partition.items():
+            self.ends[partition] += len(records)
+            end = self.ends[partition]
+            self.batches[partition].append(LoggedBatch(end, producer_id, None, records))
+            for key, value in records:
+                assert key is not None
+                self.coord.replay(key, value, end, producer_id)
         self.collect()
         if result.response is not None:
             return wire_check(result.response, version)
@@ -187,6 +220,18 @@ class Harness:
     def commit(self, req: Any, version: int = 7,
                unknown: frozenset[tuple[str, int]] = frozenset()) -> Any:
         return self.step(self.coord.commit_offsets(req, version, self.now, unknown), version)
+
+    def txn_commit(self, req: Any, version: int = 3,
+                   unknown: frozenset[tuple[str, int]] = frozenset()) -> Any:
+        return self.step(self.coord.txn_commit_offsets(req, version, self.now, unknown),
+                         version)
+
+    def marker(self, partition: int, producer_id: int, committed: bool) -> int:
+        """The transaction coordinator's marker lands on ``partition`` (and replicates)."""
+        self.ends[partition] += 1
+        self.batches[partition].append(LoggedBatch(self.ends[partition], producer_id,
+                                                   committed, []))
+        return self.coord.replay_end_txn_marker(partition, producer_id, committed)
 
     def fetch(self, req: Any, version: int = 5) -> Any:
         return self.step(self.coord.fetch_offsets(req, version, self.now), version)

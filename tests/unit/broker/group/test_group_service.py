@@ -12,6 +12,7 @@ import pytest
 
 from millrace.broker.config import KafkaConfig
 from millrace.broker.context import RequestContext
+from millrace.broker.group.records import LoggedBatch
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import HANDLERS
 from millrace.broker.handlers import group as group_handlers
@@ -26,6 +27,7 @@ from tests.unit.broker.group.groupgen import (
     hb_req,
     join_req,
     sync_req,
+    txn_commit_req,
 )
 
 GROUP_APIS = (ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
@@ -39,19 +41,30 @@ class MemoryOffsetsLog:
     def __init__(self, partitions: int = 4) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {
             p: [] for p in range(partitions)}
+        self.batches: dict[int, list[LoggedBatch]] = {p: [] for p in range(partitions)}
         self.fail = False
+        self.replication_error = 0
 
-    def append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    def append(self, partition: int, records: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> int:
         if self.fail:
             raise KafkaError("disk on fire")
         self.partitions[partition].extend(records)
+        self.batches[partition].append(LoggedBatch(
+            len(self.partitions[partition]), -1 if producer is None else producer[0], None,
+            list(records)))
         return len(self.partitions[partition])
 
-    async def wait_replicated(self, partition: int, end_offset: int) -> int:
-        return 0  # one replica: committed once appended
+    def append_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        self.partitions[partition].append((b"", None))     # a marker takes an offset
+        self.batches[partition].append(LoggedBatch(
+            len(self.partitions[partition]), producer_id, committed, []))
 
-    def replay(self, partition: int) -> Iterator[tuple[bytes, bytes | None]]:
-        yield from list(self.partitions[partition])
+    async def wait_replicated(self, partition: int, end_offset: int) -> int:
+        return self.replication_error  # one replica: committed once appended
+
+    def replay_batches(self, partition: int) -> Iterator[LoggedBatch]:
+        yield from list(self.batches[partition])
 
     def num_partitions(self) -> int:
         return len(self.partitions)
@@ -328,3 +341,46 @@ def test_a_commit_is_fetched_only_once_the_isr_has_it() -> None:
         finally:
             await service.stop()
     asyncio.run(run())
+
+
+def test_txn_offsets_pending_on_append_dropped_when_the_isr_never_gets_them() -> None:
+    async def main() -> None:
+        log = MemoryOffsetsLog()
+        service = await started(log)
+        try:
+            partition = service.partition_for("g")
+            req = txn_commit_req("g", {("t", 0): 10}, 77)
+            got = await service.txn_commit_offsets(req, 3)
+            assert got.topics[0].partitions[0].error_code == 0
+            assert log.batches[partition][-1].producer_id == 77
+            log.replication_error = Errors.NOT_ENOUGH_REPLICAS
+            got = await service.txn_commit_offsets(txn_commit_req("g", {("t", 1): 11}, 77), 3)
+            assert got.topics[0].partitions[0].error_code == Errors.COORDINATOR_NOT_AVAILABLE
+            log.replication_error = 0
+            group = service.coordinator.group("g")
+            assert group is not None and set(group.pending_txn_offsets[77]) == {("t", 0)}
+            service.on_txn_marker("other-topic", partition, 77, True)   # not ours
+            assert group.offsets == {}
+            log.append_marker(partition, 77, True)
+            service.on_txn_marker("__consumer_offsets", partition, 77, True)
+            assert {tp: o.offset for tp, o in group.offsets.items()} == {("t", 0): 10}
+            log.fail = True
+            got = await service.txn_commit_offsets(txn_commit_req("g", {("t", 0): 12}, 77), 3)
+            assert got.topics[0].partitions[0].error_code == Errors.COORDINATOR_NOT_AVAILABLE
+        finally:
+            await service.stop()
+        log.fail = False
+        # The write the ISR missed is still in the leader's log, before the marker: a
+        # coordinator loading the log commits it too (as Kafka's does; the client, told
+        # COORDINATOR_NOT_AVAILABLE, retries the same offsets anyway).
+        again = await started(log)
+        try:
+            group = again.coordinator.group("g")
+            assert group is not None
+            assert {tp: o.offset for tp, o in group.offsets.items()} == {("t", 0): 10,
+                                                                          ("t", 1): 11}
+            assert group.pending_txn_offsets == {}
+        finally:
+            await again.stop()
+
+    asyncio.run(main())
