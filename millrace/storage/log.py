@@ -181,6 +181,7 @@ class Log:
         self._hw_metadata: LogOffsetMetadata | None = None
         self._lso_metadata: LogOffsetMetadata | None = None
         self._first_unstable_offset: int | None = None
+        self._producer_state.on_high_watermark_updated(self._high_watermark)
         self._update_first_unstable_offset()
         self._epoch_cache = loaded.leader_epoch_cache
         self._closed = False
