@@ -2,7 +2,9 @@
 
 ``ReplicaManager.fetch_messages`` reads once; when that read gathered fewer than
 ``min_bytes``, hit no error, and the request allows waiting, the fetch parks in the fetch
-purgatory keyed by its partitions.  Each append to one of them (or a high-watermark
+purgatory keyed by its partitions.  Each read is bounded as the first was (the high
+watermark, or the last stable offset for read_committed), so a read_committed fetch waits
+on the LSO: markers and high-watermark moves wake it like appends.  Each append to one of them (or a high-watermark
 move, a deletion) lets it read again; it answers as soon as a read reaches ``min_bytes``
 or finds an error, or with a last read at ``max_wait_ms``.
 """
@@ -25,6 +27,9 @@ class FetchPartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: Any = b""  # bytes, or a FileRegion sent with sendfile
+    # read_committed only: (producer id, first offset) of the aborted transactions the
+    # records overlap; None for read_uncommitted
+    aborted_transactions: list[tuple[int, int]] | None = None
 
 
 @dataclass(slots=True)

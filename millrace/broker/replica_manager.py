@@ -8,10 +8,15 @@ Java counterpart: ``kafka.server.ReplicaManager``.  It owns
   check, per-partition append through ``Partition.append_records_to_leader``, then an
   ``acks=all`` request waits for the ISR as a ``DelayedProduce`` in the produce
   purgatory,
-- ``fetch_messages``: reads bounded by the high watermark, ``partition_max_bytes`` and
+- ``fetch_messages``: reads bounded by the high watermark (the last stable offset for
+  read_committed, with the aborted transactions in range), ``partition_max_bytes`` and
   ``max_bytes`` (the first batch of the first non-empty partition is returned whole so a
   consumer always makes progress), parked as a ``DelayedFetch`` while below
   ``min_bytes``,
+- ``append_txn_markers``: WriteTxnMarkers on the leaders -- one COMMIT/ABORT control
+  batch per partition, appended with origin COORDINATOR and waited for like acks=-1;
+  then every ``txn_marker_listeners`` callable hears ``(topic, partition, producer id,
+  committed)`` for each partition that has the marker replicated,
 - ListOffsets and DeleteRecords against the logs, and the periodic log maintenance
   (flush, retention, compaction, checkpoints).
 
@@ -59,6 +64,7 @@ from millrace.common.errors import (
 from millrace.common.time import Time
 from millrace.record.batch import MAGIC_OFFSET, iter_batches
 from millrace.record.compression import CompressionType
+from millrace.record.control import build_end_txn_marker
 from millrace.storage import AppendOrigin, LogCleaner, LogManager
 
 log = logging.getLogger(__name__)
@@ -71,6 +77,19 @@ log = logging.getLogger(__name__)
 UNSAFE_ACK_BEFORE_APPEND_ENV = "MILLRACE_UNSAFE_ACK_BEFORE_APPEND_MS"
 INLINE_READ_BYTES = 64 * 1024  # smaller reads are copied; larger ones go by sendfile
 VALID_ACKS = (-1, 0, 1)
+READ_COMMITTED = 1  # Fetch / ListOffsets isolation_level
+TXN_MARKER_TIMEOUT_MS = 30_000  # Kafka waits request.timeout.ms (default 30 s)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarkerEntry:
+    """One marker of a WriteTxnMarkers request (Kafka's ``TxnMarkerEntry``)."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    committed: bool
+    partitions: tuple[TopicPartition, ...]
 
 
 @dataclass(slots=True)
@@ -151,6 +170,10 @@ class ReplicaManager:
         # LeaderAndIsr: the group coordinator loads and unloads __consumer_offsets.
         self.leadership_listeners: list[
             Callable[[list[Partition], list[Partition]], None]] = []
+        # Called with (topic, partition, producer id, committed) once a transaction
+        # marker is appended and replicated on a partition led here (the group
+        # coordinator applies or drops pending transactional offset commits).
+        self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self.fetcher_manager: ReplicaFetcherManager | None = None
         self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
@@ -493,6 +516,38 @@ class ReplicaManager:
             await op.wait()
         return status.response.error
 
+    async def append_txn_markers(self, markers: Sequence[TxnMarkerEntry],
+                                 timeout_ms: int = TXN_MARKER_TIMEOUT_MS
+                                 ) -> list[dict[TopicPartition, int]]:
+        """WriteTxnMarkers on this broker: per marker, per partition, the error code after
+        appending the control batch as leader (origin COORDINATOR, internal topics
+        allowed) and waiting for the ISR (acks=-1).  NOT_LEADER_OR_FOLLOWER /
+        UNKNOWN_TOPIC_OR_PARTITION where this broker does not lead the partition;
+        INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED from the producer state.
+        The ``txn_marker_listeners`` hear of each partition that succeeded."""
+        async def one(marker: TxnMarkerEntry) -> dict[TopicPartition, int]:
+            now = self.time.milliseconds()
+            entries: dict[TopicPartition, bytes | None] = {
+                tp: build_end_txn_marker(marker.producer_id, marker.producer_epoch,
+                                         marker.committed, marker.coordinator_epoch, now)
+                for tp in marker.partitions}
+            responses = await self.append_records(timeout_ms, -1, entries,
+                                                  origin=AppendOrigin.COORDINATOR,
+                                                  internal_topics_allowed=True)
+            errors = {tp: int(responses[tp].error) for tp in marker.partitions}
+            for (topic, index), error in errors.items():
+                if error != Errors.NONE:
+                    continue
+                for listener in self.txn_marker_listeners:
+                    try:
+                        listener(topic, index, marker.producer_id, marker.committed)
+                    except Exception:
+                        log.exception("transaction marker listener failed for %s-%d", topic,
+                                      index)
+            return errors
+
+        return list(await asyncio.gather(*(one(m) for m in markers)))
+
     # ------------------------------------------------------------------ fetch
     async def fetch_messages(self, params: FetchParams,
                              fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]]
@@ -574,13 +629,21 @@ class ReplicaManager:
         if replica_id >= 0 and replica_id not in p.remote_replicas:
             return FetchPartitionData(Errors.NOT_LEADER_OR_FOLLOWER)
         lg = p.log
+        lso = lg.last_stable_offset  # read first: it never passes the HW read after it
         hw = lg.high_watermark
-        result = FetchPartitionData(Errors.NONE, hw, hw, lg.log_start_offset)
+        result = FetchPartitionData(Errors.NONE, hw, lso, lg.log_start_offset)
         if fetch_offset < lg.log_start_offset or fetch_offset > lg.log_end_offset:
             result.error = Errors.OFFSET_OUT_OF_RANGE
             return result
-        # Followers read to the log end; consumers only what is committed.
-        bound = lg.log_end_offset if replica_id >= 0 else hw
+        # Followers read to the log end; consumers only what is committed, and
+        # read_committed consumers only what is decided (below the LSO).
+        read_committed = replica_id < 0 and isolation == READ_COMMITTED
+        if replica_id >= 0:
+            bound = lg.log_end_offset
+        else:
+            bound = lso if read_committed else hw
+        if read_committed:
+            result.aborted_transactions = []
         if fetch_offset >= bound or (max_bytes <= 0 and not min_one_message):
             return result
         try:
@@ -591,6 +654,11 @@ class ReplicaManager:
             return result
         if info.length <= 0:
             return result
+        if read_committed:
+            upper = lg.fetch_upper_bound_offset(info, bound)
+            result.aborted_transactions = [
+                (t.producer_id, t.first_offset)
+                for t in lg.collect_aborted_transactions(fetch_offset, upper)]
         if info.length <= INLINE_READ_BYTES:
             result.records = info.read()
         else:
@@ -602,13 +670,19 @@ class ReplicaManager:
                              isolation: int, current_leader_epoch: int = -1,
                              replica_id: int = -1) -> tuple[int, int, int, int]:
         """(error, timestamp, offset, leader_epoch) for ListOffsets.  Consumers see only
-        committed offsets (the high watermark bounds "latest" and every lookup); a
-        follower (``replica_id`` >= 0) asking for "latest" gets the log end offset."""
+        committed offsets (the high watermark bounds "latest" and every lookup; the last
+        stable offset with read_committed); a follower (``replica_id`` >= 0) asking for
+        "latest" gets the log end offset."""
         p = self.leader_partition_or_error(topic, index, current_leader_epoch)
         if isinstance(p, Errors):
             return p, -1, -1, -1
         lg = p.log
-        fetchable = lg.log_end_offset if replica_id >= 0 else lg.high_watermark
+        if replica_id >= 0:
+            fetchable = lg.log_end_offset
+        elif isolation == READ_COMMITTED:
+            fetchable = lg.last_stable_offset
+        else:
+            fetchable = lg.high_watermark
         if timestamp == -1:
             return Errors.NONE, -1, fetchable, p.leader_epoch
         if timestamp in (-2, -4):

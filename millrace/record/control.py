@@ -17,17 +17,25 @@ from __future__ import annotations
 
 import struct
 from enum import IntEnum
+from typing import NamedTuple
 
 from millrace.common.errors import CorruptBatchError
-from millrace.record.batch import NO_PARTITION_LEADER_EPOCH, NO_SEQUENCE, RecordBatchBuilder
+from millrace.record.batch import (
+    NO_PARTITION_LEADER_EPOCH,
+    NO_SEQUENCE,
+    RecordBatch,
+    RecordBatchBuilder,
+)
 
 __all__ = [
     "ControlRecordType",
+    "EndTransactionMarker",
     "build_end_txn_marker",
     "end_txn_marker_key",
     "end_txn_marker_value",
     "parse_control_record",
     "parse_end_txn_marker_value",
+    "read_end_txn_marker",
 ]
 
 CURRENT_CONTROL_RECORD_KEY_VERSION = 0
@@ -105,3 +113,24 @@ def parse_end_txn_marker_value(value: bytes | None) -> int:
     if version < 0:
         raise CorruptBatchError(f"invalid end transaction marker version {version}")
     return int(coordinator_epoch)
+
+
+class EndTransactionMarker(NamedTuple):
+    """What a COMMIT or ABORT control record says (Java ``EndTransactionMarker``)."""
+
+    committed: bool
+    coordinator_epoch: int
+
+
+def read_end_txn_marker(buf: bytes | bytearray | memoryview, pos: int = 0
+                        ) -> EndTransactionMarker | None:
+    """The end-transaction marker in the control batch at ``pos`` of ``buf``; None for a
+    control batch of another type (KRaft's) or without records.  Raises CorruptBatchError
+    for a control record whose key or value is malformed."""
+    for record in RecordBatch(buf, pos).records():
+        kind = parse_control_record(record.key)
+        if kind not in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            return None
+        return EndTransactionMarker(kind is ControlRecordType.COMMIT,
+                                    parse_end_txn_marker_value(record.value))
+    return None

@@ -27,7 +27,9 @@ run) and partition leader epoch.  Every rewritten batch therefore satisfies
 ``lastOffsetDelta + 1 == recordsCount``.
 
 Not done (yet): the dedupe-buffer size cap (the map holds every dirty key), max.compaction.lag.ms,
-removal of aborted transactional data, and empty-batch retention of producer state.  The
+removal of aborted transactional data (its control batches and ``.txnindex`` entries are
+carried into the cleaned segment, so read_committed still filters it), and empty-batch
+retention of producer state.  The
 "expired tombstones" eligibility is remembered in memory only.
 
 I/O errors: an ``OSError`` while cleaning or writing the checkpoint takes the log dir
@@ -71,6 +73,7 @@ from millrace.storage.segment import (
     LogSegment,
     file_name,
 )
+from millrace.storage.transaction_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger("millrace.storage.cleaner")
 
@@ -297,7 +300,7 @@ class LogCleaner:
         cfg = lg.config
         base = group[0].base_offset
         for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
-            for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 path = os.path.join(lg.dir, file_name(base, kind) + suffix)
                 if os.path.exists(path):
                     os.unlink(path)
@@ -338,6 +341,10 @@ class LogCleaner:
             if entries:
                 new.append(buf, entries)
                 stats[1] += len(buf)
+            # every control batch is kept, so every aborted transaction stays indexed
+            for seg in group:
+                for txn in seg.txn_index.entries:
+                    new.txn_index.append(txn)
             new.on_become_inactive()
             new.flush()
             mtime = max(os.stat(s.path).st_mtime for s in group)

@@ -28,6 +28,16 @@ duplicate); a gap raises OutOfOrderSequenceError, a stale epoch InvalidProducerE
 The state is updated only after the write.  Snapshots are taken on every roll and on close;
 loading and ``truncate_to`` rebuild the state from the latest snapshot plus a replay.
 
+Transactions: the producer state tracks each open transaction's first offset; a marker
+(control batch) completes it, and an aborted one is indexed in the ``.txnindex`` of the
+segment holding its marker (``transaction_index.py``), with the LSO of that moment.  The
+last stable offset is min(first unstable offset, high watermark), where the first unstable
+offset is the first offset of the oldest transaction that is open or whose marker the high
+watermark does not cover yet; it is recomputed (cached, cheap to read) after every append,
+high-watermark move, truncation and load.  read_committed reads stop at it
+(``FetchIsolation.TXN_COMMITTED``) and ``collect_aborted_transactions`` answers which
+aborted transactions overlap a fetched range.
+
 Leader epochs (``leader_epoch_cache.py``): each log keeps a ``LeaderEpochFileCache``, the
 offset where each leader epoch's records begin, in ``leader-epoch-checkpoint``.  A leader
 append records (epoch, first offset) when its epoch is new, a follower append the epoch of
@@ -65,6 +75,8 @@ from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
 from millrace.common.errors import (
+    CorruptBatchError,
+    CorruptRecordError,
     InvalidRecordError,
     KafkaError,
     KafkaStorageError,
@@ -77,6 +89,7 @@ from millrace.record.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from millrace.record.control import EndTransactionMarker, read_end_txn_marker
 from millrace.storage.config import LogConfig
 from millrace.storage.info import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -104,6 +117,7 @@ from millrace.storage.producer_state_manager import (
     ProducerStateManager,
 )
 from millrace.storage.segment import AppendedBatch, LogSegment
+from millrace.storage.transaction_index import AbortedTxn, CompletedTxn
 from millrace.storage.validator import analyze_follower_batches, validate_leader_batches
 
 log = logging.getLogger("millrace.storage")
@@ -165,6 +179,10 @@ class Log:
         self._high_watermark = min(max(high_watermark, self._log_start_offset),
                                    loaded.next_offset)
         self._hw_metadata: LogOffsetMetadata | None = None
+        self._lso_metadata: LogOffsetMetadata | None = None
+        self._first_unstable_offset: int | None = None
+        self._producer_state.on_high_watermark_updated(self._high_watermark)
+        self._update_first_unstable_offset()
         self._epoch_cache = loaded.leader_epoch_cache
         self._closed = False
         self.truncated_on_load = loaded.truncated_bytes
@@ -201,6 +219,25 @@ class Log:
         return self._local.recovery_point
 
     @property
+    def last_stable_offset(self) -> int:
+        """LSO: read_committed consumers read below it (min of the first unstable offset
+        and the high watermark; the high watermark when no transaction is unstable)."""
+        first_unstable = self._first_unstable_offset
+        hw = self._high_watermark
+        return hw if first_unstable is None or first_unstable > hw else first_unstable
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open or not yet replicated transaction."""
+        return self._first_unstable_offset
+
+    def _update_first_unstable_offset(self) -> None:
+        first = self._producer_state.first_unstable_offset()
+        if first is not None and first < self._log_start_offset:
+            first = self._log_start_offset  # its start went with DeleteRecords/retention
+        self._first_unstable_offset = first
+
+    @property
     def last_flush_ms(self) -> int:
         return self._local.last_flush_ms
 
@@ -229,6 +266,8 @@ class Log:
             if hw != self._high_watermark:
                 self._high_watermark = hw
                 self._hw_metadata = None
+                self._producer_state.on_high_watermark_updated(hw)
+                self._update_first_unstable_offset()
             return hw
 
     def maybe_increment_high_watermark(self, hw: int) -> bool:
@@ -348,6 +387,7 @@ class Log:
             entries: list[AppendedBatch] = []
             max_ts, off_of_max, count = -1, first, 0
             producers: dict[int, ProducerAppendInfo] | None = None
+            completed: list[CompletedTxn] = []
             for pos, h in headers:
                 last = offset + h.last_offset_delta
                 ts = now if log_append else h.max_timestamp
@@ -365,7 +405,10 @@ class Log:
                     pinfo = producers.get(pid)
                     if pinfo is None:
                         pinfo = producers[pid] = self._producer_state.prepare_update(pid, origin)
-                    pinfo.append(h, offset, last, ts)
+                    txn = pinfo.append(h, offset, last, ts,
+                                       _end_txn_marker(buf, pos) if h.is_control else None)
+                    if txn is not None:
+                        completed.append(txn)
                 set_base_offset(buf, pos, offset)
                 set_partition_leader_epoch(buf, pos, leader_epoch)
                 entries.append(AppendedBatch(pos, h.size, last, ts))
@@ -381,6 +424,7 @@ class Log:
                 if producers:
                     for pinfo in producers.values():
                         self._producer_state.update(pinfo)
+                    self._complete_txns(completed)
                 self._producer_state.update_map_end_offset(offset)
             info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,
                                  now if log_append else -1, self._log_start_offset, count,
@@ -389,6 +433,15 @@ class Log:
         if need_flush:
             self.flush()
         return info
+
+    def _complete_txns(self, completed: list[CompletedTxn]) -> None:
+        """Markers just written ended ``completed``: index the aborted ones in the active
+        segment (which holds the markers) and recompute the first unstable offset."""
+        psm = self._producer_state
+        for txn in completed:
+            self._local.active_segment.update_txn_index(txn, psm.last_stable_offset(txn))
+            psm.complete_txn(txn)
+        self._update_first_unstable_offset()
 
     def _duplicate_append_info(self, producer_id: int, dup: BatchMetadata, log_append: bool,
                                leader_epoch: int) -> LogAppendInfo:
@@ -418,7 +471,9 @@ class Log:
                                          f"below the log end offset {end}")
             data = memoryview(records)[:fb.valid_bytes] if fb.valid_bytes < len(records) \
                 else records
-            headers = [h for _, h in iter_batches(data)]
+            batches = [(h, _end_txn_marker(data, pos) if h.is_control else None)
+                       for pos, h in iter_batches(data)]
+            headers = [h for h, _ in batches]
             cache = self._epoch_cache
             if cache.assign_entries((EpochEntry(h.partition_leader_epoch, h.base_offset)
                                      for h in headers if h.partition_leader_epoch >= 0),
@@ -427,8 +482,11 @@ class Log:
             self._maybe_roll(fb.valid_bytes, fb.max_timestamp, fb.last_offset,
                              fb.first_offset, now)
             self._local.append(data, fb.entries, fb.last_offset)
-            self._producer_state.replay(headers)
-            self._producer_state.update_map_end_offset(self._local.log_end_offset)
+            active, psm = self._local.active_segment, self._producer_state
+            psm.replay(batches, lambda txn: active.update_txn_index(
+                txn, psm.last_stable_offset(txn)))
+            psm.update_map_end_offset(self._local.log_end_offset)
+            self._update_first_unstable_offset()
             return LogAppendInfo(fb.first_offset, fb.last_offset, fb.max_timestamp,
                                  fb.offset_of_max_timestamp, -1, self._log_start_offset,
                                  fb.num_records, len(fb.entries), fb.valid_bytes,
@@ -481,7 +539,12 @@ class Log:
                     f"offset {fetch_offset} is out of range for {self.topic}-{self.partition}: "
                     f"[{self._log_start_offset}, {end}]")
             if max_offset is None:
-                max_offset = end if isolation == FetchIsolation.LOG_END else self._high_watermark
+                if isolation == FetchIsolation.LOG_END:
+                    max_offset = end
+                elif isolation == FetchIsolation.TXN_COMMITTED:
+                    max_offset = self.last_stable_offset
+                else:
+                    max_offset = self._high_watermark
             if max_offset >= end:
                 bound = self._local.offset_metadata(end)
             elif max_offset == self._high_watermark:
@@ -490,10 +553,41 @@ class Log:
                     self._hw_metadata = self._local.offset_metadata(self._high_watermark)
                 bound = self._hw_metadata
             else:
-                bound = self._local.offset_metadata(max_offset)
+                # an LSO below the HW: the same cache, for consumers waiting at an open
+                # transaction
+                if self._lso_metadata is None or \
+                        self._lso_metadata.message_offset != max_offset:
+                    self._lso_metadata = self._local.offset_metadata(max_offset)
+                bound = self._lso_metadata
             if fetch_offset >= bound.message_offset:
                 return FetchDataInfo.empty(fetch_offset)
             return self._local.read(fetch_offset, max_bytes, bound, min_one_message)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset), from
+        the ``.txnindex`` of every segment from the one holding ``start_offset`` until one
+        says no later abort can reach below the bound (Java
+        ``UnifiedLog.collectAbortedTransactions``)."""
+        with self._lock:
+            self._check_open()
+            out: list[AbortedTxn] = []
+            for seg in self._local.segments_from(start_offset):
+                result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+                out.extend(result.aborted_transactions)
+                if result.is_complete:
+                    break
+            return out
+
+    def fetch_upper_bound_offset(self, info: FetchDataInfo, bound: int) -> int:
+        """An offset past every record ``info`` holds (Kafka's fallback: the next
+        segment's base, else ``bound``), for ``collect_aborted_transactions``."""
+        with self._lock:
+            base = info.fetch_offset_metadata.segment_base_offset
+            for seg in self._local.segments:
+                if seg.base_offset > base:
+                    return min(seg.base_offset, bound)
+            return bound
 
     def read_all_bytes(self, fetch_offset: int | None = None) -> bytes:
         """Every byte from ``fetch_offset`` (default: log start) to the log end; for tools
@@ -557,6 +651,7 @@ class Log:
             rebuild_producer_state(self._producer_state, self._local.segments,
                                    self._log_start_offset, self._local.log_end_offset,
                                    self._time.milliseconds())
+            self._update_first_unstable_offset()
             return True
 
     @_reports_io_errors("truncation")
@@ -569,11 +664,12 @@ class Log:
             self._epoch_cache.clear_and_flush()
             self._producer_state.truncate_fully_and_start_at(new_offset)
             self._after_truncation()
+            self._update_first_unstable_offset()
 
     def _after_truncation(self) -> None:
         self._high_watermark = min(max(self._high_watermark, self._log_start_offset),
                                    self._local.log_end_offset)
-        self._hw_metadata = None
+        self._hw_metadata = self._lso_metadata = None
 
     # ------------------------------------------------------------------ deletion
     @_reports_io_errors("delete records")
@@ -592,9 +688,10 @@ class Log:
                 log.info("%s-%d: log start offset %d -> %d (delete records)", self.topic,
                          self.partition, self._log_start_offset, offset)
                 self._log_start_offset = offset
-                self._hw_metadata = None
+                self._hw_metadata = self._lso_metadata = None
                 self._epoch_cache.truncate_from_start(offset)
                 self._producer_state.on_log_start_offset_incremented(offset)
+                self._update_first_unstable_offset()
                 self._delete_segments(lambda seg, nxt: nxt.base_offset <= self._log_start_offset,
                                       "log start offset", now_ms)
             return self._log_start_offset
@@ -646,8 +743,9 @@ class Log:
         if first_base > self._log_start_offset:
             self._log_start_offset = first_base
             self._epoch_cache.truncate_from_start(first_base)
-        self._hw_metadata = None
+        self._hw_metadata = self._lso_metadata = None
         self._producer_state.on_log_start_offset_incremented(self._log_start_offset)
+        self._update_first_unstable_offset()
         self._producer_state.delete_snapshots_before(first_base)
         self._local.schedule_delete(doomed, now, reason)
         return victims
@@ -667,7 +765,7 @@ class Log:
         with self._lock:
             if self._closed or not old or not self._local.replace_segments(new, old, now_ms):
                 return False
-            self._hw_metadata = None
+            self._hw_metadata = self._lso_metadata = None
             return True
 
     def segment_stats(self) -> list[tuple[LogSegment, int, int]]:
@@ -744,3 +842,12 @@ class Log:
             self._close(False, snapshot=False)
             self._epoch_cache.clear()
             self._local.delete_dir()
+
+
+def _end_txn_marker(buf: bytes | bytearray | memoryview, pos: int
+                    ) -> EndTransactionMarker | None:
+    """The marker of the control batch at ``pos``; a malformed one is CORRUPT_MESSAGE."""
+    try:
+        return read_end_txn_marker(buf, pos)
+    except CorruptBatchError as e:
+        raise CorruptRecordError(f"malformed control record: {e}") from None

@@ -21,7 +21,13 @@ Steps, in order:
    (recovery truncated the log) or below the log start are deleted, the latest valid
    snapshot is loaded and the batch headers from its offset to the log end are replayed;
    if that replayed anything, a snapshot at the log end is written so the next load is
-   immediate.  ``Log.truncate_to`` runs the same ``rebuild_producer_state``.
+   immediate.  ``Log.truncate_to`` runs the same ``rebuild_producer_state``.  Aborted
+   transactions: the ``.txnindex`` of every recovered segment was emptied in step 4
+   (a kill -9 can leave it behind or ahead of its log); snapshots above the first
+   recovered offset are dropped so the replay covers every recovered marker, and each
+   aborted transaction whose marker lies at or after it is indexed again in its marker's
+   segment, with the LSO of that moment (Java: ``LogSegment.recover`` with the producer
+   state).
 7. Leader epoch cache (``leader_epoch_cache.py``): read ``leader-epoch-checkpoint``; after an
    unclean shutdown the recovered batches add the epochs newer than its latest (Kafka's
    recovery rule), then entries at or past the log end go and the first entry is clipped
@@ -41,6 +47,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from millrace.record.batch import BatchHeader
+from millrace.record.control import EndTransactionMarker, read_end_txn_marker
 from millrace.storage.checkpoint import CorruptCheckpointError
 from millrace.storage.config import LogConfig
 from millrace.storage.leader_epoch_cache import (
@@ -59,6 +66,7 @@ from millrace.storage.segment import (
     LogSegment,
     file_name,
 )
+from millrace.storage.transaction_index import TXN_INDEX_SUFFIX, CompletedTxn
 
 log = logging.getLogger("millrace.storage")
 
@@ -122,7 +130,7 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
     bases = sorted(b for n in names if (b := _base_of(n, LOG_SUFFIX)) is not None)
     present = set(bases)
     for name in names:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             b = _base_of(name, suffix)
             if b is not None and b not in present:
                 log.info("%s: removing orphan index %s", dir, name)
@@ -153,6 +161,7 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
                      dir, len(segments) - start, segments[start].base_offset)
             recovered_from = segments[start].base_offset
             for i in range(start, len(segments)):
+                segments[i].txn_index.reset()
                 cut = segments[i].recover()
                 truncated += cut
                 if cut and i + 1 < len(segments):
@@ -182,7 +191,7 @@ def load_log(dir: str, config: LogConfig, *, recovery_point: int, log_start_offs
         # 6. producer state
         if producer_state is not None:
             rebuild_producer_state(producer_state, segments, start_offset, next_offset, now_ms,
-                                   force=True)
+                                   force=True, rebuild_txn_index_from=recovered_from)
         # 7. leader epochs
         epochs = load_leader_epoch_cache(dir, segments, start_offset, next_offset,
                                          recovered_from=recovered_from, emptied=emptied)
@@ -229,27 +238,68 @@ def load_leader_epoch_cache(dir: str, segments: Sequence[LogSegment], log_start_
 
 def rebuild_producer_state(producer_state: ProducerStateManager, segments: Sequence[LogSegment],
                            log_start_offset: int, log_end_offset: int, now_ms: int, *,
-                           force: bool = False) -> int:
+                           force: bool = False,
+                           rebuild_txn_index_from: int | None = None) -> int:
     """Bring ``producer_state`` to ``log_end_offset``: drop out-of-range snapshots, reload
     the latest valid one (unless the state already ends there and ``force`` is not set),
-    replay the batch headers after it.  Returns the number of producer batches replayed."""
+    replay the batches after it.  With ``rebuild_txn_index_from`` (the first recovered
+    offset, whose segments' ``.txnindex`` were emptied) the replay starts at or below it
+    and indexes the aborted transactions whose marker is at or after it.  Returns the
+    number of producer batches replayed."""
     psm = producer_state
+    if rebuild_txn_index_from is not None:
+        psm.delete_snapshots_after(rebuild_txn_index_from)
+        force = True
     psm.truncate_and_reload(log_start_offset, log_end_offset, now_ms, force=force)
     start = psm.map_end_offset
     replayed = 0
     if start < log_end_offset:
         log.info("%s: rebuilding producer state from offset %d to %d", psm.topic_partition,
                  start, log_end_offset)
-        replayed = psm.replay(_headers_between(segments, start, log_end_offset))
+        marker_segment: dict[int, LogSegment] = {}  # marker offset -> its segment
+
+        def batches() -> Iterator[tuple[BatchHeader, EndTransactionMarker | None]]:
+            for seg, pos, h in _batches_between(segments, start, log_end_offset):
+                marker = None
+                if h.is_control:
+                    marker = _read_marker(seg, pos, h)
+                    marker_segment[h.base_offset] = seg
+                yield h, marker
+
+        def index(txn: CompletedTxn) -> None:
+            seg = marker_segment.pop(txn.last_offset, None)
+            if (rebuild_txn_index_from is not None and seg is not None
+                    and txn.last_offset >= rebuild_txn_index_from):
+                seg.update_txn_index(txn, psm.last_stable_offset(txn))
+
+        replayed = psm.replay(batches(), index)
     psm.update_map_end_offset(log_end_offset)
     if start != log_end_offset:
         psm.take_snapshot()
     return replayed
 
 
+def _read_marker(seg: LogSegment, pos: int, header: BatchHeader
+                 ) -> EndTransactionMarker | None:
+    try:
+        return read_end_txn_marker(seg.batch_at(pos)[1])
+    except Exception as e:  # recovery checked the CRC: only a malformed record is left
+        log.warning("%s: unreadable control batch at offset %d: %s", seg.path,
+                    header.base_offset, e)
+        return None
+
+
 def _headers_between(segments: Sequence[LogSegment], start: int, end: int
                      ) -> Iterator[BatchHeader]:
     """Headers of the batches holding offsets in [start, end), in offset order."""
+    for _, _, h in _batches_between(segments, start, end):
+        yield h
+
+
+def _batches_between(segments: Sequence[LogSegment], start: int, end: int
+                     ) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+    """(segment, position, header) of the batches holding offsets in [start, end), in
+    offset order."""
     for i, seg in enumerate(segments):
         seg_end = segments[i + 1].base_offset if i + 1 < len(segments) else end
         if seg_end <= start or seg.base_offset >= end:
@@ -260,11 +310,11 @@ def _headers_between(segments: Sequence[LogSegment], start: int, end: int
             if found is None:
                 continue
             pos = found[0]
-        for _, h in seg.iter_batches(pos):
+        for p, h in seg.iter_batches(pos):
             if h.base_offset >= end:
                 break
             if h.last_offset >= start:
-                yield h
+                yield seg, p, h
 
 
 def _complete_swap(dir: str, base: int, config: LogConfig, now_ms: int) -> None:
@@ -276,7 +326,7 @@ def _complete_swap(dir: str, base: int, config: LogConfig, now_ms: int) -> None:
             b = _base_of(name, LOG_SUFFIX)
             if b is not None and (b == base or base <= b < end):
                 log.info("%s: deleting segment %d replaced by an interrupted cleaning", dir, b)
-                for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for s in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     _unlink(os.path.join(dir, file_name(b, s)))
         swap.change_file_suffixes(SWAP_SUFFIX, "")
         log.info("%s: completed interrupted swap of segment %d", dir, base)

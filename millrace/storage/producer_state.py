@@ -15,8 +15,20 @@ instead of being written twice.  Rules on an append from a client (see
 4. same epoch: base sequence = last sequence + 1 (0 after int32 max), else 45;
 5. no state for the producer (new, expired or deleted by retention): any sequence.
 
-Appends from replication and the broker's coordinators update the state without checks.
-State changes only after the append reached the segment (``ProducerStateManager.update``).
+Appends from replication update the state without checks (a replica never refuses what
+its leader wrote; it only logs).  State changes only after the append reached the segment
+(``ProducerStateManager.update``).
+
+Transactions (Kafka's rules): a transactional batch from a producer with no open
+transaction on the partition starts one at its first offset (``current_txn_first_offset``,
+collected in ``started_transactions``); a non-transactional batch while one is open is
+INVALID_TXN_STATE.  An end-transaction marker (a COMMIT or ABORT control batch, written by
+the partition leader for the coordinator with origin COORDINATOR) ends it and yields a
+``CompletedTxn(producer_id, first_offset, marker offset, is_aborted)``; a marker for a
+producer without an open transaction ends nothing.  A marker from the coordinator with a
+producer epoch older than the producer's is INVALID_PRODUCER_EPOCH (Kafka answers so since
+2.7 instead of PRODUCER_FENCED), one with a coordinator epoch older than the last marker's
+TRANSACTION_COORDINATOR_FENCED; replication only logs both.
 
 The map of producer ids to entries, its snapshots and expiry are in
 ``producer_state_manager.py``; the snapshot file format is in ``producer_snapshot.py``.
@@ -33,9 +45,12 @@ from millrace.common.errors import (
     InvalidProducerEpochError,
     InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
 )
 from millrace.record.batch import NO_PRODUCER_EPOCH, NO_SEQUENCE, NO_TIMESTAMP, BatchHeader
+from millrace.record.control import EndTransactionMarker
 from millrace.storage.info import AppendOrigin
+from millrace.storage.transaction_index import CompletedTxn
 
 log = logging.getLogger("millrace.storage")
 
@@ -180,7 +195,8 @@ class ProducerAppendInfo:
     producer's state after the last successful append (``current_entry``).  Nothing is
     changed in the manager until ``ProducerStateManager.update``."""
 
-    __slots__ = ("current_entry", "origin", "producer_id", "topic_partition", "updated_entry")
+    __slots__ = ("current_entry", "origin", "producer_id", "started_transactions",
+                 "topic_partition", "updated_entry")
 
     def __init__(self, topic_partition: str, producer_id: int,
                  current_entry: ProducerStateEntry, origin: AppendOrigin) -> None:
@@ -189,17 +205,25 @@ class ProducerAppendInfo:
         self.current_entry = current_entry
         self.origin = origin
         self.updated_entry = current_entry.with_producer_id(producer_id)
+        # first offsets of the transactions this append starts, in order
+        self.started_transactions: list[int] = []
 
     def append(self, header: BatchHeader, first_offset: int, last_offset: int,
-               timestamp: int) -> None:
+               timestamp: int, marker: EndTransactionMarker | None = None
+               ) -> CompletedTxn | None:
         """One batch at [first_offset, last_offset] whose stored max timestamp is
-        ``timestamp``; raises the Kafka error for a client batch that breaks a rule."""
+        ``timestamp``; ``marker`` is what a control batch holds (None: a control batch of
+        another kind, which changes nothing).  Raises the Kafka error for a batch that
+        breaks a rule; returns the transaction a marker completed."""
         if header.is_control:
-            self.append_end_txn_marker(header.producer_epoch, timestamp)
-        else:
-            self.append_data_batch(header.producer_epoch, header.base_sequence,
-                                   header.last_sequence, timestamp, first_offset, last_offset,
-                                   header.is_transactional)
+            if marker is None:
+                return None
+            return self.append_end_txn_marker(marker, header.producer_epoch, first_offset,
+                                              timestamp)
+        self.append_data_batch(header.producer_epoch, header.base_sequence,
+                               header.last_sequence, timestamp, first_offset, last_offset,
+                               header.is_transactional)
+        return None
 
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int,
                           first_offset: int, last_offset: int, is_transactional: bool) -> None:
@@ -218,17 +242,36 @@ class ProducerAppendInfo:
                 f"{first_offset} in partition {self.topic_partition}")
         if entry.current_txn_first_offset < 0 and is_transactional:
             entry.current_txn_first_offset = first_offset
+            self.started_transactions.append(first_offset)
 
-    def append_end_txn_marker(self, epoch: int, timestamp: int,
-                              coordinator_epoch: int | None = None) -> None:
-        """A transaction marker (control batch): ends the producer's open transaction.
-        The coordinator epoch is kept unless given (the record is not decoded here)."""
+    def append_end_txn_marker(self, marker: EndTransactionMarker, epoch: int, offset: int,
+                              timestamp: int) -> CompletedTxn | None:
+        """A COMMIT/ABORT marker at ``offset``: ends the producer's open transaction (Java
+        ``appendEndTxnMarker``).  Returns it, or None if none was open."""
         entry = self.updated_entry
+        if epoch < entry.producer_epoch:
+            message = (f"Epoch of producer {self.producer_id} at offset {offset} in "
+                       f"{self.topic_partition} is {epoch}, which is smaller than the last "
+                       f"seen epoch {entry.producer_epoch}")
+            if self.origin != AppendOrigin.REPLICATION:
+                raise InvalidProducerEpochError(message)
+            log.warning("%s", message)
+        if entry.coordinator_epoch > marker.coordinator_epoch:
+            message = (f"Invalid coordinator epoch for producer {self.producer_id} at offset "
+                       f"{offset} in {self.topic_partition}: {marker.coordinator_epoch} "
+                       f"(zombie), {entry.coordinator_epoch} (current)")
+            if self.origin != AppendOrigin.REPLICATION:
+                raise TransactionCoordinatorFencedError(message)
+            log.info("%s", message)
         entry.maybe_update_producer_epoch(epoch)
-        if coordinator_epoch is not None:
-            entry.coordinator_epoch = coordinator_epoch
+        completed = None
+        if entry.current_txn_first_offset >= 0:
+            completed = CompletedTxn(self.producer_id, entry.current_txn_first_offset, offset,
+                                     not marker.committed)
+        entry.coordinator_epoch = marker.coordinator_epoch
         entry.current_txn_first_offset = -1
         entry.last_timestamp = timestamp
+        return completed
 
     def _check_producer_epoch(self, epoch: int, offset: int) -> None:
         current = self.updated_entry.producer_epoch

@@ -15,6 +15,16 @@ Expiry: ``remove_expired_producers(now_ms)`` drops producers without an open tra
 whose last batch timestamp is ``producer.id.expiration.ms`` (1 day) old; the log manager
 calls it from its periodic cleanup, and expired producers are skipped when a snapshot loads.
 
+Transactions (Java: ``ongoingTxns``/``unreplicatedTxns``): the open transactions by first
+offset, and those a marker completed whose marker the high watermark does not cover yet.
+The smallest first offset over both is the *first unstable offset*; the log's last stable
+offset (LSO) is min(it, high watermark), so a read_committed consumer sees a transaction
+only once its marker is committed.  ``update`` adds the transactions an append started,
+``complete_txn`` moves one from open to unreplicated, ``on_high_watermark_updated`` drops
+the unreplicated ones whose marker is below the high watermark.  Open transactions are
+rebuilt on load from the entries' ``current_txn_first_offset`` (snapshot) and the replay;
+unreplicated ones are not kept across a reload (as in Kafka).
+
 Not thread-safe: the owning ``Log`` calls everything under its lock.
 """
 
@@ -23,10 +33,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from millrace.common.errors import InvalidTxnStateError
 from millrace.record.batch import BatchHeader
+from millrace.record.control import EndTransactionMarker
 from millrace.storage.info import AppendOrigin
 from millrace.storage.producer_snapshot import (
     SNAPSHOT_SUFFIX,
@@ -42,6 +53,7 @@ from millrace.storage.producer_state import (
     ProducerState,
     ProducerStateEntry,
 )
+from millrace.storage.transaction_index import CompletedTxn
 
 log = logging.getLogger("millrace.storage")
 
@@ -64,6 +76,10 @@ class ProducerStateManager:
         self._producers: dict[int, ProducerStateEntry] = {}
         self._last_map_offset = 0
         self._last_snap_offset = 0
+        # first offset -> producer id
+        self._ongoing_txns: dict[int, int] = {}
+        # first offset -> (producer id, marker offset)
+        self._unreplicated_txns: dict[int, tuple[int, int]] = {}
         self._snapshots: list[int] = self._scan_snapshots()  # offsets, ascending
 
     def _scan_snapshots(self) -> list[int]:
@@ -120,12 +136,66 @@ class ProducerStateManager:
             current.update(updated)
         else:
             self._producers[pid] = updated
+        for first_offset in append_info.started_transactions:
+            self._ongoing_txns[first_offset] = pid
+
+    # ------------------------------------------------------------------ transactions
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """A marker (already written) ended ``completed``: it stays unstable until the
+        high watermark passes its marker."""
+        pid = self._ongoing_txns.pop(completed.first_offset, None)
+        if pid != completed.producer_id:
+            log.warning("%s: completed transaction %s was not open", self.topic_partition,
+                        completed)
+            if pid is not None:
+                self._ongoing_txns[completed.first_offset] = pid
+            return
+        self._unreplicated_txns[completed.first_offset] = (completed.producer_id,
+                                                           completed.last_offset)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        done = [first for first, (_, last) in self._unreplicated_txns.items()
+                if last < high_watermark]
+        for first in done:
+            del self._unreplicated_txns[first]
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open or unreplicated transaction."""
+        if not self._ongoing_txns and not self._unreplicated_txns:
+            return None
+        return min(min(self._ongoing_txns, default=1 << 63),
+                   min(self._unreplicated_txns, default=1 << 63))
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the oldest open transaction."""
+        return min(self._ongoing_txns, default=None)
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once ``completed`` is no longer open: the first offset of the oldest
+        other open transaction, else the offset after its marker (the value its
+        ``.txnindex`` entry records)."""
+        others = [first for first, pid in self._ongoing_txns.items()
+                  if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    @property
+    def ongoing_txns(self) -> dict[int, int]:
+        """First offset -> producer id of each open transaction (do not modify)."""
+        return self._ongoing_txns
+
+    def _rebuild_ongoing_txns(self) -> None:
+        self._ongoing_txns = {e.current_txn_first_offset: pid
+                              for pid, e in self._producers.items()
+                              if e.current_txn_first_offset >= 0}
+        self._unreplicated_txns.clear()
 
     def update_map_end_offset(self, offset: int) -> None:
         self._last_map_offset = offset
 
     def load_producer_entry(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset >= 0:
+            self._ongoing_txns[entry.current_txn_first_offset] = entry.producer_id
 
     def is_producer_expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
         return (entry.current_txn_first_offset < 0
@@ -141,12 +211,16 @@ class ProducerStateManager:
             log.info("%s: expired %d producer id(s)", self.topic_partition, len(expired))
         return len(expired)
 
-    def replay(self, headers: Iterable[BatchHeader]) -> int:
-        """Rebuild state from stored batches (offsets already assigned): no checks, as
-        for replication.  Returns the number of producer batches applied."""
+    def replay(self, batches: Iterable[tuple[BatchHeader, EndTransactionMarker | None]],
+               on_completed: Callable[[CompletedTxn], None] | None = None) -> int:
+        """Rebuild state from stored batches (offsets already assigned; each control
+        batch with the marker it holds): no checks, as for replication.  A transaction a
+        marker completes goes to ``on_completed`` (the caller indexes aborted ones) with
+        the state as of that marker, then to ``complete_txn``.  Returns the number of
+        producer batches applied."""
         pending: dict[int, ProducerAppendInfo] = {}
         n = 0
-        for h in headers:
+        for h, marker in batches:
             if h.producer_id < 0:
                 continue
             info = pending.get(h.producer_id)
@@ -154,16 +228,26 @@ class ProducerStateManager:
                 info = pending[h.producer_id] = self.prepare_update(h.producer_id,
                                                                     AppendOrigin.REPLICATION)
             try:
-                info.append(h, h.base_offset, h.last_offset, h.max_timestamp)
+                txn = info.append(h, h.base_offset, h.last_offset, h.max_timestamp, marker)
             except InvalidTxnStateError as e:  # a replica never refuses what the log holds
                 log.warning("%s: %s", self.topic_partition, e)
+                txn = None
             n += 1
+            if txn is not None:  # the state as of the marker, then the completion
+                for info in pending.values():
+                    self.update(info)
+                pending.clear()
+                if on_completed is not None:
+                    on_completed(txn)
+                self.complete_txn(txn)
         for info in pending.values():
             self.update(info)
         return n
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing_txns.clear()
+        self._unreplicated_txns.clear()
 
     # ------------------------------------------------------------------ snapshots
     def snapshot_offsets(self) -> list[int]:
@@ -218,7 +302,7 @@ class ProducerStateManager:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """The log was emptied and restarts at ``offset``: no state, no snapshots."""
-        self._producers.clear()
+        self.clear()
         for off in list(self._snapshots):
             self._delete_snapshot(off)
         self._last_map_offset = self._last_snap_offset = offset
@@ -238,7 +322,7 @@ class ProducerStateManager:
                     if o > log_end_offset or o < log_start_offset]:
             self._delete_snapshot(off)
         if force or log_end_offset != self._last_map_offset:
-            self._producers.clear()
+            self.clear()
             self._load_from_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)

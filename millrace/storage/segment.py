@@ -6,6 +6,8 @@ Files (``<base>`` = base offset, 20 digits zero-padded, as Kafka names them)::
                                     (v2 header: 8-byte base offset, 4-byte length, ...)
     00000000000000001234.index      sparse offset -> position (see index.py)
     00000000000000001234.timeindex  sparse max timestamp -> offset
+    00000000000000001234.txnindex   aborted transactions whose ABORT marker is here
+                                    (only once there is one; transaction_index.py)
 
 The log file is written with ``os.pwrite`` at the segment's known size and read with
 ``os.pread``; nothing is buffered in user space, so a batch is in the page cache (and
@@ -44,6 +46,13 @@ from millrace.record.batch import (
 from millrace.storage.config import LogConfig
 from millrace.storage.index import INT32_MAX, CorruptIndexError, OffsetIndex, TimeIndex
 from millrace.storage.info import FetchDataInfo, LogOffsetMetadata, TimestampAndOffset
+from millrace.storage.transaction_index import (
+    TXN_INDEX_SUFFIX,
+    AbortedTxn,
+    CompletedTxn,
+    TransactionIndex,
+    TxnIndexSearchResult,
+)
 
 log = logging.getLogger("millrace.storage")
 
@@ -89,6 +98,8 @@ class LogSegment:
         self._time_index = TimeIndex(
             os.path.join(dir, file_name(base_offset, TIME_INDEX_SUFFIX) + suffix),
             base_offset, config.segment_index_bytes)
+        self._txn_index = TransactionIndex(
+            os.path.join(dir, file_name(base_offset, TXN_INDEX_SUFFIX) + suffix), base_offset)
         try:
             st = os.fstat(self._fd)
             if create:
@@ -119,6 +130,10 @@ class LogSegment:
     def time_index(self) -> TimeIndex:
         self._ensure_indexes()
         return self._time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        return self._txn_index
 
     @property
     def size(self) -> int:
@@ -200,6 +215,17 @@ class LogSegment:
         self._max_timestamp, self._offset_of_max_timestamp = max_ts, off_of_max
         self._size = physical + len(data)
 
+    def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
+        """A marker in this segment ended ``completed``: an aborted one is indexed here
+        (Java ``LogSegment.updateTxnIndex``)."""
+        if completed.is_aborted:
+            self._txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                              completed.last_offset, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int
+                             ) -> TxnIndexSearchResult:
+        return self._txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
     def should_roll(self, config: LogConfig, messages_size: int, max_timestamp: int,
                     max_offset: int, now_ms: int) -> bool:
         """Kafka's roll rule: full by size, old by time, an index full, or offsets that no
@@ -241,6 +267,7 @@ class LogSegment:
             os.fdatasync(self._fd)
             self._offset_index.flush()
             self._time_index.flush()
+            self._txn_index.flush()
         except OSError as e:
             if self.closed:
                 return
@@ -381,6 +408,7 @@ class LogSegment:
         removed = self._size - pos
         self._offset_index.truncate_to(found[1].base_offset)
         self._time_index.truncate_to(found[1].base_offset)
+        self._txn_index.truncate_to(found[1].base_offset)
         os.ftruncate(self._fd, pos)
         self._size = pos
         self._bytes_since_last_index_entry = 0
@@ -511,6 +539,7 @@ class LogSegment:
         self._log_path = new_log
         self._offset_index.rename(renamed(self._offset_index.path))
         self._time_index.rename(renamed(self._time_index.path))
+        self._txn_index.rename(renamed(self._txn_index.path))
 
     def close(self) -> None:
         """Record the final timestamp entry, write index buffers, close the files."""
@@ -520,6 +549,7 @@ class LogSegment:
         finally:
             self._offset_index.close()
             self._time_index.close()
+            self._txn_index.close()
             if self._fd >= 0:
                 os.close(self._fd)
                 self._fd = -1
@@ -528,13 +558,15 @@ class LogSegment:
         """Close the files without writing anything (for segments being deleted)."""
         self._offset_index.discard()
         self._time_index.discard()
+        self._txn_index.close()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
     def delete(self) -> None:
         """Close and unlink the files."""
-        paths = (self._log_path, self._offset_index.path, self._time_index.path)
+        paths = (self._log_path, self._offset_index.path, self._time_index.path,
+                 self._txn_index.path)
         self.close_handlers()
         for p in paths:
             with contextlib.suppress(FileNotFoundError):

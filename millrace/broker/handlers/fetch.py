@@ -1,7 +1,9 @@
 """Fetch (key 1): decode, let the replica manager read (and long-poll), encode.
 
 ``ReplicaManager.fetch_messages`` reads each partition from its fetch offset up to the
-high watermark within ``partition_max_bytes`` and ``max_bytes``, and parks the request
+high watermark (read_committed, v4+: the last stable offset, answering the aborted
+transactions the returned records overlap) within ``partition_max_bytes`` and
+``max_bytes``, and parks the request
 as a ``DelayedFetch`` while it has fewer than ``min_bytes`` and ``max_wait_ms`` allows.
 Topic ids (v13+) are resolved here; an unknown id answers UNKNOWN_TOPIC_ID at once (an
 error ends the wait, as any partition error does).  Incremental fetch sessions (KIP-227)
@@ -51,17 +53,22 @@ async def handle_fetch(ctx: RequestContext, body: FetchRequest) -> FetchResponse
     topic_cls = cls.FetchableTopicResponse
     part_cls = topic_cls.PartitionData
     unknown = FetchPartitionData(Errors.UNKNOWN_TOPIC_ID)
+    aborted_cls = part_cls.AbortedTransaction
     responses = []
     for t, name in zip(body.topics, names):
         parts = []
         for p in t.partitions:
             r = unknown if name is None else next(results)
+            aborted = None
+            if isolation == 1:
+                aborted = [aborted_cls(producer_id=pid, first_offset=first)
+                           for pid, first in r.aborted_transactions or ()]
             parts.append(part_cls(partition_index=p.partition, error_code=r.error,
                                   high_watermark=r.high_watermark,
                                   last_stable_offset=r.last_stable_offset,
                                   log_start_offset=r.log_start_offset,
-                                  aborted_transactions=[] if isolation == 1 else None,
-                                   preferred_read_replica=-1,
+                                  aborted_transactions=aborted,
+                                  preferred_read_replica=-1,
                                   records=r.records))
         responses.append(topic_cls(topic=t.topic, topic_id=t.topic_id, partitions=parts))
     return cls(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)

@@ -143,3 +143,24 @@ def test_interrupted_cleaning_is_finished_or_undone_on_load(tmp_path: Path) -> N
     assert again is not None and _contents(again) == expected
     assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned"))]
     lm.shutdown()
+
+
+def test_cleaning_keeps_markers_and_aborted_transaction_index(tmp_path: Path) -> None:
+    from millrace.record.control import build_end_txn_marker
+    from millrace.storage import AppendOrigin
+    from millrace.storage.transaction_index import AbortedTxn
+
+    lm, lg, cleaner = _setup(tmp_path)
+    lg.append_as_leader(batch([b"t"], keys=[b"a"], producer_id=4, producer_epoch=0,
+                              base_sequence=0, is_transactional=True), 0)       # 0
+    lg.append_as_leader(build_end_txn_marker(4, 0, False, 0, T0), 0,
+                        origin=AppendOrigin.COORDINATOR)                       # 1
+    for i in range(12):
+        _append(lg, [b"a"], [b"v%d" % i])                                      # 2-13
+    assert len(lg.segments) > 2
+    assert cleaner.clean_once(T0) is not None
+    assert lg.collect_aborted_transactions(0, lg.log_end_offset) == [AbortedTxn(4, 0, 1, 2)]
+    first = lg.segments[0]
+    assert first.base_offset == 0 and first.txn_index.entries == [AbortedTxn(4, 0, 1, 2)]
+    assert os.path.getsize(first.txn_index.path) == 34
+    lm.shutdown()

@@ -21,6 +21,7 @@ from millrace.record.batch import (
     validate_batch,
 )
 from millrace.record.compression import CompressionType
+from millrace.record.control import build_end_txn_marker
 from millrace.storage import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -175,9 +176,12 @@ def test_other_rejections(tmp_path: Path) -> None:
         log.append_as_leader(batch(1, ts=T0 + 3_600_001), 0, now_ms=T0)
     with pytest.raises(InvalidTimestampError):
         log.append_as_leader(batch(1, timestamp_type=TimestampType.LOG_APPEND_TIME), 0)
-    # the coordinator may write control batches
-    log.append_as_leader(batch(1, is_control=True, is_transactional=True, producer_id=1,
-                               producer_epoch=0), 0, origin=AppendOrigin.COORDINATOR)
+    # the coordinator may write end-transaction markers, but not malformed ones
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(batch(1, is_control=True, is_transactional=True, producer_id=1,
+                                   producer_epoch=0), 0, origin=AppendOrigin.COORDINATOR)
+    log.append_as_leader(build_end_txn_marker(1, 0, True, 0, T0), 0,
+                         origin=AppendOrigin.COORDINATOR)
     assert log.log_end_offset == 1
     log.close()
 

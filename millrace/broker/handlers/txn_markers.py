@@ -1,0 +1,46 @@
+"""WriteTxnMarkers (key 27, v1; flexible): the transaction coordinator asks this broker,
+as partition leader, to end a transaction on some of its partitions.
+
+Each marker names a producer id and epoch, the result (True: COMMIT, False: ABORT), the
+coordinator epoch and the topics/partitions.  ``ReplicaManager.append_txn_markers``
+appends one control batch per partition (``record/control.py``) with origin COORDINATOR
+-- the producer state refuses a stale producer epoch (INVALID_PRODUCER_EPOCH) or
+coordinator epoch (TRANSACTION_COORDINATOR_FENCED) -- waits for the ISR as acks=-1 does,
+and answers per partition.  Internal topics take markers too (``__consumer_offsets``
+holds transactional offset commits).  Producers can never write control batches: a
+Produce request carrying one is INVALID_RECORD (``storage/validator.py``).
+"""
+
+from __future__ import annotations
+
+from millrace.broker.context import RequestContext
+from millrace.broker.handlers import handles
+from millrace.broker.replica_manager import TxnMarkerEntry
+from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
+
+
+@handles(ApiKey.WRITE_TXN_MARKERS)
+async def handle_write_txn_markers(ctx: RequestContext, body: WriteTxnMarkersRequest
+                                   ) -> WriteTxnMarkersResponse:
+    cls = WriteTxnMarkersResponse
+    result_cls = cls.WritableTxnMarkerResult
+    topic_cls = result_cls.WritableTxnMarkerTopicResult
+    part_cls = topic_cls.WritableTxnMarkerPartitionResult
+    entries = [TxnMarkerEntry(m.producer_id, m.producer_epoch, m.coordinator_epoch,
+                              m.transaction_result,
+                              tuple(dict.fromkeys((t.name, i) for t in m.topics
+                                                  for i in t.partition_indexes)))
+               for m in body.markers]
+    results = await ctx.services.replica_manager.append_txn_markers(entries)
+    markers = []
+    for m, errors in zip(body.markers, results):
+        topics = [topic_cls(name=t.name, partitions=[
+                      part_cls(partition_index=i, error_code=errors[(t.name, i)])
+                      for i in t.partition_indexes])
+                  for t in m.topics]
+        markers.append(result_cls(producer_id=m.producer_id, topics=topics))
+    return cls(markers=markers)
