@@ -175,7 +175,6 @@ class ReplicaManager:
         # coordinator applies or drops pending transactional offset commits).
         self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self.fetcher_manager: ReplicaFetcherManager | None = None
-        self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
         self._unsafe_pending: dict[TopicPartition, int] = {}
         if self._unsafe_ack_delay_ms:
