@@ -18,6 +18,9 @@ from millrace.protocol import API, ApiKey
 VERSION_CAPS: dict[int, int] = {
     ApiKey.PRODUCE: 12, ApiKey.FETCH: 17, ApiKey.LIST_OFFSETS: 10, ApiKey.OFFSET_COMMIT: 9,
     ApiKey.OFFSET_FETCH: 9, ApiKey.INIT_PRODUCER_ID: 5, ApiKey.WRITE_TXN_MARKERS: 1,
+    # v4+ is KIP-890's broker-to-broker verification; EndTxn v5 is transaction.version 2,
+    # which we never advertise (the classic protocol, "TV1").
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 4,
 }
 # Advertised minimum below what we accept (librdkafka < 2.11.1 feature detection).
 ADVERTISED_MIN: dict[int, int] = {ApiKey.PRODUCE: 0}

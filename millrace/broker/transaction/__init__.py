@@ -6,13 +6,13 @@ machine), ``coordinator`` (the pure shard), ``transaction_marker_channel_manager
 """
 
 from millrace.broker.transaction.coordinator import (
-    TRANSACTION_STATE_TOPIC,
     InitProducerIdResult,
     TransactionConfig,
     TransactionCoordinator,
     TxnMarkerEntry,
     TxnResult,
 )
+from millrace.broker.transaction.topic import TRANSACTION_STATE_TOPIC
 from millrace.broker.transaction.transaction_metadata import (
     TransactionMetadata,
     TransactionState,

@@ -56,7 +56,6 @@ from millrace.common.errors import Errors, ProtocolDecodeError
 log = logging.getLogger("millrace.broker.transaction")
 
 S = TransactionState
-TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 @dataclass(frozen=True, slots=True)
