@@ -20,6 +20,9 @@ VERSION_CAPS: dict[int, int] = {
     ApiKey.OFFSET_FETCH: 9, ApiKey.INIT_PRODUCER_ID: 5, ApiKey.WRITE_TXN_MARKERS: 1,
     # v5 means KIP-890 part 2 (transaction.version 2), which we do not offer.
     ApiKey.TXN_OFFSET_COMMIT: 4,
+    # v4+ is KIP-890's broker-to-broker verification; EndTxn v5 is transaction.version 2,
+    # which we never advertise (the classic protocol, "TV1").
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3, ApiKey.END_TXN: 4,
 }
 # Advertised minimum below what we accept (librdkafka < 2.11.1 feature detection).
 ADVERTISED_MIN: dict[int, int] = {ApiKey.PRODUCE: 0}

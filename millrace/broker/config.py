@@ -82,6 +82,12 @@ BROKER_CONFIG = (
     .define("transaction.state.log.replication.factor", "int", 3, at_least(1))
     .define("transaction.state.log.min.isr", "int", 2, at_least(1))
     .define("transaction.max.timeout.ms", "int", 900_000, at_least(1))
+    .define("transaction.state.log.segment.bytes", "int", 100 * 1024 * 1024, at_least(1))
+    .define("transactional.id.expiration.ms", "int", 7 * DAY_MS, at_least(1))
+    .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10_000,
+            at_least(1))
+    .define("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3_600_000,
+            at_least(1))
     .define("min.insync.replicas", "int", 1, at_least(1))
     .define("unclean.leader.election.enable", "boolean", False)
     .define("replica.lag.time.max.ms", "long", 30_000, at_least(1))

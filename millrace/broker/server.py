@@ -3,7 +3,8 @@
 Start-up order (as Kafka's ``KafkaServer.startup``): read the config; open the cluster
 metadata and the log manager (which recovers logs after an unclean shutdown); build the
 replica manager (hosting every assigned partition), the admin manager and the group
-coordinator (which replays ``__consumer_offsets``); bind the listeners, register the
+coordinator (which replays ``__consumer_offsets``) and the transaction coordinator
+(``__transaction_state``); bind the listeners, register the
 broker with its advertised endpoint, then start accepting.  Each service is built here
 with what it needs and handed to the handlers as ``BrokerServices``; none of them holds
 the server.  Shutdown reverses it: stop accepting, finish the group coordinator,
@@ -47,6 +48,8 @@ from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.services import BrokerServices
 from millrace.broker.topic_config import TopicConfigs
+from millrace.broker.transaction.service import TransactionCoordinatorService
+from millrace.broker.transaction.topic import TRANSACTION_STATE_TOPIC, transaction_topic_configs
 from millrace.broker.zk_broker import (
     build_zk_services,
     controlled_shutdown,
@@ -95,19 +98,30 @@ class KafkaServer:
                 "__consumer_offsets", config["offsets.topic.num.partitions"],
                 {"cleanup.policy": "compact",
                  "segment.bytes": str(config["offsets.topic.segment.bytes"])})
+        if TRANSACTION_STATE_TOPIC not in metadata.topics:
+            admin_manager.create_topic(
+                TRANSACTION_STATE_TOPIC, config["transaction.state.log.num.partitions"],
+                transaction_topic_configs(config, replication_factor=1))
         offsets_log = ReplicatedOffsetsLog(replica_manager, metadata,
                                            config["offsets.topic.num.partitions"],
                                            config["offsets.commit.timeout.ms"])
         group_coordinator = GroupCoordinatorService(config, time, offsets_log)
         # Markers on __consumer_offsets complete transactional offset commits.
         replica_manager.txn_marker_listeners.append(group_coordinator.on_txn_marker)
+        producer_id_manager = ProducerIdManager(metadata.reserve_producer_ids)
+        txn_log = ReplicatedOffsetsLog(replica_manager, metadata,
+                                       config["transaction.state.log.num.partitions"],
+                                       config["offsets.commit.timeout.ms"],
+                                       topic=TRANSACTION_STATE_TOPIC)
         return BrokerServices(
             config=config, time=time, metadata=metadata, log_manager=log_manager,
             topic_configs=topic_configs, replica_manager=replica_manager,
             admin_manager=admin_manager,
             group_coordinator=group_coordinator,
-            producer_id_manager=ProducerIdManager(metadata.reserve_producer_ids),
-            api_versions=ApiVersionManager(load_all()))
+            producer_id_manager=producer_id_manager,
+            api_versions=ApiVersionManager(load_all()),
+            transaction_coordinator=TransactionCoordinatorService(
+                config, time, txn_log, metadata, producer_id_manager.generate_producer_id))
 
     async def startup(self) -> None:
         cfg = self.config
@@ -124,9 +138,11 @@ class KafkaServer:
             services = self.services = await loop.run_in_executor(
                 None, build_zk_services, cfg, self.time, loop)
             await services.group_coordinator.start(partitions=[])
+            await services.transaction_coordinator.start(partitions={})
         else:
             services = self.services = self.build_services(cfg, self.time)
             await services.group_coordinator.start()
+            await services.transaction_coordinator.start()
 
         def offline(log_dir: str, why: str, _error: BaseException | None) -> None:
             loop.call_soon_threadsafe(self._on_offline_log_dir, log_dir, why)  # any thread
@@ -192,6 +208,7 @@ class KafkaServer:
             await cluster.fetcher_manager.shutdown()
         if self.services is not None:
             await self.services.group_coordinator.stop()
+            await self.services.transaction_coordinator.stop()
             self.services.replica_manager.shutdown()
             self.services.log_manager.shutdown()
         if cluster is not None:

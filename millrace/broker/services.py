@@ -3,9 +3,9 @@
 ``KafkaServer.startup`` builds each service explicitly with what it needs (no service
 holds the server), in dependency order: config and time; the cluster metadata; the log
 manager (which recovers the logs); the replica manager; the admin manager; the group
-coordinator (which replays ``__consumer_offsets``); the producer-id manager.  Handlers
-reach them through ``RequestContext.services``.  Later milestones add the controller,
-the transaction coordinator and the authorizer here.
+coordinator (which replays ``__consumer_offsets``); the producer-id manager; the
+transaction coordinator (which replays ``__transaction_state``).  Handlers reach them
+through ``RequestContext.services``.  Later milestones add the authorizer here.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.topic_config import TopicConfigs
+from millrace.broker.transaction.service import TransactionCoordinatorService
 from millrace.broker.zk import KafkaZkClient
 from millrace.common.time import Time
 from millrace.storage import LogManager
@@ -53,4 +54,5 @@ class BrokerServices:
     group_coordinator: GroupCoordinatorService
     producer_id_manager: ProducerIdManager
     api_versions: ApiVersionManager
+    transaction_coordinator: TransactionCoordinatorService
     cluster: ClusterServices | None = None  # None: the single-node embedded broker

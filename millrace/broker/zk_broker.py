@@ -10,7 +10,8 @@ With ``zookeeper.connect`` set, ``KafkaServer`` builds these instead of the sing
    manager, and the admin manager in cluster mode (topic changes are ZooKeeper writes the
    controller reacts to);
 3. a group coordinator that loads the ``__consumer_offsets`` partitions this broker leads
-   and unloads those it stops leading;
+   and unloads those it stops leading, and a transaction coordinator that does the same
+   with ``__transaction_state`` (coordinator epoch = the partition's leader epoch);
 4. after the listeners are bound: register ``/brokers/ids/<id>`` (the znode's czxid is the
    broker epoch), start the controller election, then serve.
 
@@ -43,6 +44,8 @@ from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.services import BrokerServices, ClusterServices
 from millrace.broker.topic_config import TopicConfigs
+from millrace.broker.transaction.service import TransactionCoordinatorService
+from millrace.broker.transaction.topic import TRANSACTION_STATE_TOPIC
 from millrace.broker.zk import KafkaZkClient
 from millrace.broker.zk_alter_isr_manager import ZkAlterIsrManager
 from millrace.common.errors import BrokerNotAvailableError, Errors
@@ -91,12 +94,19 @@ def build_zk_services(config: KafkaConfig, time: Time,
         config["offsets.commit.timeout.ms"]))
     rm.leadership_listeners.append(_group_leadership(group, loop))
     rm.txn_marker_listeners.append(group.on_txn_marker)
+    producer_id_manager = ProducerIdManager(metadata.reserve_producer_ids)
+    txn = TransactionCoordinatorService(config, time, ReplicatedOffsetsLog(
+        rm, metadata, config["transaction.state.log.num.partitions"],
+        config["offsets.commit.timeout.ms"], topic=TRANSACTION_STATE_TOPIC), metadata,
+        producer_id_manager.generate_producer_id)
+    rm.leadership_listeners.append(_txn_leadership(txn, loop))
     return BrokerServices(
         config=config, time=time, metadata=metadata, log_manager=log_manager,
         topic_configs=topic_configs, replica_manager=rm, admin_manager=admin,
         group_coordinator=group,
-        producer_id_manager=ProducerIdManager(metadata.reserve_producer_ids),
+        producer_id_manager=producer_id_manager,
         api_versions=ApiVersionManager(load_all()),
+        transaction_coordinator=txn,
         cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
                                 fetcher_manager=rm.fetcher_manager, zk=zk))
 
@@ -111,6 +121,20 @@ def _group_leadership(group: GroupCoordinatorService, loop: asyncio.AbstractEven
             group.unload_partitions(followed)
         if led:
             loop.create_task(group.load_partitions(led))
+    return changed
+
+
+def _txn_leadership(txn: TransactionCoordinatorService, loop: asyncio.AbstractEventLoop
+                    ) -> Callable[[list[Partition], list[Partition]], None]:
+    """The transaction coordinator follows leadership of ``__transaction_state``; a
+    partition's coordinator epoch is its leader epoch."""
+    def changed(leaders: list[Partition], followers: list[Partition]) -> None:
+        led = {p.index: p.leader_epoch for p in leaders if p.topic == TRANSACTION_STATE_TOPIC}
+        followed = [p.index for p in followers if p.topic == TRANSACTION_STATE_TOPIC]
+        if followed:
+            txn.unload_partitions(followed)
+        if led:
+            loop.create_task(txn.load_partitions(led))
     return changed
 
 

@@ -16,8 +16,8 @@ is the leader of its ``__transaction_state`` partition.
 from __future__ import annotations
 
 from millrace.broker.context import RequestContext
-from millrace.broker.group.group_metadata_manager import partition_for
 from millrace.broker.handlers import handles
+from millrace.broker.transaction.topic import TRANSACTION_STATE_TOPIC, transaction_topic_configs
 from millrace.common.errors import Errors, KafkaError
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
@@ -60,9 +60,15 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None
         if partition not in coord.hosted and partition not in coord.loading:
             return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     elif key_type == TRANSACTION_KEY:
-        # The transaction coordinator is a later milestone; its partition would be
-        # partition_for(key, transaction.state.log.num.partitions), led by this node.
-        partition_for(key, services.config["transaction.state.log.num.partitions"])
+        if not key:
+            return Errors.INVALID_REQUEST, "Transactional id must not be empty", -1, "", -1
+        txn = services.transaction_coordinator
+        partition = txn.partition_for(key)
+        if services.cluster is not None:
+            return _partition_leader(ctx, TRANSACTION_STATE_TOPIC, partition)
+        txn_coord = txn.coordinator
+        if partition not in txn_coord.epochs and partition not in txn_coord.loading:
+            return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
     else:
         return (Errors.INVALID_REQUEST, f"Unknown coordinator type {key_type}", -1, "", -1)
     node = services.config.node_id
@@ -75,17 +81,25 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None
 def _partition_leader(ctx: RequestContext, topic: str, partition: int
                       ) -> tuple[int, str | None, int, str, int]:
     """In a cluster a group's coordinator is the leader of its ``__consumer_offsets``
-    partition.  The topic is created on first use (``offsets.topic.replication.factor``
-    replicas; COORDINATOR_NOT_AVAILABLE until it has a leader, as in Kafka)."""
+    partition, a transactional id's the leader of its ``__transaction_state`` partition.
+    The topic is created on first use (``offsets.topic.replication.factor`` /
+    ``transaction.state.log.replication.factor`` replicas; COORDINATOR_NOT_AVAILABLE
+    until it has a leader, as in Kafka)."""
     services = ctx.services
     metadata = services.metadata
+    config = services.config
     if topic not in metadata.topics:
+        if topic == TRANSACTION_STATE_TOPIC:
+            rf = config["transaction.state.log.replication.factor"]
+            partitions = config["transaction.state.log.num.partitions"]
+            configs = transaction_topic_configs(config, rf)
+        else:
+            rf = config["offsets.topic.replication.factor"]
+            partitions = config["offsets.topic.num.partitions"]
+            configs = {"cleanup.policy": "compact",
+                       "segment.bytes": str(config["offsets.topic.segment.bytes"])}
         try:
-            services.admin_manager.create_topic(
-                topic, services.config["offsets.topic.num.partitions"],
-                {"cleanup.policy": "compact",
-                 "segment.bytes": str(services.config["offsets.topic.segment.bytes"])},
-                services.config["offsets.topic.replication.factor"])
+            services.admin_manager.create_topic(topic, partitions, configs, rf)
         except KafkaError as e:
             if e.code != Errors.TOPIC_ALREADY_EXISTS:
                 return Errors.COORDINATOR_NOT_AVAILABLE, e.message, -1, "", -1

@@ -1,15 +1,18 @@
-"""InitProducerId (key 22): producer ids for idempotent producers.
+"""InitProducerId (key 22): producer ids for idempotent and transactional producers.
 
-A new idempotent producer gets a fresh id from the ``ProducerIdManager`` with epoch 0; a
-client that passes its current id and epoch (v3+, KIP-360) gets the epoch bumped.
-Transactional ids need the transaction coordinator (milestone 3) and are refused with a
-clear error until it exists.
+Without a transactional id: a new idempotent producer gets a fresh id from the
+``ProducerIdManager`` with epoch 0; a client that passes its current id and epoch (v3+,
+KIP-360) gets the epoch bumped.  With a transactional id the request belongs to that id's
+transaction coordinator (``ctx.services.transaction_coordinator``): NOT_COORDINATOR when
+this broker does not lead its ``__transaction_state`` partition.  Clients before v4 do
+not know PRODUCER_FENCED and get INVALID_PRODUCER_EPOCH instead, as from Kafka.
 """
 
 from __future__ import annotations
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
+from millrace.broker.transaction import InitProducerIdResult
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
@@ -24,8 +27,16 @@ MAX_EPOCH = 32767
 async def handle_init_producer_id(ctx: RequestContext, body: InitProducerIdRequest) -> InitProducerIdResponse:
     cls = InitProducerIdResponse
     if body.transactional_id is not None:
-        return cls(throttle_time_ms=0, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                   producer_id=-1, producer_epoch=-1)
+        expected = None
+        if ctx.version >= 3 and body.producer_id >= 0:
+            expected = (body.producer_id, body.producer_epoch)
+        result: InitProducerIdResult = await ctx.services.transaction_coordinator.init_producer_id(
+            body.transactional_id, body.transaction_timeout_ms, expected)
+        error = result.error
+        if error == Errors.PRODUCER_FENCED and ctx.version < 4:
+            error = Errors.INVALID_PRODUCER_EPOCH
+        return cls(throttle_time_ms=0, error_code=error, producer_id=result.producer_id,
+                   producer_epoch=result.producer_epoch)
     if ctx.version >= 3 and body.producer_id >= 0 and 0 <= body.producer_epoch < MAX_EPOCH:
         return cls(throttle_time_ms=0, error_code=Errors.NONE, producer_id=body.producer_id,
                    producer_epoch=body.producer_epoch + 1)

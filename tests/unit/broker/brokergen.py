@@ -47,6 +47,7 @@ class Broker:
         self.time = MockTime(T0)
         self.config = KafkaConfig({"log.dirs": log_dir, "node.id": NODE,
                                    "offsets.topic.num.partitions": 1,
+                                   "transaction.state.log.num.partitions": 1,
                                    "group.initial.rebalance.delay.ms": 0, **extra})
         self.services: BrokerServices = KafkaServer.build_services(self.config, self.time)
         self.services.metadata.register_broker(BrokerRegistration(NODE, "localhost", 9092))

@@ -53,17 +53,18 @@ def test_metadata_of_every_topic(broker: Broker) -> None:
             got = await broker.call(ApiKey.METADATA, version, request)
             assert [(b.node_id, b.host, b.port) for b in got.brokers] == [
                 (NODE, "localhost", 9092)]
-            assert [t.name for t in got.topics] == ["__consumer_offsets", "t"]
+            assert [t.name for t in got.topics] == ["__consumer_offsets",
+                                                    "__transaction_state", "t"]
             epoch = 0 if version >= 7 else -1
-            assert [partitions(t) for t in got.topics] == [led_here(1, epoch),
-                                                           led_here(2, epoch)]
+            assert [partitions(t) for t in got.topics] == [
+                led_here(1, epoch), led_here(1, epoch), led_here(2, epoch)]
         assert (got.cluster_id, got.controller_id) == (None, -1)          # not in v0
         got = await broker.call(ApiKey.METADATA, METADATA_V, MetadataRequest(topics=None))
         assert got.cluster_id == broker.services.metadata.cluster_id and got.cluster_id
         assert got.controller_id == NODE
         assert [(t.name, t.is_internal, t.topic_id) for t in got.topics] == [
-            (name, name == "__consumer_offsets", broker.services.metadata.topics[name].topic_id)
-            for name in ("__consumer_offsets", "t")]
+            (name, name.startswith("__"), broker.services.metadata.topics[name].topic_id)
+            for name in ("__consumer_offsets", "__transaction_state", "t")]
 
     asyncio.run(main())
 
@@ -144,7 +145,8 @@ def test_create_topics_errors(broker: Broker) -> None:
         assert errors(got) == {"cfg": Errors.INVALID_CONFIG}
         assert got.topics[0].error_message is not None
         assert "no.such.config" in got.topics[0].error_message
-        assert sorted(broker.services.metadata.topics) == ["__consumer_offsets", "dup", "taken"]
+        assert sorted(broker.services.metadata.topics) == [
+            "__consumer_offsets", "__transaction_state", "dup", "taken"]
 
     asyncio.run(main())
 
@@ -201,7 +203,7 @@ def test_delete_topics_by_name_and_by_id(broker: Broker) -> None:
         assert [(r.name, r.error_code) for r in got.responses] == [
             ("b", 0), (None, Errors.UNKNOWN_TOPIC_ID)]
         assert got.responses[0].topic_id == b_id
-        assert sorted(meta.topics) == ["__consumer_offsets"]
+        assert sorted(meta.topics) == ["__consumer_offsets", "__transaction_state"]
         broker.create_topic("a")                          # a new topic under the old name
         assert meta.topics["a"].topic_id != a_id
         assert await produce(broker, "a", b"new") == 0

@@ -17,6 +17,7 @@ from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import HANDLERS
 from millrace.broker.handlers import group as group_handlers
 from millrace.broker.metadata import BrokerRegistration
+from millrace.broker.transaction import TransactionConfig, TransactionCoordinator
 from millrace.common.errors import Errors, KafkaError
 from millrace.common.time import SYSTEM_TIME, MockTime
 from millrace.protocol import API, ApiKey, FindCoordinatorRequest, RequestHeader
@@ -203,8 +204,14 @@ def test_stop_answers_parked_requests_and_cancelled_waiters_are_forgotten() -> N
 def fake_server(service: GroupCoordinatorService) -> Any:
     """The slice of BrokerServices the group handlers use."""
     registration = BrokerRegistration(3, "broker-3", 9093)
+    txn = TransactionCoordinator(TransactionConfig(), 50, lambda: 0)  # every partition here
+    txn.begin_loading(dict.fromkeys(range(50), 0))
+    for p in range(50):
+        txn.load(p, [])
     return SimpleNamespace(
         config=config(**{"node.id": 3}), group_coordinator=service, cluster=None,
+        transaction_coordinator=SimpleNamespace(coordinator=txn,
+                                                partition_for=txn.partition_for),
         metadata=SimpleNamespace(topics={"t": SimpleNamespace(partitions=2)},
                                  brokers=lambda: [registration]))
 
