@@ -40,6 +40,8 @@ __all__ = [
     "DescribeGroupsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
+    "DescribeTransactionsRequest",
+    "DescribeTransactionsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "EndTxnRequest",
@@ -66,6 +68,8 @@ __all__ = [
     "ListOffsetsResponse",
     "ListPartitionReassignmentsRequest",
     "ListPartitionReassignmentsResponse",
+    "ListTransactionsRequest",
+    "ListTransactionsResponse",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetCommitRequest",
@@ -2868,4 +2872,95 @@ class DescribeProducersResponse(Struct):
         *,
         throttle_time_ms: int = ...,
         topics: list[TopicResponse] = ...,
+    ) -> None: ...
+
+
+class DescribeTransactionsRequest(Struct):
+    transactional_ids: list[str]
+    def __init__(
+        self,
+        *,
+        transactional_ids: list[str] = ...,
+    ) -> None: ...
+
+
+class DescribeTransactionsResponse(Struct):
+    class TransactionState(Struct):
+        class TopicData(Struct):
+            topic: str
+            partitions: list[int]
+            def __init__(
+                self,
+                *,
+                topic: str = ...,
+                partitions: list[int] = ...,
+            ) -> None: ...
+        error_code: int
+        transactional_id: str
+        transaction_state: str
+        transaction_timeout_ms: int
+        transaction_start_time_ms: int
+        producer_id: int
+        producer_epoch: int
+        topics: list[TopicData]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            transactional_id: str = ...,
+            transaction_state: str = ...,
+            transaction_timeout_ms: int = ...,
+            transaction_start_time_ms: int = ...,
+            producer_id: int = ...,
+            producer_epoch: int = ...,
+            topics: list[TopicData] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    transaction_states: list[TransactionState]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        transaction_states: list[TransactionState] = ...,
+    ) -> None: ...
+
+
+class ListTransactionsRequest(Struct):
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    transactional_id_pattern: str | None
+    def __init__(
+        self,
+        *,
+        state_filters: list[str] = ...,
+        producer_id_filters: list[int] = ...,
+        duration_filter: int = ...,
+        transactional_id_pattern: str | None = ...,
+    ) -> None: ...
+
+
+class ListTransactionsResponse(Struct):
+    class TransactionState(Struct):
+        transactional_id: str
+        producer_id: int
+        transaction_state: str
+        def __init__(
+            self,
+            *,
+            transactional_id: str = ...,
+            producer_id: int = ...,
+            transaction_state: str = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[TransactionState]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        unknown_state_filters: list[str] = ...,
+        transaction_states: list[TransactionState] = ...,
     ) -> None: ...

@@ -1,5 +1,6 @@
-"""Transaction APIs sent by producers to their transaction coordinator: AddPartitionsToTxn
-(24, v0-3), AddOffsetsToTxn (25), EndTxn (26, v0-4).
+"""Transaction APIs sent to the transaction coordinator: AddPartitionsToTxn (24, v0-3),
+AddOffsetsToTxn (25), EndTxn (26, v0-4) from producers; DescribeTransactions (65) and
+ListTransactions (66, v0-2) from admin clients.
 
 Thin adapters over ``ctx.services.transaction_coordinator``.  What only the broker knows
 is added here: AddPartitionsToTxn refuses partitions of unknown topics (those get
@@ -14,6 +15,8 @@ broker-to-broker verify-only form of KIP-890, which no client sends -- and EndTx
 
 from __future__ import annotations
 
+import re
+
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.common.errors import Errors
@@ -23,8 +26,12 @@ from millrace.protocol.types import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     EndTxnRequest,
     EndTxnResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
 )
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -78,3 +85,53 @@ async def handle_end_txn(ctx: RequestContext, body: EndTxnRequest) -> EndTxnResp
     error = await ctx.services.transaction_coordinator.end_txn(
         body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
     return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(error, ctx.version))
+
+
+@handles(ApiKey.DESCRIBE_TRANSACTIONS)
+async def handle_describe_transactions(ctx: RequestContext, body: DescribeTransactionsRequest
+                                       ) -> DescribeTransactionsResponse:
+    """Each id as its coordinator holds it: NOT_COORDINATOR for ids whose
+    ``__transaction_state`` partition this broker does not lead (the admin client asks
+    each id's coordinator), TRANSACTIONAL_ID_NOT_FOUND for ids it has never seen."""
+    cls = DescribeTransactionsResponse
+    coordinator = ctx.services.transaction_coordinator.coordinator
+    states = []
+    for tid in body.transactional_ids:
+        d = coordinator.describe_transaction(tid)
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in d.partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        states.append(cls.TransactionState(
+            error_code=d.error, transactional_id=tid, transaction_state=d.state,
+            transaction_timeout_ms=d.transaction_timeout_ms,
+            transaction_start_time_ms=d.transaction_start_time_ms,
+            producer_id=d.producer_id, producer_epoch=d.producer_epoch,
+            topics=[cls.TransactionState.TopicData(topic=t, partitions=ps)
+                    for t, ps in sorted(by_topic.items())]))
+    return cls(throttle_time_ms=0, transaction_states=states)
+
+
+@handles(ApiKey.LIST_TRANSACTIONS)
+async def handle_list_transactions(ctx: RequestContext, body: ListTransactionsRequest
+                                   ) -> ListTransactionsResponse:
+    """The transactions this broker coordinates (the admin client asks every broker),
+    filtered by state names, producer ids, how long they have run (v1+) and a regular
+    expression the whole transactional id must match (v2+)."""
+    cls = ListTransactionsResponse
+    pattern: re.Pattern[str] | None = None
+    if ctx.version >= 2 and body.transactional_id_pattern:
+        try:
+            pattern = re.compile(body.transactional_id_pattern)
+        except re.error:
+            return cls(throttle_time_ms=0, error_code=Errors.INVALID_REGULAR_EXPRESSION,
+                       unknown_state_filters=[], transaction_states=[])
+    error, unknown, listings = ctx.services.transaction_coordinator.coordinator \
+        .list_transactions(body.state_filters, body.producer_id_filters,
+                           body.duration_filter if ctx.version >= 1 else -1,
+                           ctx.services.time.milliseconds())
+    return cls(throttle_time_ms=0, error_code=error, unknown_state_filters=unknown,
+               transaction_states=[
+                   cls.TransactionState(transactional_id=t.transactional_id,
+                                        producer_id=t.producer_id, transaction_state=t.state)
+                   for t in listings
+                   if pattern is None or pattern.fullmatch(t.transactional_id)])

@@ -30,6 +30,7 @@ from millrace.protocol.messages import (
     describe_configs,
     describe_groups,
     describe_producers,
+    describe_transactions,
     elect_leaders,
     end_txn,
     fetch,
@@ -43,6 +44,7 @@ from millrace.protocol.messages import (
     list_groups,
     list_offsets,
     list_partition_reassignments,
+    list_transactions,
     metadata,
     offset_commit,
     offset_fetch,
@@ -67,7 +69,8 @@ _MODULES = (
     write_txn_markers, txn_offset_commit, describe_configs, alter_configs,
     sasl_authenticate, create_partitions, delete_groups, elect_leaders,
     incremental_alter_configs, alter_partition_reassignments, list_partition_reassignments,
-    alter_partition, describe_cluster, describe_producers,
+    alter_partition, describe_cluster, describe_producers, describe_transactions,
+    list_transactions,
 )
 
 ALL: dict[int, tuple[Message, Message]] = {

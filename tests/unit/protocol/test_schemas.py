@@ -40,6 +40,7 @@ EXPECTED_APIS = {
     "DeleteRecords", "DescribeCluster", "InitProducerId", "AddPartitionsToTxn",
     "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit", "WriteTxnMarkers", "OffsetForLeaderEpoch",
     "DescribeProducers", "SaslHandshake", "SaslAuthenticate",
+    "DescribeTransactions", "ListTransactions",  # issue 15 (admin side of transactions)
 }
 
 # The cluster's APIs (issue 13): inter-broker and controller-admin, with their version and
@@ -281,7 +282,7 @@ def test_cluster_api_ranges_match_kafka_3_8(name: str) -> None:
 def test_exactly_the_apis_of_the_issues() -> None:
     names = {api.name for api in API.values()}
     assert names == EXPECTED_APIS | set(CLUSTER_APIS)
-    assert len(API) == 33 + 8
+    assert len(API) == 33 + 10
     assert {k.name for k in ApiKey} == {
         re.sub(r"(?<!^)(?=[A-Z])", "_", n).upper() for n in names}
     assert [ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
