@@ -65,7 +65,9 @@ UNSUPPORTED_SINK_OPTIONS = {
                             "string with DataFrame operations",
     "kafka.value.serializer": "values are written as bytes: cast the value column to binary "
                               "or string with DataFrame operations",
-    "kafka.transactional.id": "the millrace sink writes at least once, without transactions",
+    "kafka.transactional.id": "set the option deliveryGuarantee=exactly-once: the sink then "
+                              "gives each writer task its own transactional id "
+                              "(transactionalIdPrefix)",
 }
 
 # What the readers run with unless the user says otherwise: large fetches (the executors
@@ -470,13 +472,16 @@ def _check_within_assignment(strategy: Assign, spec: OffsetSpec, display: str) -
 
 
 # ---------------------------------------------------------------------------- sink
-SINK_OPTIONS = frozenset({"topic"})
+SINK_OPTIONS = frozenset({"topic", "deliveryguarantee", "transactionalidprefix"})
+DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
 
 
 @dataclass(frozen=True)
 class SinkOptions:
     topic: str | None
     kafka_params: dict[str, str] = field(default_factory=dict, hash=False)
+    exactly_once: bool = False  # deliveryGuarantee=exactly-once (exactly_once.py)
+    transactional_id_prefix: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -485,13 +490,26 @@ class SinkOptions:
             if not (name in SINK_OPTIONS or name in SPARK_GENERIC_OPTIONS
                     or name.startswith(KAFKA_PREFIX)):
                 raise ConfigError(f"Unknown option '{name}' for the millrace sink; known "
-                                  "options: kafka.bootstrap.servers, kafka.*, topic")
+                                  "options: kafka.bootstrap.servers, kafka.*, topic, "
+                                  "deliveryGuarantee, transactionalIdPrefix")
         kafka_params = _kafka_params(opts, UNSUPPORTED_SINK_OPTIONS)
         _check_client_config(ProducerConfig, {**WRITER_PRODUCER_DEFAULTS, **kafka_params})
         topic = opts.get("topic")
         if topic is not None and not topic.strip():
             raise ConfigError("Invalid value '' for option 'topic': the topic name is empty")
-        return cls(topic=topic.strip() if topic else None, kafka_params=kafka_params)
+        guarantee = opts.get("deliveryguarantee", "at-least-once").strip().lower()
+        if guarantee not in DELIVERY_GUARANTEES:
+            raise ConfigError(f"Invalid value '{guarantee}' for option 'deliveryGuarantee': "
+                              f"one of {', '.join(DELIVERY_GUARANTEES)}")
+        prefix = opts.get("transactionalidprefix")
+        if prefix is not None and not prefix.strip():
+            raise ConfigError("Invalid value '' for option 'transactionalIdPrefix'")
+        if prefix is not None and guarantee != "exactly-once":
+            raise ConfigError("Option 'transactionalIdPrefix' needs "
+                              "deliveryGuarantee=exactly-once")
+        return cls(topic=topic.strip() if topic else None, kafka_params=kafka_params,
+                   exactly_once=guarantee == "exactly-once",
+                   transactional_id_prefix=prefix.strip() if prefix else None)
 
     def producer_config(self, client_id: str) -> dict[str, Any]:
         return {**WRITER_PRODUCER_DEFAULTS, "client.id": client_id, **self.kafka_params}

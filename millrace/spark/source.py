@@ -53,7 +53,10 @@ Accepted and ignored, as Spark's Kafka source has them: ``groupIdPrefix``,
 
 Sink options: ``kafka.bootstrap.servers`` (required), ``topic`` (overrides a ``topic``
 column), ``kafka.*`` for the millrace producer (``acks=all`` unless set; key/value
-serializers and ``transactional.id`` refused).  Input columns: ``value`` (required,
+serializers and ``transactional.id`` refused), ``deliveryGuarantee`` (``at-least-once``,
+the default, or ``exactly-once`` for ``writeStream``: a fenced transaction per micro-batch
+and task, see ``exactly_once.py``), ``transactionalIdPrefix`` (exactly once; default
+``millrace-spark-<query id>``).  Input columns: ``value`` (required,
 binary or string), ``key``, ``topic``, ``partition``, ``headers``.
 
 Theory of operation: a streaming position is ``{TopicPartition: next offset}`` (Spark's
@@ -171,6 +174,10 @@ class MillraceDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> MillraceBatchWriter:
         options = SinkOptions.parse(self.options)
+        if options.exactly_once:
+            raise ConfigError("deliveryGuarantee=exactly-once is for streaming writes "
+                              "(writeStream): it commits one transaction per micro-batch and "
+                              "task, and a batch write has no micro-batch id to write once")
         return MillraceBatchWriter(options, SinkColumns.of(schema, options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> MillraceStreamWriter:
@@ -315,17 +322,26 @@ class MillraceBatchWriter(DataSourceArrowWriter):
 
 
 class MillraceStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("millrace")``: at least once, like Spark's Kafka sink."""
+    """``df.writeStream.format("millrace")``: at least once, like Spark's Kafka sink; with
+    ``deliveryGuarantee=exactly-once`` one fenced transaction per micro-batch and task
+    (``exactly_once.py``)."""
 
     def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
         self._options = options
         self._columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MillraceCommitMessage:
+        if self._options.exactly_once:
+            from millrace.spark.exactly_once import TaskTransaction, write_batches_exactly_once
+
+            return write_batches_exactly_once(iterator, self._options, self._columns,
+                                              TaskTransaction.current(self._options))
         return write_batches(iterator, self._options, self._columns)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Every record was acknowledged by ``write``; nothing to finish."""
+        """Every task committed (or, exactly once, had committed) its rows in ``write``."""
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Records written by successful tasks stay written (no transactions)."""
+        """Records written by successful tasks stay written: at least once they are
+        visible; exactly once each task's transaction was committed or aborted whole, and
+        a replay of the micro-batch skips the tasks that committed."""

@@ -9,8 +9,10 @@ task runs.
 Each Spark task runs ``write_batches`` with its own millrace ``KafkaProducer`` (``kafka.*``
 options, ``acks=all`` unless set): Arrow record batches in, one ``send`` per row, a
 ``flush`` at the end.  The first failed send fails the task with the Kafka error (its
-name is in the message); nothing is transactional, so a retried task or micro-batch
-writes its rows again (at least once, as Spark's Kafka sink).
+name is in the message).  By default nothing is transactional, so a retried task or
+micro-batch writes its rows again (at least once, as Spark's Kafka sink); the streaming
+sink's ``deliveryGuarantee=exactly-once`` (``exactly_once.py``) writes each task's rows of
+a micro-batch in one transaction, fenced and written once.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class KafkaWriteError(MillraceError):
 @dataclass
 class MillraceCommitMessage(WriterCommitMessage):
     records: int
+    skipped: bool = False  # exactly-once: this task's rows of the micro-batch were already in
 
 
 @dataclass(frozen=True)
@@ -108,11 +111,10 @@ def _column(batch: pa.RecordBatch, name: str, as_binary: bool = False) -> list[A
     return column.to_pylist()
 
 
-def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions,
-                  columns: SinkColumns) -> MillraceCommitMessage:
-    """Send every row of ``batches``; returns how many were written (runs in a worker)."""
-    client_id = f"millrace-spark-writer-{os.getpid()}-{next(_ids)}"
-    producer: KafkaProducer[bytes, bytes] = KafkaProducer(options.producer_config(client_id))
+def send_rows(producer: KafkaProducer[bytes, bytes], batches: Iterator[pa.RecordBatch],
+              options: SinkOptions, columns: SinkColumns) -> tuple[int, str | None]:
+    """Send every row of ``batches`` and flush; (rows written, first topic written).  The
+    first failed send raises ``KafkaWriteError`` naming the Kafka error."""
     failures: list[BaseException] = []
 
     def on_completion(_metadata: Any, error: Exception | None) -> None:
@@ -120,37 +122,49 @@ def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions,
             failures.append(error)
 
     written = 0
+    first_topic: str | None = None
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        values = _column(batch, "value", columns.value_is_string)
+        keys = _column(batch, "key", columns.key_is_string) if columns.has_key \
+            else itertools.repeat(None, n)
+        topics = _column(batch, "topic") if columns.has_topic \
+            else itertools.repeat(options.topic, n)
+        partitions = _column(batch, "partition") if columns.has_partition \
+            else itertools.repeat(None, n)
+        headers = ([None if h is None else [(x["key"], x["value"]) for x in h]
+                    for h in _column(batch, "headers")] if columns.has_headers
+                   else itertools.repeat(None, n))
+        send = producer.send
+        try:
+            for value, key, topic, partition, header in zip(values, keys, topics,
+                                                            partitions, headers):
+                if topic is None:
+                    raise ValueError("A row has a null 'topic' and no 'topic' option is "
+                                     "set")
+                if first_topic is None:
+                    first_topic = topic
+                send(ProducerRecord(topic, value, key, partition, None, header),
+                     on_completion)
+        except MillraceError as e:
+            failures.insert(0, e)
+        _raise_first(failures)
+        written += n
+    producer.flush()
+    _raise_first(failures)
+    return written, first_topic
+
+
+def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions,
+                  columns: SinkColumns) -> MillraceCommitMessage:
+    """Send every row of ``batches``; returns how many were written (runs in a worker)."""
+    client_id = f"millrace-spark-writer-{os.getpid()}-{next(_ids)}"
+    producer: KafkaProducer[bytes, bytes] = KafkaProducer(options.producer_config(client_id))
     ok = False
     try:
-        for batch in batches:
-            n = batch.num_rows
-            if n == 0:
-                continue
-            values = _column(batch, "value", columns.value_is_string)
-            keys = _column(batch, "key", columns.key_is_string) if columns.has_key \
-                else itertools.repeat(None, n)
-            topics = _column(batch, "topic") if columns.has_topic \
-                else itertools.repeat(options.topic, n)
-            partitions = _column(batch, "partition") if columns.has_partition \
-                else itertools.repeat(None, n)
-            headers = ([None if h is None else [(x["key"], x["value"]) for x in h]
-                        for h in _column(batch, "headers")] if columns.has_headers
-                       else itertools.repeat(None, n))
-            send = producer.send
-            try:
-                for value, key, topic, partition, header in zip(values, keys, topics,
-                                                                partitions, headers):
-                    if topic is None:
-                        raise ValueError("A row has a null 'topic' and no 'topic' option is "
-                                         "set")
-                    send(ProducerRecord(topic, value, key, partition, None, header),
-                         on_completion)
-            except MillraceError as e:
-                failures.insert(0, e)
-            _raise_first(failures)
-            written += n
-        producer.flush()
-        _raise_first(failures)
+        written, _ = send_rows(producer, batches, options, columns)
         ok = True
     finally:
         producer.close(None if ok else 0)
