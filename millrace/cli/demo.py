@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "producing")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the event generator's seed (default {DEFAULT_SEED})")
-    p.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    p.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                   help="the summary as tables, or as one JSON document (default table)")
     p.set_defaults(func=demo)
 
 
