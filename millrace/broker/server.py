@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
 
 from millrace.broker.admin_manager import AdminManager
 from millrace.broker.api_version_manager import ApiVersionManager
@@ -215,9 +216,11 @@ class KafkaServer:
             cluster.zk.close()  # the registration vanishes: the controller reacts
         log.info("millrace broker %d stopped", self.config.node_id)
 
-    async def serve_forever(self) -> int:
+    async def serve_forever(self, on_started: Callable[[KafkaServer], None] | None = None
+                            ) -> int:
         """Serve until SIGTERM/SIGINT (then 0) or a failed log dir (then 1: the exit
-        status of the process, as Kafka's halt)."""
+        status of the process, as Kafka's halt); ``on_started`` is called once the
+        listeners accept (the CLI's ``--output json`` start-up line)."""
         stop = self._stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -238,6 +241,8 @@ class KafkaServer:
             return 1
         if self.failure is not None:  # failed while starting, after the listener was set
             stop.set()
+        elif on_started is not None:
+            on_started(self)
         try:
             await stop.wait()
         finally:

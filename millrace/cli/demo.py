@@ -65,7 +65,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "producing")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the event generator's seed (default {DEFAULT_SEED})")
-    p.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    p.add_argument("--output", "-o", choices=("table", "json"), default="table",
+                   help="the summary as tables, or as one JSON document (default table)")
     p.set_defaults(func=demo)
 
 
@@ -120,11 +121,15 @@ class ConsoleListener(DemoListener):
         self.batch_rows[progress.table] = (self.batch_rows.get(progress.table, 0)
                                            + progress.input_rows)
         lag = sum(progress.lag.values()) if progress.lag else 0
-        if progress.input_rows:  # batches without rows only move the watermark on
+        # every committed micro-batch has its line: the summary counts them all
+        if progress.input_rows:
             self.console.print(
                 f"  {progress.table} batch {progress.batch_id}: {progress.input_rows:,} rows, "
                 f"{progress.processed_rows_per_s:,.0f} rows/s, {progress.rows_upserted:,} "
                 f"rows upserted, lag {lag:,}", highlight=False)
+        else:  # a batch without rows only moves the watermark on
+            self.console.print(f"  {progress.table} batch {progress.batch_id}: no new rows, "
+                               f"lag {lag:,}", highlight=False)
         if self.status is not None:
             read = ", ".join(f"{table} {rows:,}" for table, rows in self.batch_rows.items())
             self.status.update(f"pipeline: rows read by {read}; lag {lag:,}")
@@ -198,16 +203,23 @@ def print_summary(result: DemoResult, out: Console) -> None:
               f"tables in {result.database}", markup=False)
     for note in result.notes:
         out.print(f"note: {note}", markup=False)
-    batches = f"{result.pipeline_batches} batch{'es' if result.pipeline_batches != 1 else ''}"
+    tables = result.pipeline_tables
+    queries = result.pipeline_queries
+    feeds = (f"one Spark query feeds {'both' if len(tables) == 2 else 'all'} tables"
+             if queries == 1 and len(tables) > 1
+             else f"{queries} Spark quer{'y' if queries == 1 else 'ies'}")
     out.print(_table("Throughput", ("step", "records", "seconds", "records/s", "how"), [
         ("produce", result.events_produced, result.produce_s, round(result.produce_rate),
          "millrace KafkaProducer, acks=all" + (", idempotent" if result.brokers > 1 else "")),
         ("pipeline", result.pipeline_input_rows, result.pipeline_s,
-         round(result.pipeline_rate), f"Spark local, {batches}"),
+         round(result.pipeline_rate), f"Spark local, trigger available-now, {feeds}"),
     ]), markup=False)
-    if result.rows_upserted:
-        upserted = ", ".join(f"{table} {rows:,}" for table, rows in result.rows_upserted.items())
-        out.print(f"rows upserted: {upserted}", markup=False)
+    if tables:
+        # per table, the counts behind the progress lines ("<table> batch <id>: ...")
+        out.print(_table("Pipeline by table (this run)",
+                         ("table", "micro-batches", "records read", "rows upserted"),
+                         [(table, t.micro_batches, t.records_read, t.rows_upserted)
+                          for table, t in tables.items()]), markup=False)
     out.print(_table("Orders by status (latest state per order)", ("status", "orders"),
                      list(result.orders_by_status)), markup=False)
     out.print(_table("Paid revenue by product", ("product", "revenue", "orders"),

@@ -66,15 +66,18 @@ REVENUE_TABLE = "revenue_per_minute"
 VALUE_SCHEMA = ("order_id STRING, customer STRING, product STRING, quantity INT, "
                 "price DOUBLE, status STRING, event_time TIMESTAMP")
 # what a demo data dir may contain; --fresh deletes exactly these
+SPARK_LOG = "spark.log"
 OWNED_ENTRIES = ("broker", "cluster", "checkpoints", "millrace.db", "millrace.db-journal",
-                 "millrace.db-wal", "millrace.db-shm", "spark-log4j2.properties", STATE_FILE)
+                 "millrace.db-wal", "millrace.db-shm", "spark-log4j2.properties", SPARK_LOG,
+                 STATE_FILE)
 PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 20, "batch.size": 256 * 1024,
                                    "acks": "all", "client.id": "millrace-demo"}
 PROGRESS_EVERY = 2_000
-# Spark's JVM logs errors only: its start-up and streaming warnings would bury the
-# demo's own progress lines (the data dir keeps this file for the JVM to read)
+# Spark's JVM writes its log4j output, its start-up notices and the Python workers'
+# stderr to <data_dir>/spark.log (demo_session), never between the demo's progress lines
+# (the data dir keeps this file for the JVM to read)
 SPARK_LOG_CONFIG = """\
-rootLogger.level = error
+rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr
 appender.console.type = Console
 appender.console.name = stderr
@@ -155,6 +158,17 @@ class DemoState:
 
 
 @dataclass
+class PipelineTable:
+    """One table's sink in this run: the micro-batches its query committed (each in one
+    transaction, with or without rows), the records those batches read from the topic,
+    and the rows they inserted or changed."""
+
+    micro_batches: int
+    records_read: int
+    rows_upserted: int
+
+
+@dataclass
 class DemoResult:
     data_dir: str
     bootstrap_servers: str
@@ -166,10 +180,10 @@ class DemoResult:
     events_produced: int      # by this run
     events_total: int         # by every run on this data dir
     produce_s: float
-    pipeline_batches: int
-    pipeline_input_rows: int
+    pipeline_queries: int     # Spark streaming queries (one feeds both tables)
+    pipeline_input_rows: int  # records read from the topic by this run
     pipeline_s: float
-    rows_upserted: dict[str, int]
+    pipeline_tables: dict[str, PipelineTable]  # table -> what its sink did in this run
     orders_by_status: list[tuple[str, int]]
     revenue_by_product: list[tuple[str, float, int]]
     top_windows: list[tuple[str, str, float, int]]
@@ -177,6 +191,7 @@ class DemoResult:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     brokers: int = 1
+    spark_log: str | None = None  # the Spark JVM's stdout/stderr
 
     @property
     def produce_rate(self) -> float:
@@ -336,7 +351,9 @@ def pipeline_config(config: DemoConfig, bootstrap: str) -> PipelineConfig:
 
 
 def demo_session(data_dir: Path, app_name: str = "millrace-demo") -> SparkSession:
-    """The embedded local session (``local_session``) with Spark's own logging at ERROR."""
+    """The embedded local session (``local_session``) with everything the JVM prints --
+    start-up notices, log4j at WARN, the Python workers' stderr -- in ``<data_dir>/spark.log``
+    instead of on the terminal the demo draws its progress on."""
     import warnings
 
     from millrace.spark.session import local_session
@@ -348,8 +365,8 @@ def demo_session(data_dir: Path, app_name: str = "millrace-demo") -> SparkSessio
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
                                 category=FutureWarning)
         spark = local_session(app_name, conf={
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config}"})
-    spark.sparkContext.setLogLevel("ERROR")
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config}"},
+            jvm_log=data_dir / SPARK_LOG)
     return spark
 
 
@@ -500,19 +517,21 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         state.save(state_path)
         timings["produce_s"] = produce_s
 
-        listener.phase("pipeline", config.database_url)
+        spark_log = data_dir / SPARK_LOG
+        listener.phase("pipeline", f"{config.database_url}; Spark's log: {spark_log}")
         from millrace.spark.pipeline import Pipeline, PipelineError
 
         t = time.perf_counter()
         spark = demo_session(data_dir)
         timings["spark_start_s"] = time.perf_counter() - t
+        pipeline = pipeline_config(config, bootstrap)
+        pipeline_name = pipeline.name
         try:
-            result = Pipeline(pipeline_config(config, bootstrap), spark).run(
-                progress=listener.batch)
+            result = Pipeline(pipeline, spark).run(progress=listener.batch)
         except PipelineError as e:
-            raise DemoError(f"{_first_words(str(e))} -- the checkpoint keeps what was "
-                            "committed: run the demo again on the same --data-dir to "
-                            "resume") from None
+            raise DemoError(f"{_first_words(str(e))} (Spark's log: {spark_log}) -- the "
+                            "checkpoint keeps what was committed: run the demo again on the "
+                            "same --data-dir to resume") from None
         finally:
             spark.stop()
         timings["pipeline_s"] = time.perf_counter() - t
@@ -533,11 +552,16 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         data_dir=str(data_dir), bootstrap_servers=bootstrap, embedded_broker=embedded,
         topic=config.topic, partitions=state.partitions, database=config.database_url,
         run=state.runs, events_produced=config.events, events_total=state.events,
-        produce_s=produce_s, pipeline_batches=result.batches,
+        produce_s=produce_s, pipeline_queries=result.queries,
         pipeline_input_rows=result.input_rows, pipeline_s=result.elapsed_s,
-        rows_upserted=dict(result.rows_upserted), orders_by_status=by_status,
-        revenue_by_product=by_product, top_windows=top_windows, verification=verification,
-        timings=timings, notes=notes, brokers=config.brokers)
+        pipeline_tables={table: PipelineTable(
+            micro_batches=batches,
+            records_read=result.input_rows_by_query.get(f"{pipeline_name}.{table}", 0),
+            rows_upserted=result.rows_upserted.get(table, 0))
+            for table, batches in result.batches_by_table.items()},
+        orders_by_status=by_status, revenue_by_product=by_product, top_windows=top_windows,
+        verification=verification, timings=timings, notes=notes, brokers=config.brokers,
+        spark_log=str(spark_log))
 
 
 def _first_words(text: str, limit: int = 300) -> str:

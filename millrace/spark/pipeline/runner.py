@@ -101,7 +101,7 @@ class BatchProgress:
 
 @dataclass
 class PipelineResult:
-    batches: int  # micro-batches over all sink queries
+    batches: int  # sink batches: each query's micro-batches times its sinks
     input_rows: int  # records read from the topic (every sink sees them all: max)
     rows_upserted: dict[str, int]  # table -> rows inserted or changed
     elapsed_s: float  # from starting the queries to the last one finishing
@@ -110,6 +110,9 @@ class PipelineResult:
     lag: dict[str, int] = field(default_factory=dict)  # at the end, the largest per partition
     batches_skipped: int = 0  # replays of batches committed before a restart
     stopped: bool = False  # ended by stop()/a signal instead of catching up
+    queries: int = 0  # Spark streaming queries (one may feed several sinks)
+    # table -> micro-batches its query completed in this run (with or without rows)
+    batches_by_table: dict[str, int] = field(default_factory=dict)
 
 
 class SinkWriter:
@@ -461,7 +464,9 @@ class Pipeline:
             elapsed_s=elapsed, records_per_s=input_rows / elapsed if elapsed > 0 else 0.0,
             input_rows_by_query={f"{self.config.name}.{plan.table}": t.input_rows
                                  for t in tracked for plan in t.plans}, lag=lag,
-            batches_skipped=sum(t.skipped for t in tracked), stopped=stopped)
+            batches_skipped=sum(t.skipped for t in tracked), stopped=stopped,
+            queries=len(tracked),
+            batches_by_table={plan.table: len(t.reported) for t in tracked for plan in t.plans})
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         """SIGINT/SIGTERM -> stop() while running on the main thread; returns the undo."""

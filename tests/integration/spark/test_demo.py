@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,23 @@ def demo(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
+# what Spark's JVM prints on its own (start-up notices, log4j's console, Ivy): it belongs
+# in <data dir>/spark.log, never between the demo's progress lines (issue 16 item 7)
+JVM_LINES = ("WARNING: Using incubator modules", "Setting default log level",
+             "sc.setLogLevel", "NativeCodeLoader", "log4j", " WARN ", "Ivy", ":: loading",
+             "SLF4J", "FutureWarning")
+
+
+def batch_lines(stderr: str) -> dict[str, list[str]]:
+    """table -> its progress lines ("  orders batch 0: ...")."""
+    found: dict[str, list[str]] = {}
+    for line in stderr.splitlines():
+        m = re.match(r"  (\w+) batch \d+: ", line)
+        if m:
+            found.setdefault(m.group(1), []).append(line)
+    return found
+
+
 def test_demo_runs_verifies_and_continues(tmp_path: Path) -> None:
     data = tmp_path / "demo"
     first = demo("--events", "4000", "--partitions", "3", "--data-dir", str(data))
@@ -28,10 +46,35 @@ def test_demo_runs_verifies_and_continues(tmp_path: Path) -> None:
     out = first.stdout
     assert "verification passed" in out
     for title in ("Throughput", "Orders by status", "Paid revenue by product",
-                  "Top product-minutes by paid revenue"):
+                  "Top product-minutes by paid revenue", "Pipeline by table"):
         assert title in out
     assert "produce" in first.stderr and "batch" in first.stderr
     assert (data / "millrace.db").is_file() and (data / "broker" / "logs").is_dir()
+
+    # the JVM's own output is in the log file the demo names, not on the terminal
+    spark_log = data.resolve() / "spark.log"
+    for line in JVM_LINES:
+        assert line not in first.stderr and line not in out, line
+    named = [ln for ln in first.stderr.splitlines() if f"Spark's log: {spark_log}" in ln]
+    assert len(named) == 1, first.stderr
+    logged = spark_log.read_text()
+    assert any(line in logged for line in JVM_LINES), logged  # where they went instead
+
+    # the summary counts what the progress lines showed: per table, its micro-batches,
+    # the records they read, the rows they upserted
+    progress = batch_lines(first.stderr)
+    assert set(progress) == {"orders", "revenue_per_minute"}, first.stderr
+    summary = out[out.index("Pipeline by table"):].splitlines()
+    assert summary[1].split() == ["table", "micro-batches", "records", "read", "rows",
+                                  "upserted"]
+    for row in summary[2:4]:
+        table, batches, read, upserted = row.split()
+        assert int(batches) == len(progress[table]), (row, progress[table])
+        assert read == "4,000"
+        shown = sum(int(m.group(1).replace(",", "")) for ln in progress[table]
+                    for m in [re.search(r"([\d,]+) rows upserted", ln)] if m)
+        assert upserted == f"{shown:,}", (row, progress[table])
+    assert "batches" not in out.replace("micro-batches", "")  # the old ambiguous count
 
     # the same data dir again: 3,000 more events, the pipeline resumes from its checkpoint
     second = demo("--events", "3000", "--data-dir", str(data), "--output", "json")
@@ -39,6 +82,11 @@ def test_demo_runs_verifies_and_continues(tmp_path: Path) -> None:
     doc = json.loads(second.stdout)
     assert doc["run"] == 2 and doc["events_total"] == 7000
     assert doc["pipeline_input_rows"] == 3000
+    assert doc["pipeline_queries"] == 1 and doc["spark_log"] == str(spark_log)
+    progress = batch_lines(second.stderr)
+    for table, counts in doc["pipeline_tables"].items():
+        assert counts["records_read"] == 3000
+        assert counts["micro_batches"] == len(progress[table]) >= 1
     assert doc["verification"]["passed"] is True, doc["verification"]
     assert doc["verification"]["orders_actual"] == doc["verification"]["orders_expected"] > 0
 

@@ -13,7 +13,13 @@ from rich.console import Console
 from millrace.cli import demo as demo_cmd
 from millrace.cli.main import main
 from millrace.demo.fold import Mismatch, Verification
-from millrace.demo.run import DemoConfig, DemoError, DemoListener, DemoResult
+from millrace.demo.run import (
+    DemoConfig,
+    DemoError,
+    DemoListener,
+    DemoResult,
+    PipelineTable,
+)
 
 
 def fake_result(passed: bool = True) -> DemoResult:
@@ -24,8 +30,10 @@ def fake_result(passed: bool = True) -> DemoResult:
     return DemoResult(
         data_dir="/d", bootstrap_servers="127.0.0.1:1", embedded_broker=True, topic="orders",
         partitions=6, database="sqlite:////d/millrace.db", run=1, events_produced=10,
-        events_total=10, produce_s=0.5, pipeline_batches=1, pipeline_input_rows=10,
-        pipeline_s=2.0, rows_upserted={"orders": 3, "revenue_per_minute": 2},
+        events_total=10, produce_s=0.5, pipeline_queries=1, pipeline_input_rows=10,
+        pipeline_s=2.0,
+        pipeline_tables={"orders": PipelineTable(1, 10, 3),
+                         "revenue_per_minute": PipelineTable(1, 10, 2)},
         orders_by_status=[("paid", 2), ("created", 1)],
         revenue_by_product=[("scale", 99.5, 2)],
         top_windows=[("2026-01-01 09:00:00", "scale", 54.0, 1)], verification=verification)
@@ -100,3 +108,37 @@ def test_summary_columns_line_up() -> None:
     lines = console.export_text().splitlines()
     header = lines.index("product  revenue  orders")
     assert lines[header + 1] == "scale      99.50       2"
+
+
+def test_the_summary_says_what_it_counts() -> None:
+    """Issue 16 item 7: "2 batches" summed both tables' sinks of one micro-batch; the
+    summary now counts per table what the progress lines show."""
+    console = Console(width=200, record=True, highlight=False)
+    demo_cmd.print_summary(fake_result(), console)
+    text = console.export_text()
+    assert "Spark local, trigger available-now, one Spark query feeds both tables" in text
+    lines = text.splitlines()
+    header = lines.index("table               micro-batches  records read  rows upserted")
+    assert lines[header + 1].split() == ["orders", "1", "10", "3"]
+    assert lines[header + 2].split() == ["revenue_per_minute", "1", "10", "2"]
+    assert " batches" not in text
+
+
+def test_a_batch_without_rows_has_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    listener = demo_cmd.ConsoleListener(Console(stderr=True, soft_wrap=True))
+    listener.batch(SimpleNamespace(  # type: ignore[arg-type]
+        query="orders", batch_id=1, input_rows=0, input_rows_per_s=0.0,
+        processed_rows_per_s=0.0, lag={"orders-0": 0}, rows_upserted=0, table="orders"))
+    assert capsys.readouterr().err == "  orders batch 1: no new rows, lag 0\n"
+
+
+def test_json_names_the_spark_log_and_the_per_table_counts(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    result = fake_result()
+    result.spark_log = "/d/spark.log"
+    install(monkeypatch, result)
+    assert main(["demo", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["spark_log"] == "/d/spark.log" and doc["pipeline_queries"] == 1
+    assert doc["pipeline_tables"]["orders"] == {"micro_batches": 1, "records_read": 10,
+                                                "rows_upserted": 3}
