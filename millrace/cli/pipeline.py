@@ -168,7 +168,11 @@ def summary_line(name: str, r: PipelineResult) -> str:
     tables = ", ".join(f"{t}={n:,}" for t, n in r.rows_upserted.items())
     ended = "stopped" if r.stopped else "caught up"
     skipped = f" ({r.batches_skipped} replayed)" if r.batches_skipped else ""
-    return (f"pipeline {name} {ended}: {r.batches} batches{skipped}, {r.input_rows:,} records "
+    # Say what is counted: one micro-batch feeding two tables is two sink batches.
+    per_table = ", ".join(f"{t} {n}" for t, n in r.batches_by_table.items())
+    batches = (f"micro-batches per table: {per_table}" if per_table
+               else f"{r.batches} sink batches")
+    return (f"pipeline {name} {ended}: {batches}{skipped}, {r.input_rows:,} records "
             f"in {r.elapsed_s:.1f} s ({r.records_per_s:,.0f} records/s); rows upserted "
             f"{tables}; {format_lag(r.lag)}")
 

@@ -217,5 +217,8 @@ def test_progress_and_summary_lines() -> None:
     r = PipelineResult(batches=4, input_rows=3000, rows_upserted={"orders": 700, "rev": 20},
                        elapsed_s=2.0, records_per_s=1500.0)
     assert summary_line("orders", r) == (
-        "pipeline orders caught up: 4 batches, 3,000 records in 2.0 s (1,500 records/s); "
-        "rows upserted orders=700, rev=20; lag -")
+        "pipeline orders caught up: 4 sink batches, 3,000 records in 2.0 s (1,500 "
+        "records/s); rows upserted orders=700, rev=20; lag -")
+    r.batches_by_table = {"orders": 2, "rev": 2}  # one query feeding both tables
+    assert summary_line("orders", r).startswith(
+        "pipeline orders caught up: micro-batches per table: orders 2, rev 2, 3,000 records")
