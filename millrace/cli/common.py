@@ -203,13 +203,9 @@ def error_line(error: BaseException) -> str:
     return " ".join(text.split())
 
 
-def print_error(error: BaseException | str, *, as_json: bool = False) -> None:
-    """One ``Error: ...`` line on stderr; with ``--output json`` also ``{"error": ...}`` on
-    stdout, so a script reading JSON sees the failure in the stream it parses."""
+def print_error(error: BaseException | str) -> None:
     text = error if isinstance(error, str) else error_line(error)
     print(f"Error: {text}", file=sys.stderr)
-    if as_json:
-        print_json({"error": text})
 
 
 # ---------------------------------------------------------------------- progress

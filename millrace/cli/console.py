@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import io
 import json
+import logging
 import os
 import stat
 import sys
@@ -30,6 +32,7 @@ from millrace.cli.common import (
     progress_bar,
 )
 
+log = logging.getLogger(__name__)
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("produce", parents=[connection_options()],
@@ -54,6 +57,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="compression codec (default none)")
     p.add_argument("--producer-property", action="append", metavar="KEY=VALUE",
                    help="any producer config (repeatable)")
+    p.add_argument("--transactional-id", metavar="ID",
+                   help="write in transactions with this transactional.id: the input (or "
+                        "each --transaction-size records) is committed at once or not at "
+                        "all; on an error the transaction is aborted")
+    p.add_argument("--transaction-size", type=int, default=0, metavar="N",
+                   help="with --transactional-id, commit every N records (default: the "
+                        "whole input in one transaction)")
     p.set_defaults(func=produce)
 
     c = sub.add_parser("consume", parents=[connection_options()],
@@ -90,7 +100,74 @@ def _producer_configs(args: argparse.Namespace) -> dict[str, Any]:
     configs["delivery.timeout.ms"] = timeout + 100  # >= linger.ms + request timeout
     configs.update(dict(parse_key_value(x, "--producer-property")
                         for x in args.producer_property or []))
+    if getattr(args, "transactional_id", None):
+        configs["transactional.id"] = args.transactional_id
     return configs
+
+
+class _Transactions:
+    """``produce --transactional-id``: begin, commit every ``size`` records (0: at the
+    end), abort on an error; a fenced producer is reported in one line."""
+
+    def __init__(self, producer: Any, transactional_id: str | None, size: int) -> None:
+        self.producer = producer
+        self.transactional_id = transactional_id
+        self.size = size
+        self.in_batch = 0
+        self.open = False
+        self.committed = 0
+
+    def __enter__(self) -> _Transactions:
+        if self.transactional_id:
+            self._guard(self.producer.init_transactions)
+        return self
+
+    def before_send(self) -> None:
+        if self.transactional_id and not self.open:
+            self._guard(self.producer.begin_transaction)
+            self.open = True
+
+    def after_send(self) -> None:
+        self.in_batch += 1
+        if self.transactional_id and self.size and self.in_batch >= self.size:
+            self.commit()
+
+    def commit(self) -> None:
+        if self.open:
+            self._guard(self.producer.commit_transaction)
+            self.open = False
+            self.committed += self.in_batch
+            self.in_batch = 0
+
+    def __exit__(self, et: Any, e: Any, tb: Any) -> None:
+        if not self.open:
+            return
+        if e is None:
+            self.commit()
+            return
+        from millrace.client.producer.errors import is_fatal
+        if isinstance(e, CommandError) and e.__cause__ is not None and is_fatal(e.__cause__):
+            return
+        try:
+            self.producer.abort_transaction()
+        except Exception as abort_error:  # the first error is the one to report
+            log.debug("abort failed: %s", abort_error)
+
+    def _guard(self, call: Any) -> None:
+        from millrace.client.producer.errors import ProducerFencedError, is_fatal
+        try:
+            call()
+        except ProducerFencedError as e:
+            raise CommandError(f"producer fenced: another producer with transactional id "
+                               f"{self.transactional_id!r} took over") from e
+        except Exception as e:
+            if self.open and not is_fatal(e):
+                try:
+                    self.producer.abort_transaction()
+                except Exception as abort_error:
+                    log.debug("abort failed: %s", abort_error)
+                self.open = False
+            raise CommandError(f"transaction failed: {error_line(e)}") from e
 
 
 def _input_size(source: BinaryIO) -> int | None:
@@ -125,10 +202,15 @@ def produce(args: argparse.Namespace) -> int:
     try:
         name = os.path.basename(args.file) if args.file else "stdin"
         # bytes in, bytes out: no serializers, so the generic parameters are moot here
-        with cast(Any, KafkaProducer(configs)) as producer, \
+        if args.transaction_size < 0:
+            raise CommandError(f"--transaction-size must not be negative, got "
+                               f"{args.transaction_size}")
+        with cast(Any, KafkaProducer(configs)) as producer, contextlib.ExitStack() as stack, \
                 progress_bar(f"{name} -> {args.topic}", _input_size(source), transfer=True,
                              enabled=not source.isatty()) as bar:  # no bar while typing
             read = 0
+            txn = stack.enter_context(_Transactions(producer, args.transactional_id,
+                                                    args.transaction_size))
             for line in source:
                 read += len(line)
                 value = line[:-1] if line.endswith(b"\n") else line
@@ -138,13 +220,17 @@ def produce(args: argparse.Namespace) -> int:
                         raise CommandError(f"line {sent + 1} has no key separator "
                                            f"{args.key_separator!r}")
                     record_key, value = value.split(separator, 1)
+                txn.before_send()
                 producer.send(ProducerRecord(args.topic, value, key=record_key,
                                              partition=args.partition,
                                              headers=list(headers) or None), on_done)
+                txn.after_send()
                 sent += 1
                 if bar.enabled and sent % 256 == 0:
                     bar.update(completed=read)
             bar.update(completed=read, description=f"{name} -> {args.topic}: flushing")
+            if args.transactional_id:
+                txn.commit()
             producer.flush()
     finally:
         if source is not sys.stdin.buffer:

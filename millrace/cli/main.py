@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except (MillraceError, CommandError, OSError) as e:
-        print_error(e, as_json=getattr(args, "output", None) == "json")
+        print_error(e)
         return 1
     except KeyboardInterrupt:
         return 130

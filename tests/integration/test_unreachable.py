@@ -7,7 +7,6 @@ Timings here are generous behaviour bounds (a hang would blow them), not benchma
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import subprocess
@@ -123,10 +122,3 @@ def test_mistyped_topics(tmp_path: Path) -> None:
             1, "Error: topic 'ordrs' does not exist and the broker did not create it "
                "(auto.create.topics.enable=false)\n")
 
-
-def test_json_output_carries_the_error_too(nowhere: str) -> None:
-    r, _ = _cli("topics", "list", "-b", nowhere, "--output", "json")
-    assert r.returncode == 1
-    assert json.loads(r.stdout) == {
-        "error": f"no broker reachable at {nowhere} (connection refused)"}
-    assert r.stderr == f"Error: no broker reachable at {nowhere} (connection refused)\n"

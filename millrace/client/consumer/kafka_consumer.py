@@ -44,6 +44,7 @@ from millrace.client.consumer._internals.subscription_state import (
 )
 from millrace.client.consumer._internals.thread_guard import ThreadGuard
 from millrace.client.consumer.assignors import load_assignors
+from millrace.client.consumer.assignors.abstract import ConsumerGroupMetadata
 from millrace.client.consumer.config import ConsumerConfig
 from millrace.client.consumer.consumer_record import (
     ConsumerRecords,
@@ -535,7 +536,10 @@ class KafkaConsumer(Generic[K, V]):
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def group_metadata(self) -> Any:
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group id, generation, member id and group instance id: pass it
+        to ``KafkaProducer.send_offsets_to_transaction`` so the coordinator refuses the
+        offsets of a member that a rebalance fenced (KIP-447)."""
         return self._require_coordinator().group_metadata()
 
     def metrics(self) -> dict[str, float]:

@@ -13,7 +13,12 @@ Cross-key rules, as in Java:
   setting quietly turns idempotence off.
 * ``delivery.timeout.ms`` must be at least ``linger.ms + request.timeout.ms``; if it was
   not set explicitly it is raised to that sum instead.
-* ``transactional.id`` is refused for now: transactions are milestone 3.
+* ``transactional.id`` (non-empty) makes the producer transactional; it needs
+  idempotence, so ``enable.idempotence=false`` or a setting that turns idempotence off
+  (``acks`` other than all, ``retries=0``, more than 5 requests in flight) is a
+  ``ConfigError`` ("Cannot set a transactional.id without also enabling idempotence.").
+  ``transaction.timeout.ms`` (default 60000) is sent with InitProducerId; the
+  coordinator refuses values above its ``transaction.max.timeout.ms``.
 """
 
 from __future__ import annotations
@@ -34,6 +39,12 @@ from millrace.record import CompressionType
 log = logging.getLogger(__name__)
 
 CLASS_KEYS = ("key.serializer", "value.serializer", "partitioner.class", "interceptor.classes")
+
+def _non_empty_string(name: str, value: Any) -> None:
+    if value is not None and not str(value).strip():
+        raise ConfigError(f"Invalid value {value!r} for configuration {name}: String may "
+                          "not be empty")
+
 
 PRODUCER_CONFIG = (
     ConfigDef()
@@ -58,8 +69,10 @@ PRODUCER_CONFIG = (
     .define("max.in.flight.requests.per.connection", "int", 5, at_least(1))
     .define("max.request.size", "int", 1048576, at_least(0))
     .define("enable.idempotence", "boolean", True)
-    .define("transactional.id", "string", None, nullable=True)
-    .define("transaction.timeout.ms", "int", 60000, at_least(0))
+    .define("transactional.id", "string", None, _non_empty_string, nullable=True,
+            doc="makes the producer transactional; stable across restarts (fences zombies)")
+    .define("transaction.timeout.ms", "int", 60000,
+            doc="how long the coordinator waits for a transaction's end before aborting it")
     .define("metadata.max.idle.ms", "long", 300000, at_least(5000))
     .define("partitioner.ignore.keys", "boolean", False)
     .define("partitioner.adaptive.partitioning.enable", "boolean", True)
@@ -106,12 +119,17 @@ class ProducerConfig:
     def idempotence(self) -> bool:
         return bool(self.values["enable.idempotence"])
 
+    @property
+    def transactional_id(self) -> str | None:
+        value: str | None = self.values["transactional.id"]
+        return value
+
     def _post_process(self) -> None:
         v = self.values
-        if v["transactional.id"] is not None:
-            raise ConfigError("Invalid value for configuration transactional.id: transactions "
-                              "are not supported yet (milestone 3); remove transactional.id")
         self._idempotence_rules()
+        if v["transactional.id"] is not None and not v["enable.idempotence"]:
+            raise ConfigError("Cannot set a transactional.id without also enabling "
+                              "idempotence.")
         linger_and_request = v["linger.ms"] + v["request.timeout.ms"]
         if v["delivery.timeout.ms"] < linger_and_request:
             if self.explicitly_set("delivery.timeout.ms"):

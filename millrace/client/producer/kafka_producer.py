@@ -11,6 +11,15 @@ larger than ``max.request.size``, no metadata or no buffer memory within
 ``max.block.ms`` -- are raised by ``send`` itself and nothing is buffered (Java returns a
 failed future for some of these; raising keeps Python callers from losing them).
 
+Transactions (``transactional.id``): ``init_transactions`` once, then per transaction
+``begin_transaction`` -> ``send``... -> optionally ``send_offsets_to_transaction`` ->
+``commit_transaction`` (or ``abort_transaction``).  Each blocking call waits at most
+``max.block.ms`` (or its ``timeout`` in seconds) and raises ``KafkaTimeoutError`` when
+it runs out; calling the same method again resumes the wait.  After a fatal error
+(``ProducerFencedError`` ...) every call raises and the producer can only be closed;
+after any other error ``abort_transaction`` makes it usable again
+(``millrace.client.producer.errors``).
+
 Thread-safety: ``send``, ``flush``, ``partitions_for`` and ``metrics`` may be called from
 any number of threads.  Callbacks run on the Sender thread and must be quick.
 """
@@ -26,7 +35,9 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from millrace.client.client_utils import create_network_client
-from millrace.client.cluster import Cluster, PartitionInfo
+from millrace.client.cluster import Cluster, PartitionInfo, TopicPartition
+from millrace.client.consumer.assignors.abstract import ConsumerGroupMetadata
+from millrace.client.consumer.consumer_record import OffsetAndMetadata
 from millrace.client.errors import IllegalStateError, SerializationError
 from millrace.client.metadata import parse_bootstrap_servers
 from millrace.client.metrics import Metrics
@@ -43,6 +54,7 @@ from millrace.client.producer._internals.record_accumulator import RecordAccumul
 from millrace.client.producer._internals.sender import Sender
 from millrace.client.producer._internals.sender_metrics import SenderMetrics
 from millrace.client.producer._internals.transaction_manager import TransactionManager
+from millrace.client.producer._internals.txn_state import TransactionalRequestResult
 from millrace.client.producer.config import ProducerConfig
 from millrace.client.producer.interceptor import ProducerInterceptor
 from millrace.client.producer.partitioner import Partitioner
@@ -148,8 +160,11 @@ class KafkaProducer(Generic[K, V]):
                                           cfg["metadata.max.age.ms"],
                                           cfg["metadata.max.idle.ms"])
         self._metadata.bootstrap(bootstrap)
-        self._transaction_manager = (TransactionManager(cfg["retry.backoff.ms"])
-                                     if cfg.idempotence else None)
+        self._transaction_manager = (
+            TransactionManager(cfg["retry.backoff.ms"], cfg.transactional_id,
+                               cfg["transaction.timeout.ms"])
+            if cfg.idempotence else None)
+        self._transactional = cfg.transactional_id is not None
         sender_metrics = SenderMetrics(self._metrics)
         pool = BufferPool(cfg["buffer.memory"], cfg["batch.size"],
                           self._metrics.sensor("bufferpool-wait-time"))
@@ -266,9 +281,18 @@ class KafkaProducer(Generic[K, V]):
             if size > self._max_record_size:
                 self._record_too_large(size)
             timestamp = record.timestamp
+            if self._transactional:
+                assert self._transaction_manager is not None
+                self._transaction_manager.fail_if_not_ready_for_send()
             future, wake = self._append(topic, partition, now if timestamp is None else timestamp,
                                         key_bytes, value_bytes, headers, callback, remaining, now,
                                         cluster)
+            if self._transactional:
+                # after the append: only then is a sticky partition known (Java does the
+                # same); the sender drains nothing of it before AddPartitionsToTxn
+                assert self._transaction_manager is not None
+                self._transaction_manager.maybe_add_partition(future.topic_partition)
+                wake = True
             if wake:
                 self._wakeup()
             return future
@@ -349,6 +373,69 @@ class KafkaProducer(Generic[K, V]):
                 raise metadata.timeout_error(
                     f"Topic {topic} not present in metadata after {int(max_wait_ms)} ms.",
                     max_wait_ms)
+
+    # ------------------------------------------------------------------ transactions
+    def _require_transactions(self) -> TransactionManager:
+        tm = self._transaction_manager
+        if tm is None or not tm.is_transactional:
+            raise IllegalStateError("Cannot use transactional methods without enabling "
+                                    "transactions by setting the transactional.id configuration "
+                                    "property")
+        if self._closed:
+            raise IllegalStateError("Cannot perform operation after producer has been closed")
+        return tm
+
+    def _await(self, result: TransactionalRequestResult, timeout: float | None) -> None:
+        self._sender.wakeup()
+        result.await_(self._max_block_ms / 1000.0 if timeout is None else timeout)
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of ``transactional.id`` from its coordinator; this
+        fences earlier producers with the same id and completes (aborts, or finishes
+        committing) any transaction they left open.  Call once, before the first
+        transaction.  ``timeout`` in seconds (default ``max.block.ms``)."""
+        tm = self._require_transactions()
+        self._await(tm.initialize_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (local only: the coordinator learns of it with the first
+        partition or offsets added)."""
+        self._require_transactions().begin_transaction()
+
+    def send_offsets_to_transaction(
+            self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+            group_metadata: ConsumerGroupMetadata | str,
+            timeout: float | None = None) -> None:
+        """Commit ``offsets`` (the next record to read, per partition) for the consumer
+        group as part of this transaction: visible to the group only if it commits.  Pass
+        ``consumer.group_metadata()`` so a member fenced by a rebalance cannot commit
+        (KIP-447)."""
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        if not isinstance(group_metadata, ConsumerGroupMetadata):
+            raise ValueError("Consumer group metadata could not be null")
+        if group_metadata.generation_id > 0 and not group_metadata.member_id:
+            raise ValueError(f"Passed in group metadata {group_metadata} has generationId > 0 "
+                             "but member.id ")
+        tm = self._require_transactions()
+        if not offsets:
+            return
+        normalized = {tp: om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
+                      for tp, om in offsets.items()}
+        self._await(tm.send_offsets_to_transaction(normalized, group_metadata), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send every buffered record, then commit.  A record that failed makes this raise
+        (the transaction must then be aborted)."""
+        tm = self._require_transactions()
+        self._await(tm.begin_commit(), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort: records not yet sent fail with ``TransactionAbortedError``; the ones
+        written are marked aborted and skipped by read_committed consumers."""
+        tm = self._require_transactions()
+        log.info("aborting incomplete transaction")
+        self._await(tm.begin_abort(), timeout)
 
     # ------------------------------------------------------------------ other API
     def partitions_for(self, topic: str) -> list[PartitionInfo]:

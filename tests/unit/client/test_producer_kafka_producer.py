@@ -88,9 +88,20 @@ def test_delivery_timeout_must_cover_linger_and_request_timeout() -> None:
     assert cfg["delivery.timeout.ms"] == 200_005  # raised silently when not set
 
 
-def test_transactional_id_is_refused_for_now() -> None:
+def test_transactional_id_needs_idempotence() -> None:
+    cfg = ProducerConfig({**BOOT, "transactional.id": "tx"})
+    assert cfg.transactional_id == "tx" and cfg.idempotence
+    assert cfg["transaction.timeout.ms"] == 60000
+    message = "Cannot set a transactional.id without also enabling idempotence."
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ProducerConfig({**BOOT, "transactional.id": "tx", "enable.idempotence": False})
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ProducerConfig({**BOOT, "transactional.id": "tx", "acks": "1"})  # idempotence off
+    with pytest.raises(ConfigError, match=re.escape("acks")):
+        ProducerConfig({**BOOT, "transactional.id": "tx", "acks": "1",
+                        "enable.idempotence": True})
     with pytest.raises(ConfigError, match=re.escape("transactional.id")):
-        ProducerConfig({**BOOT, "transactional.id": "tx"})
+        ProducerConfig({**BOOT, "transactional.id": ""})
 
 
 def test_bad_bootstrap_servers() -> None:

@@ -175,7 +175,12 @@ class ProducerBatch(BatchCore):
                              base_sequence: int) -> None:
         """New epoch (or id) and sequence for a batch already sent once."""
         self.sequence_has_been_reset = True
-        self.set_producer_state(producer_id, producer_epoch, base_sequence)
+        self.set_producer_state(producer_id, producer_epoch, base_sequence,
+                                self._is_transactional)
+
+    @property
+    def is_transactional(self) -> bool:
+        return self._is_transactional
 
     @property
     def has_sequence(self) -> bool:

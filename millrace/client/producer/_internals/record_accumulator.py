@@ -205,8 +205,10 @@ class RecordAccumulator:
         unknown: set[str] = set()
         next_delay = _FOREVER
         with self._lock:
+            # a commit or abort sends what is queued at once (Java: transactionCompleting)
             forced = (self._free.queued() > 0 or self._closed
-                      or self._flushes_in_progress > 0)
+                      or self._flushes_in_progress > 0
+                      or (self._tm is not None and self._tm.is_completing()))
             for topic, info in self._topics.items():
                 next_delay = self._partition_ready(cluster, now_ms, topic, info, next_delay,
                                                    ready_nodes, unknown, forced)
@@ -314,7 +316,7 @@ class RecordAccumulator:
             if tm is not None and not batch.has_sequence:
                 tm.maybe_update_producer_id_and_epoch(tp)
                 batch.set_producer_state(tm.producer_id, tm.producer_epoch,
-                                         tm.sequence_number(tp))
+                                         tm.sequence_number(tp), tm.is_transactional)
                 tm.increment_sequence_number(tp, batch.record_count)
                 tm.add_in_flight_batch(batch)
             batch.close()
@@ -326,6 +328,8 @@ class RecordAccumulator:
     @staticmethod
     def _should_stop_drain(first: ProducerBatch, tp: TopicPartition,
                            tm: TransactionManager) -> bool:
+        if not tm.is_send_to_partition_allowed(tp):
+            return True  # not yet added to the transaction (AddPartitionsToTxn first)
         if not first.has_sequence:
             if tm.has_stale_producer_id_and_epoch(tp) and tm.has_in_flight_batches(tp):
                 return True  # old-epoch batches must finish before sequence 0 goes out
@@ -396,7 +400,8 @@ class RecordAccumulator:
             for batch in batches:
                 self._incomplete.add(batch)
                 if had_sequence and tm is not None:
-                    batch.set_producer_state(producer_id, producer_epoch, sequence)
+                    batch.set_producer_state(producer_id, producer_epoch, sequence,
+                                             big.is_transactional)
                     sequence += batch.record_count
                     tm.add_in_flight_batch(batch)
             for batch in reversed(batches):

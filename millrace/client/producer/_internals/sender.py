@@ -111,10 +111,27 @@ class Sender:
         while self.running:
             self._run_once_logged()
         log.debug("shutting down the producer I/O thread; sending the remaining records")
+        tm = self._tm
         while not self._forced and (self._accumulator.has_undrained()
-                                    or self._client.has_in_flight_requests()):
+                                    or self._client.has_in_flight_requests()
+                                    or (tm is not None and tm.has_pending_requests()
+                                        and tm.has_ongoing_transaction())):
+            self._run_once_logged()
+        # a transaction the application neither committed nor aborted is aborted
+        while not self._forced and tm is not None and tm.is_transactional and \
+                tm.has_ongoing_transaction():
+            if not tm.is_completing():
+                log.info("aborting incomplete transaction due to shutdown")
+                try:
+                    tm.begin_abort()
+                except Exception:
+                    log.exception("could not abort the transaction while closing")
+                    self._forced = True
+                    break
             self._run_once_logged()
         if self._forced:
+            if tm is not None and tm.is_transactional:
+                tm.close()
             self._accumulator.abort_incomplete_batches(
                 KafkaError("Producer is closed forcefully."))
         self._client.close()
@@ -129,9 +146,18 @@ class Sender:
     def run_once(self, now_ms: int | None = None) -> None:
         """One iteration: drain, send, poll.  Tests call it with a ``MockTime``."""
         now = self._time.milliseconds() if now_ms is None else now_ms
-        if self._tm is not None and self._maybe_wait_for_producer_id(now):
-            return
+        tm = self._tm
+        if tm is not None:
+            if tm.is_transactional:
+                if self._run_transactional(now):
+                    return
+            elif self._maybe_wait_for_producer_id(now):
+                return
         poll_timeout = self._send_producer_data(now)
+        if tm is not None and tm.is_transactional:
+            delay = tm.next_request_delay_ms(now)
+            if delay is not None:
+                poll_timeout = min(poll_timeout, delay)
         # A backlog of full batches: keep writing while the connections take more
         # requests, then poll once (each poll is a system call, and in CPython a GIL
         # hand-over to the application thread).
@@ -178,6 +204,69 @@ class Sender:
                 if node is not None and self._client.ready(node, now):
                     self._send_init_producer_id(node.id, now)
         self._client.poll(timeout, now)
+        return True
+
+    # ------------------------------------------------------------------ transactions
+    def _run_transactional(self, now: int) -> bool:
+        """Transactional requests go first, one at a time; True: do not produce now."""
+        tm = self._tm
+        assert tm is not None
+        tm.maybe_resolve_sequences()
+        if tm.has_fatal_error():
+            error = tm.fatal_error
+            assert error is not None
+            self._accumulator.abort_undrained_batches(error)
+            self._client.poll(self._retry_backoff_ms, now)
+            return True
+        if tm.in_flight_request is not None:
+            self._client.poll(self._retry_backoff_ms, now)
+            return True
+        if (tm.has_abortable_error() or tm.is_aborting()) and self._accumulator.has_incomplete():
+            # queued batches of a transaction that will abort are never sent
+            self._accumulator.abort_undrained_batches(tm.abort_error())
+        handler = tm.next_request(self._accumulator.has_incomplete(), now)
+        if handler is None:
+            return False
+        coordinator_type = handler.coordinator_type
+        if coordinator_type is not None:
+            node = tm.coordinator(coordinator_type)
+            if node is None:
+                handler.lookup_coordinator()
+                tm.retry(handler, now)
+                return True
+        else:
+            node = self._client.least_loaded_node(now)
+            if node is None:
+                tm.retry(handler, now)
+                self._metadata.request_update()
+                self._client.poll(self._retry_backoff_ms, now)
+                return True
+        if not self._client.ready(node, now):
+            if coordinator_type is not None and self._client.connection_failed(node):
+                handler.lookup_coordinator()
+                tm.retry(handler, now)
+            else:
+                tm.retry(handler, now, backoff=False)  # still connecting
+            self._client.poll(self._retry_backoff_ms, now)
+            return True
+
+        def on_response(response: ClientResponse) -> None:
+            tm.handle_txn_response(handler, response.body, response.request.version,
+                                   response.version_mismatch, response.disconnected,
+                                   response.received_ms)
+
+        request = ClientRequest(node.id, handler.request_body(), on_response, created_ms=now,
+                                request_timeout_ms=self._request_timeout_ms,
+                                max_version=handler.max_version)
+        log.debug("sending transactional request %r to node %s", handler, node)
+        tm.in_flight_request = handler
+        try:
+            self._client.send(request, now)
+        except IllegalStateError:
+            tm.in_flight_request = None
+            handler.lookup_coordinator()
+            tm.retry(handler, now)
+        self._client.poll(self._retry_backoff_ms, now)
         return True
 
     def _send_init_producer_id(self, node_id: int, now: int) -> None:
@@ -286,7 +375,8 @@ class Sender:
             by_topic.setdefault(tp.topic, []).append(
                 _PARTITION_DATA(index=tp.partition, records=records))
             by_tp[tp] = batch
-        body = _PRODUCE(transactional_id=None, acks=self._acks,
+        transactional_id = self._tm.transactional_id if self._tm is not None else None
+        body = _PRODUCE(transactional_id=transactional_id, acks=self._acks,
                         timeout_ms=self._request_timeout_ms,
                         topic_data=[_TOPIC_DATA(name=t, partition_data=p)
                                     for t, p in by_topic.items()])
