@@ -6,6 +6,7 @@ Usage: python eos_copy_child.py BOOTSTRAP INPUT OUTPUT CHECKPOINT
 
 from __future__ import annotations
 
+import os
 import sys
 
 from millrace.spark import local_session
@@ -24,7 +25,7 @@ def main() -> None:
     query = (rows.selectExpr("key", "value", "partition").writeStream.format("millrace")
              .option("kafka.bootstrap.servers", bootstrap)
              .option("topic", output_topic)
-             .option("deliveryGuarantee", "exactly-once")
+             .option("deliveryGuarantee", os.environ.get("EOS_CHILD_GUARANTEE", "exactly-once"))
              .option("checkpointLocation", checkpoint)
              .trigger(processingTime="200 milliseconds")
              .start())

@@ -1,10 +1,13 @@
 """The millrace topic sink's exactly-once mode (``deliveryGuarantee=exactly-once``).
 
 Through crashes: a streaming copy (millrace source, read_committed, to the exactly-once
-sink) runs as a child process, is killed with SIGKILL twice while copying, then restarted
-to completion from its checkpoint; a read_committed reader (librdkafka, an independent
-judge) must find every input value in the output exactly once, in input order per
-partition -- although Spark replays the micro-batches that were in flight at each kill.
+sink) runs as a child process, is killed with SIGKILL twice while copying (each time with
+the checkpoint's last commit entry removed, as a crash between the sink's write and Spark's
+commit log leaves it), then restarted to completion from its checkpoint; a read_committed
+reader (librdkafka, an independent judge) must find every input value in the output
+exactly once, in input order per partition -- although Spark replays micro-batches whose
+rows are already in the topic.  The same run with the at-least-once sink
+(EOS_CHILD_GUARANTEE=at-least-once) duplicates them: the test can fail.
 
 Per task, without Spark (the writer's task function against a real broker): a task run
 again for a micro-batch it already committed writes nothing; a zombie attempt still
@@ -84,6 +87,18 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.1)
 
 
+def _forget_last_commit(checkpoint: Path) -> None:
+    """Leave the checkpoint as a crash between the sink's write and Spark's commit log
+    leaves it (the window is milliseconds wide, so a kill rarely hits it by itself): the
+    last micro-batch's rows are in the topic, its commit entry is not, and the restarted
+    query replays it.  An at-least-once sink writes those rows again."""
+    commits = checkpoint / "commits"
+    last = max(int(f.name) for f in commits.iterdir() if f.name.isdigit())
+    (commits / str(last)).unlink()
+    with contextlib.suppress(FileNotFoundError):
+        (commits / f".{last}.crc").unlink()
+
+
 def test_streaming_copy_killed_twice_is_exactly_once(broker: BrokerProcess,
                                                      tmp_path: Path) -> None:
     source, output = "eos-in", "eos-out"
@@ -113,6 +128,8 @@ def test_streaming_copy_killed_twice_is_exactly_once(broker: BrokerProcess,
                 time.sleep(0.5)
         finally:
             _kill_group(child)
+        if run < len(thresholds):
+            _forget_last_commit(checkpoint)
     got = read_committed(broker.bootstrap, output, n)
     everything = sorted(v for values in got.values() for v in values)
     assert len(everything) == len(set(everything)), "a value was copied twice"
