@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pytest
@@ -38,6 +39,9 @@ from millrace.spark.exactly_once import TaskTransaction, write_batches_exactly_o
 from millrace.spark.options import SinkOptions
 from millrace.spark.writer import SinkColumns
 from millrace.testing.broker_process import BrokerProcess
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -205,3 +209,46 @@ def test_a_zombie_attempt_is_fenced_and_never_visible(broker: BrokerProcess) -> 
     assert isinstance(result, BaseException), f"the zombie committed {result} rows"
     assert "fenced" in str(result).lower() or "epoch" in str(result).lower(), repr(result)
     assert read_committed(broker.bootstrap, topic, 2)[0] == [b"retry-1", b"retry-2"]
+
+
+def test_source_read_committed_skips_aborted_and_stops_at_an_open_transaction(
+        spark: SparkSession, broker: BrokerProcess) -> None:
+    """``kafka.isolation.level=read_committed`` on the millrace source: committed rows
+    only (markers and aborted rows never become rows), and "latest" is the last stable
+    offset, so a batch read ends before a transaction still open -- it neither waits for
+    it nor returns its rows."""
+    from confluent_kafka import Producer
+
+    topic = "eos-source-rc"
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, num_partitions=1)]).all()
+    producer = Producer({"bootstrap.servers": broker.bootstrap,
+                         "transactional.id": "eos-source-writer"})
+    producer.init_transactions(30)
+    for label, commit in (("c1", True), ("a1", False), ("c2", True)):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"{label}-{i}".encode(), partition=0)
+        assert producer.flush(30) == 0  # librdkafka's abort drops records not yet sent
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open-0", partition=0)
+    assert producer.flush(30) == 0  # written, not committed: holds the LSO here
+
+    def read(isolation: str) -> list[bytes]:
+        rows = (spark.read.format("millrace").option("kafka.bootstrap.servers",
+                                                     broker.bootstrap)
+                .option("subscribe", topic).option("kafka.isolation.level", isolation)
+                .option("kafkaConsumer.pollTimeoutMs", "20000").load()
+                .orderBy("offset").collect())
+        return [bytes(r.value) for r in rows]
+
+    assert read("read_committed") == [b"c1-0", b"c1-1", b"c1-2", b"c2-0", b"c2-1", b"c2-2"]
+    uncommitted = read("read_uncommitted")  # aborted and open rows too, never markers
+    assert uncommitted == [b"c1-0", b"c1-1", b"c1-2", b"a1-0", b"a1-1", b"a1-2",
+                           b"c2-0", b"c2-1", b"c2-2", b"open-0"]
+    producer.commit_transaction(30)
+    assert read("read_committed")[-1] == b"open-0"
