@@ -34,6 +34,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from millrace.broker.add_partitions_to_txn_manager import (
+    AddPartitionsToTxnManager,
+    TransactionSupportedOperation,
+    produce_error,
+)
 from millrace.broker.config import KafkaConfig
 from millrace.broker.delayed_fetch import DelayedFetch, FetchPartitionData, LogReadResults
 from millrace.broker.delayed_produce import (
@@ -63,9 +68,11 @@ from millrace.common.errors import (
 )
 from millrace.common.time import Time
 from millrace.record.batch import MAGIC_OFFSET, iter_batches
+from millrace.record.batch_header import BatchHeader
 from millrace.record.compression import CompressionType
 from millrace.record.control import build_end_txn_marker
 from millrace.storage import AppendOrigin, LogCleaner, LogManager
+from millrace.storage.producer_state_manager import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +158,19 @@ def validate_produce_records(records: bytes | bytearray | None, version: int) ->
     return bytearray(records)
 
 
+def first_batch_header(records: bytes | bytearray | None) -> BatchHeader | None:
+    """The header of a Produce partition's (first) batch; None if there is none or it
+    is damaged (the append refuses it then)."""
+    if not records:
+        return None
+    try:
+        for _, header in iter_batches(records):
+            return header
+    except CorruptBatchError:
+        return None
+    return None
+
+
 class ReplicaManager:
     def __init__(self, config: KafkaConfig, time: Time, metadata: ClusterMetadata,
                  log_manager: LogManager, topic_configs: TopicConfigs) -> None:
@@ -175,6 +195,12 @@ class ReplicaManager:
         # coordinator applies or drops pending transactional offset commits).
         self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self.fetcher_manager: ReplicaFetcherManager | None = None
+        # None when transaction.partition.verification.enable is false (KIP-890).
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
+        if config["transaction.partition.verification.enable"]:
+            self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+                metadata, config.node_id, config["transaction.state.log.num.partitions"],
+                request_timeout_ms=config["controller.socket.timeout.ms"])
         self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
         self._unsafe_pending: dict[TopicPartition, int] = {}
         if self._unsafe_ack_delay_ms:
@@ -192,6 +218,8 @@ class ReplicaManager:
             self.cleaner = LogCleaner(self.log_manager, time=self.time)
 
     def shutdown(self) -> None:
+        if self.add_partitions_to_txn_manager is not None:
+            self.add_partitions_to_txn_manager.close()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
 
@@ -419,11 +447,15 @@ class ReplicaManager:
                             origin: AppendOrigin = AppendOrigin.CLIENT,
                             required_acks: int = 1, internal_topics_allowed: bool = False,
                             produce_version: int | None = None,
-                            now_ms: int | None = None
+                            now_ms: int | None = None,
+                            verification_guards: dict[TopicPartition, VerificationGuard]
+                            | None = None
                             ) -> dict[TopicPartition, tuple[PartitionResponse, int]]:
         """Append each partition's records as leader: (response, end offset + 1) each.
         ``produce_version`` given: the records come from a Produce request and are
-        checked as such first."""
+        checked as such first.  ``verification_guards`` given (a transactional Produce
+        with verification on): a transactional batch that opens a transaction needs its
+        partition's guard, still current."""
         now = self.time.milliseconds() if now_ms is None else now_ms
         out: dict[TopicPartition, tuple[PartitionResponse, int]] = {}
         for (topic, index), records in entries.items():
@@ -444,7 +476,10 @@ class ReplicaManager:
                         else:
                             buf = bytearray(records or b"")
                         info = partition.append_records_to_leader(
-                            buf, now, origin=origin, required_acks=required_acks)
+                            buf, now, origin=origin, required_acks=required_acks,
+                            verification_guard=None if verification_guards is None
+                            else verification_guards.get((topic, index)),
+                            require_verification=verification_guards is not None)
                         resp.base_offset = info.first_offset
                         resp.log_append_time = info.log_append_time
                         resp.log_start_offset = info.log_start_offset
@@ -460,19 +495,34 @@ class ReplicaManager:
                              entries: dict[TopicPartition, bytes | None], *,
                              origin: AppendOrigin = AppendOrigin.CLIENT,
                              internal_topics_allowed: bool = False,
-                             produce_version: int | None = None
+                             produce_version: int | None = None,
+                             transactional_id: str | None = None,
+                             txn_operation: TransactionSupportedOperation =
+                             TransactionSupportedOperation.DEFAULT_ERROR
                              ) -> dict[TopicPartition, PartitionResponse]:
         """Kafka's ``appendRecords``: append, then with ``acks=-1`` wait (up to
-        ``timeout_ms``) until the ISR has every appended batch."""
+        ``timeout_ms``) until the ISR has every appended batch.  With a
+        ``transactional_id`` the first batch of a producer's transaction on a partition
+        is verified with (or, ``ADD_PARTITION``, added by) the transaction coordinator
+        first (``verify_transactions``)."""
         if required_acks not in VALID_ACKS:
             return {tp: PartitionResponse(error=Errors.INVALID_REQUIRED_ACKS)
                     for tp in entries}
         if self._unsafe_ack_delay_ms and origin is AppendOrigin.CLIENT and required_acks:
             return self._unsafe_ack_before_append(entries, produce_version)
+        guards: dict[TopicPartition, VerificationGuard] | None = None
+        refused: dict[TopicPartition, PartitionResponse] = {}
+        if transactional_id and self.add_partitions_to_txn_manager is not None:
+            guards, refused = await self.verify_transactions(
+                transactional_id, entries, txn_operation)
+            if refused:
+                entries = {tp: r for tp, r in entries.items() if tp not in refused}
         appended = self.append_to_local_log(
             entries, origin=origin, required_acks=required_acks,
-            internal_topics_allowed=internal_topics_allowed, produce_version=produce_version)
+            internal_topics_allowed=internal_topics_allowed, produce_version=produce_version,
+            verification_guards=guards)
         responses = {tp: resp for tp, (resp, _) in appended.items()}
+        responses.update(refused)
         if required_acks != -1 or not any(r.error == Errors.NONE for r in responses.values()):
             return responses
         statuses = {tp: ProducePartitionStatus(end, resp, acks_pending=resp.error == Errors.NONE)
@@ -481,6 +531,46 @@ class ReplicaManager:
         if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
             await op.wait()
         return responses
+
+    async def verify_transactions(self, transactional_id: str,
+                                  entries: Mapping[TopicPartition, bytes | None],
+                                  operation: TransactionSupportedOperation
+                                  ) -> tuple[dict[TopicPartition, VerificationGuard],
+                                             dict[TopicPartition, PartitionResponse]]:
+        """KIP-890 on the leader (``maybeStartTransactionVerificationForPartitions``):
+        (guards of the verified partitions, refused partitions).  Partitions whose
+        producer already has an open transaction here need nothing; the others take a
+        guard from their log and are checked with the coordinator in one request."""
+        manager = self.add_partitions_to_txn_manager
+        assert manager is not None
+        producer: tuple[int, int] | None = None
+        guards: dict[TopicPartition, VerificationGuard] = {}
+        for tp, records in entries.items():
+            header = first_batch_header(records)
+            if header is None or not header.is_transactional or header.producer_id < 0:
+                continue
+            if producer is not None and producer[0] != header.producer_id:
+                return {}, {t: PartitionResponse(
+                    error=Errors.INVALID_PRODUCER_ID_MAPPING,
+                    error_message="Transactional records contained more than one producer ID")
+                    for t in entries}
+            producer = (header.producer_id, header.producer_epoch)
+            partition = self.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC...
+            guard = partition.log.maybe_start_transaction_verification(header.producer_id)
+            if guard is not None:
+                guards[tp] = guard
+        if producer is None or not guards:
+            return guards, {}
+        errors = await manager.verify_transaction(
+            transactional_id, producer[0], producer[1], list(guards), operation)
+        refused = {tp: PartitionResponse(
+            error=produce_error(error),
+            error_message="Partition was not added to the transaction"
+            if error == Errors.INVALID_TXN_STATE else None)
+            for tp, error in errors.items()}
+        return guards, refused
 
     def _unsafe_ack_before_append(self, entries: dict[TopicPartition, bytes | None],
                                   produce_version: int | None
