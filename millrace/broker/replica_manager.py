@@ -195,10 +195,12 @@ class ReplicaManager:
         # coordinator applies or drops pending transactional offset commits).
         self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self.fetcher_manager: ReplicaFetcherManager | None = None
-        # None when transaction.partition.verification.enable is false (KIP-890).
-        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = None
-        if config["transaction.partition.verification.enable"]:
-            self.add_partitions_to_txn_manager = AddPartitionsToTxnManager(
+        # KIP-890: verification (part 1, if enabled) and implicit adds (part 2, always:
+        # a transaction.version 2 client sends no AddPartitionsToTxn of its own).
+        self.transaction_verification_enabled: bool = \
+            config["transaction.partition.verification.enable"]
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = \
+            AddPartitionsToTxnManager(
                 metadata, config.node_id, config["transaction.state.log.num.partitions"],
                 request_timeout_ms=config["controller.socket.timeout.ms"])
         self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
@@ -512,7 +514,9 @@ class ReplicaManager:
             return self._unsafe_ack_before_append(entries, produce_version)
         guards: dict[TopicPartition, VerificationGuard] | None = None
         refused: dict[TopicPartition, PartitionResponse] = {}
-        if transactional_id and self.add_partitions_to_txn_manager is not None:
+        if transactional_id and self.add_partitions_to_txn_manager is not None and (
+                self.transaction_verification_enabled
+                or txn_operation is TransactionSupportedOperation.ADD_PARTITION):
             guards, refused = await self.verify_transactions(
                 transactional_id, entries, txn_operation)
             if refused:

@@ -36,8 +36,10 @@ from millrace.protocol import (
     EndTxnRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
+    OffsetFetchRequest,
     ProduceRequest,
     Response,
+    TxnOffsetCommitRequest,
 )
 from millrace.record.batch import RecordBatchBuilder
 from millrace.testing.broker_process import BrokerProcess
@@ -266,6 +268,45 @@ def test_delayed_end_txn_is_fenced_with_transaction_version_2(
         late.close()
         p.close()
     assert read_committed(tv2_broker.port, 0, want=3, wait_s=8) == ["t1", "t3"]
+
+
+def test_produce_v12_and_txn_offset_commit_v5_add_partitions_implicitly(
+        tv2_broker: BrokerProcess) -> None:
+    """A transaction.version 2 client sends no AddPartitionsToTxn/AddOffsetsToTxn: the
+    leader (Produce v12) and the group coordinator (TxnOffsetCommit v5) add the
+    partitions; a Produce at the epoch before the last EndTxn is refused."""
+    p = TxnProducer(tv2_broker.port)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    try:
+        (topic,) = p.c.call(p.produce_request(1, "implicit"), 12).responses
+        assert topic.partition_responses[0].error_code == NONE
+        assert p.describe() == ("Ongoing", 0, [(TOPIC, [1])])
+        t_cls = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        got = p.c.call(TxnOffsetCommitRequest(
+            transactional_id=p.tid, group_id=group, producer_id=p.pid, producer_epoch=0,
+            generation_id=-1, member_id="", group_instance_id=None, topics=[t_cls(
+                name=TOPIC, partitions=[t_cls.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=42, committed_leader_epoch=-1,
+                    committed_metadata="")])]), 5)
+        assert got.topics[0].partitions[0].error_code == NONE
+        state, epoch, parts = p.describe()
+        assert (state, epoch, sorted(t for t, _ in parts)) == (
+            "Ongoing", 0, ["__consumer_offsets", TOPIC])
+        stale = p.produce_request(1, "stale")        # epoch 0, sent after the commit
+        resp = p.end(p.end_request(commit=True), 5)
+        assert (resp.error_code, resp.producer_epoch) == (NONE, 1)
+        p.wait_state("CompleteCommit")
+        (topic,) = p.c.call(stale, 12).responses
+        assert topic.partition_responses[0].error_code == 47   # INVALID_PRODUCER_EPOCH
+        assert p.describe() == ("CompleteCommit", 1, [])
+        fetched = p.c.call(OffsetFetchRequest(group_id=group, require_stable=True, topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])]),
+            7)
+        assert fetched.topics[0].partitions[0].committed_offset == 42
+        assert offsets(p.c, 1) == (2, 2)           # the record and its marker, no more
+    finally:
+        p.close()
+    assert read_committed(tv2_broker.port, 1, want=1) == ["implicit"]
 
 
 def test_delayed_end_txn_commits_the_next_transaction_with_version_1(
