@@ -63,13 +63,13 @@ async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_i
     return dict.fromkeys(partitions, _fenced(error, ctx.version))
 
 
-def _topic_results(cls: type[AddPartitionsToTxnResponse],
-                   errors: dict[tuple[str, int], int]) -> list[Any]:
+def _topic_results(topic_cls: Any, errors: dict[tuple[str, int], int]) -> list[Any]:
+    """``topic_cls``: the v0-3 or the v4+ (per transaction) topic result class."""
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for (topic, partition), error in errors.items():
         by_topic.setdefault(topic, []).append((partition, error))
-    return [cls.AddPartitionsToTxnTopicResult(name=topic, results_by_partition=[
-        cls.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(
+    return [topic_cls(name=topic, results_by_partition=[
+        topic_cls.AddPartitionsToTxnPartitionResult(
             partition_index=p, partition_error_code=e) for p, e in results])
         for topic, results in by_topic.items()]
 
@@ -89,7 +89,8 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, body: AddPartitionsT
             [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions],
             verify_only=False, client_transaction_version=0)
         return cls(throttle_time_ms=0,
-                   results_by_topic_v3_and_below=_topic_results(cls, errors))
+                   results_by_topic_v3_and_below=_topic_results(
+                       cls.AddPartitionsToTxnTopicResult, errors))
     results = []
     for txn in body.transactions:
         errors = await _add_partitions(
@@ -97,7 +98,8 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, body: AddPartitionsT
             [(t.name, p) for t in txn.topics for p in t.partitions],
             verify_only=txn.verify_only, client_transaction_version=2)
         results.append(cls.AddPartitionsToTxnResult(
-            transactional_id=txn.transactional_id, topic_results=_topic_results(cls, errors)))
+            transactional_id=txn.transactional_id, topic_results=_topic_results(
+                cls.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult, errors)))
     return cls(throttle_time_ms=0, error_code=Errors.NONE, results_by_transaction=results)
 
 
