@@ -34,15 +34,20 @@ Owned by the event-loop thread.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import Enum
 
 from millrace.broker.broker_channel import BrokerChannel
+from millrace.broker.delayed_produce import PartitionResponse
 from millrace.broker.group.group_metadata_manager import partition_for
 from millrace.broker.metadata import ClusterMetadata
+from millrace.broker.partition import Partition
 from millrace.broker.transaction.topic import TRANSACTION_STATE_TOPIC
-from millrace.common.errors import BrokerNotAvailableError, Errors
+from millrace.common.errors import BrokerNotAvailableError, CorruptBatchError, Errors
 from millrace.protocol.types import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
+from millrace.record.batch import iter_batches
+from millrace.record.batch_header import BatchHeader
+from millrace.storage.producer_state_manager import VerificationGuard
 
 log = logging.getLogger("millrace.broker.transaction")
 
@@ -171,3 +176,58 @@ class AddPartitionsToTxnManager:
         for channel in self._channels.values():
             channel.close()
         self._channels.clear()
+
+
+def first_batch_header(records: bytes | bytearray | None) -> BatchHeader | None:
+    """The header of a Produce partition's (first) batch; None if there is none or it
+    is damaged (the append refuses it then)."""
+    if not records:
+        return None
+    try:
+        for _, header in iter_batches(records):
+            return header
+    except CorruptBatchError:
+        return None
+    return None
+
+
+async def verify_transactions(manager: AddPartitionsToTxnManager,
+                              get_partition: Callable[[TopicPartition], Partition | None],
+                              transactional_id: str,
+                              entries: Mapping[TopicPartition, bytes | None],
+                              operation: TransactionSupportedOperation
+                              ) -> tuple[dict[TopicPartition, VerificationGuard],
+                                         dict[TopicPartition, PartitionResponse]]:
+    """KIP-890 on the leader (``ReplicaManager.maybeStartTransactionVerificationFor-
+    Partitions``): (guards of the partitions to append with, refused partitions).
+    Partitions whose producer already has an open transaction there need nothing; the
+    others take a guard from their log and are checked with the coordinator in one
+    request."""
+    producer: tuple[int, int] | None = None
+    guards: dict[TopicPartition, VerificationGuard] = {}
+    for tp, records in entries.items():
+        header = first_batch_header(records)
+        if header is None or not header.is_transactional or header.producer_id < 0:
+            continue
+        if producer is not None and producer[0] != header.producer_id:
+            return {}, {t: PartitionResponse(
+                error=Errors.INVALID_PRODUCER_ID_MAPPING,
+                error_message="Transactional records contained more than one producer ID")
+                for t in entries}
+        producer = (header.producer_id, header.producer_epoch)
+        partition = get_partition(tp)
+        if partition is None or not partition.is_leader:
+            continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC...
+        guard = partition.log.maybe_start_transaction_verification(header.producer_id)
+        if guard is not None:
+            guards[tp] = guard
+    if producer is None or not guards:
+        return guards, {}
+    errors = await manager.verify_transaction(
+        transactional_id, producer[0], producer[1], list(guards), operation)
+    refused = {tp: PartitionResponse(
+        error=produce_error(error),
+        error_message="Partition was not added to the transaction"
+        if error == Errors.INVALID_TXN_STATE else None)
+        for tp, error in errors.items()}
+    return guards, refused

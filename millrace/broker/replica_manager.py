@@ -5,9 +5,10 @@ Java counterpart: ``kafka.server.ReplicaManager``.  It owns
 - the ``Partition`` objects (one per hosted replica; made leader from the partition
   state in the cluster metadata),
 - ``append_records``: the whole produce path after decoding — acks check, internal-topic
-  check, per-partition append through ``Partition.append_records_to_leader``, then an
-  ``acks=all`` request waits for the ISR as a ``DelayedProduce`` in the produce
-  purgatory,
+  check, for a transactional request the KIP-890 verification with the transaction
+  coordinator (``add_partitions_to_txn_manager``), per-partition append through
+  ``Partition.append_records_to_leader``, then an ``acks=all`` request waits for the
+  ISR as a ``DelayedProduce`` in the produce purgatory,
 - ``fetch_messages``: reads bounded by the high watermark (the last stable offset for
   read_committed, with the aborted transactions in range), ``partition_max_bytes`` and
   ``max_bytes`` (the first batch of the first non-empty partition is returned whole so a
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from millrace.broker.add_partitions_to_txn_manager import (
     AddPartitionsToTxnManager,
     TransactionSupportedOperation,
-    produce_error,
+    verify_transactions,
 )
 from millrace.broker.config import KafkaConfig
 from millrace.broker.delayed_fetch import DelayedFetch, FetchPartitionData, LogReadResults
@@ -68,7 +69,6 @@ from millrace.common.errors import (
 )
 from millrace.common.time import Time
 from millrace.record.batch import MAGIC_OFFSET, iter_batches
-from millrace.record.batch_header import BatchHeader
 from millrace.record.compression import CompressionType
 from millrace.record.control import build_end_txn_marker
 from millrace.storage import AppendOrigin, LogCleaner, LogManager
@@ -156,19 +156,6 @@ def validate_produce_records(records: bytes | bytearray | None, version: int) ->
             "Produce requests with version 3 and above must carry exactly one record "
             f"batch per partition (got {batches})")
     return bytearray(records)
-
-
-def first_batch_header(records: bytes | bytearray | None) -> BatchHeader | None:
-    """The header of a Produce partition's (first) batch; None if there is none or it
-    is damaged (the append refuses it then)."""
-    if not records:
-        return None
-    try:
-        for _, header in iter_batches(records):
-            return header
-    except CorruptBatchError:
-        return None
-    return None
 
 
 class ReplicaManager:
@@ -506,7 +493,7 @@ class ReplicaManager:
         ``timeout_ms``) until the ISR has every appended batch.  With a
         ``transactional_id`` the first batch of a producer's transaction on a partition
         is verified with (or, ``ADD_PARTITION``, added by) the transaction coordinator
-        first (``verify_transactions``)."""
+        first (``add_partitions_to_txn_manager.verify_transactions``)."""
         if required_acks not in VALID_ACKS:
             return {tp: PartitionResponse(error=Errors.INVALID_REQUIRED_ACKS)
                     for tp in entries}
@@ -517,8 +504,9 @@ class ReplicaManager:
         if transactional_id and self.add_partitions_to_txn_manager is not None and (
                 self.transaction_verification_enabled
                 or txn_operation is TransactionSupportedOperation.ADD_PARTITION):
-            guards, refused = await self.verify_transactions(
-                transactional_id, entries, txn_operation)
+            guards, refused = await verify_transactions(
+                self.add_partitions_to_txn_manager, self.partitions.get, transactional_id,
+                entries, txn_operation)
             if refused:
                 entries = {tp: r for tp, r in entries.items() if tp not in refused}
         appended = self.append_to_local_log(
@@ -535,46 +523,6 @@ class ReplicaManager:
         if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
             await op.wait()
         return responses
-
-    async def verify_transactions(self, transactional_id: str,
-                                  entries: Mapping[TopicPartition, bytes | None],
-                                  operation: TransactionSupportedOperation
-                                  ) -> tuple[dict[TopicPartition, VerificationGuard],
-                                             dict[TopicPartition, PartitionResponse]]:
-        """KIP-890 on the leader (``maybeStartTransactionVerificationForPartitions``):
-        (guards of the verified partitions, refused partitions).  Partitions whose
-        producer already has an open transaction here need nothing; the others take a
-        guard from their log and are checked with the coordinator in one request."""
-        manager = self.add_partitions_to_txn_manager
-        assert manager is not None
-        producer: tuple[int, int] | None = None
-        guards: dict[TopicPartition, VerificationGuard] = {}
-        for tp, records in entries.items():
-            header = first_batch_header(records)
-            if header is None or not header.is_transactional or header.producer_id < 0:
-                continue
-            if producer is not None and producer[0] != header.producer_id:
-                return {}, {t: PartitionResponse(
-                    error=Errors.INVALID_PRODUCER_ID_MAPPING,
-                    error_message="Transactional records contained more than one producer ID")
-                    for t in entries}
-            producer = (header.producer_id, header.producer_epoch)
-            partition = self.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                continue  # the append answers NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC...
-            guard = partition.log.maybe_start_transaction_verification(header.producer_id)
-            if guard is not None:
-                guards[tp] = guard
-        if producer is None or not guards:
-            return guards, {}
-        errors = await manager.verify_transaction(
-            transactional_id, producer[0], producer[1], list(guards), operation)
-        refused = {tp: PartitionResponse(
-            error=produce_error(error),
-            error_message="Partition was not added to the transaction"
-            if error == Errors.INVALID_TXN_STATE else None)
-            for tp, error in errors.items()}
-        return guards, refused
 
     def _unsafe_ack_before_append(self, entries: dict[TopicPartition, bytes | None],
                                   produce_version: int | None

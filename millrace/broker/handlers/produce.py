@@ -48,11 +48,15 @@ async def handle_produce(ctx: RequestContext, body: ProduceRequest) -> ProduceRe
         if name is not None:
             for pd in topic.partition_data:
                 entries[(name, pd.index)] = pd.records
-    results = await services.replica_manager.append_records(
-        body.timeout_ms, body.acks, entries, produce_version=version,
-        transactional_id=body.transactional_id,
-        txn_operation=transaction_supported_operation(
-            version, services.config["transaction.version"]))
+    tid = body.transactional_id
+    if tid:
+        results = await services.replica_manager.append_records(
+            body.timeout_ms, body.acks, entries, produce_version=version,
+            transactional_id=tid, txn_operation=transaction_supported_operation(
+                version, services.config["transaction.version"]))
+    else:
+        results = await services.replica_manager.append_records(
+            body.timeout_ms, body.acks, entries, produce_version=version)
     if body.acks == 0:
         return None
     cls = ProduceResponse
