@@ -88,6 +88,15 @@ BROKER_CONFIG = (
             at_least(1))
     .define("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3_600_000,
             at_least(1))
+    .define("transaction.partition.verification.enable", "boolean", True,
+            doc="KIP-890 part 1: a leader asks the transaction coordinator before it "
+                "writes the first transactional batch of a producer's transaction")
+    .define("transaction.version", "int", 1, between(1, 2),
+            doc="1: the classic transaction protocol; 2: KIP-890 part 2 (EndTxn v5 bumps "
+                "the producer epoch every transaction, Produce v12 / TxnOffsetCommit v5 "
+                "add partitions implicitly; advertised as the finalized feature "
+                "transaction.version).  Kafka sets this as a cluster feature level with "
+                "kafka-features.sh; here it is a broker config, the same on every broker")
     .define("min.insync.replicas", "int", 1, at_least(1))
     .define("unclean.leader.election.enable", "boolean", False)
     .define("replica.lag.time.max.ms", "long", 30_000, at_least(1))

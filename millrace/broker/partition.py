@@ -37,6 +37,7 @@ from millrace.broker.metadata import PartitionState
 from millrace.broker.replica import Replica
 from millrace.common.errors import Errors, NotEnoughReplicasError, NotLeaderOrFollowerError
 from millrace.storage import AppendOrigin, Log, LogAppendInfo
+from millrace.storage.producer_state_manager import VerificationGuard
 
 
 class AlterIsrManager(Protocol):
@@ -136,7 +137,9 @@ class Partition:
     # ------------------------------------------------------------------ leader appends
     def append_records_to_leader(self, records: bytearray, now_ms: int, *,
                                  origin: AppendOrigin = AppendOrigin.CLIENT,
-                                 required_acks: int = 1) -> LogAppendInfo:
+                                 required_acks: int = 1,
+                                 verification_guard: VerificationGuard | None = None,
+                                 require_verification: bool = False) -> LogAppendInfo:
         """Append as leader and move the high watermark; refuses with
         NOT_LEADER_OR_FOLLOWER off the leader and NOT_ENOUGH_REPLICAS when
         ``required_acks == -1`` and the ISR is smaller than ``min.insync.replicas``."""
@@ -150,7 +153,9 @@ class Partition:
                 f"The size of the current ISR {list(self.isr)} is insufficient to satisfy "
                 f"the min.isr requirement of {min_isr} for partition "
                 f"{self.topic}-{self.index}")
-        info = self.log.append_as_leader(records, self.leader_epoch, now_ms, origin)
+        info = self.log.append_as_leader(records, self.leader_epoch, now_ms, origin,
+                                         verification_guard=verification_guard,
+                                         require_verification=require_verification)
         self.maybe_increment_leader_hw()
         return info
 

@@ -5,9 +5,10 @@ Java counterpart: ``kafka.server.ReplicaManager``.  It owns
 - the ``Partition`` objects (one per hosted replica; made leader from the partition
   state in the cluster metadata),
 - ``append_records``: the whole produce path after decoding — acks check, internal-topic
-  check, per-partition append through ``Partition.append_records_to_leader``, then an
-  ``acks=all`` request waits for the ISR as a ``DelayedProduce`` in the produce
-  purgatory,
+  check, for a transactional request the KIP-890 verification with the transaction
+  coordinator (``add_partitions_to_txn_manager``), per-partition append through
+  ``Partition.append_records_to_leader``, then an ``acks=all`` request waits for the
+  ISR as a ``DelayedProduce`` in the produce purgatory,
 - ``fetch_messages``: reads bounded by the high watermark (the last stable offset for
   read_committed, with the aborted transactions in range), ``partition_max_bytes`` and
   ``max_bytes`` (the first batch of the first non-empty partition is returned whole so a
@@ -34,6 +35,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from millrace.broker.add_partitions_to_txn_manager import (
+    AddPartitionsToTxnManager,
+    TransactionSupportedOperation,
+    verify_transactions,
+)
 from millrace.broker.config import KafkaConfig
 from millrace.broker.delayed_fetch import DelayedFetch, FetchPartitionData, LogReadResults
 from millrace.broker.delayed_produce import (
@@ -66,6 +72,7 @@ from millrace.record.batch import MAGIC_OFFSET, iter_batches
 from millrace.record.compression import CompressionType
 from millrace.record.control import build_end_txn_marker
 from millrace.storage import AppendOrigin, LogCleaner, LogManager
+from millrace.storage.producer_state_manager import VerificationGuard
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +182,14 @@ class ReplicaManager:
         # coordinator applies or drops pending transactional offset commits).
         self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
         self.fetcher_manager: ReplicaFetcherManager | None = None
+        # KIP-890: verification (part 1, if enabled) and implicit adds (part 2, always:
+        # a transaction.version 2 client sends no AddPartitionsToTxn of its own).
+        self.transaction_verification_enabled: bool = \
+            config["transaction.partition.verification.enable"]
+        self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = \
+            AddPartitionsToTxnManager(
+                metadata, config.node_id, config["transaction.state.log.num.partitions"],
+                request_timeout_ms=config["controller.socket.timeout.ms"])
         self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
         self._unsafe_pending: dict[TopicPartition, int] = {}
         if self._unsafe_ack_delay_ms:
@@ -192,6 +207,8 @@ class ReplicaManager:
             self.cleaner = LogCleaner(self.log_manager, time=self.time)
 
     def shutdown(self) -> None:
+        if self.add_partitions_to_txn_manager is not None:
+            self.add_partitions_to_txn_manager.close()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
 
@@ -419,11 +436,15 @@ class ReplicaManager:
                             origin: AppendOrigin = AppendOrigin.CLIENT,
                             required_acks: int = 1, internal_topics_allowed: bool = False,
                             produce_version: int | None = None,
-                            now_ms: int | None = None
+                            now_ms: int | None = None,
+                            verification_guards: dict[TopicPartition, VerificationGuard]
+                            | None = None
                             ) -> dict[TopicPartition, tuple[PartitionResponse, int]]:
         """Append each partition's records as leader: (response, end offset + 1) each.
         ``produce_version`` given: the records come from a Produce request and are
-        checked as such first."""
+        checked as such first.  ``verification_guards`` given (a transactional Produce
+        with verification on): a transactional batch that opens a transaction needs its
+        partition's guard, still current."""
         now = self.time.milliseconds() if now_ms is None else now_ms
         out: dict[TopicPartition, tuple[PartitionResponse, int]] = {}
         for (topic, index), records in entries.items():
@@ -444,7 +465,10 @@ class ReplicaManager:
                         else:
                             buf = bytearray(records or b"")
                         info = partition.append_records_to_leader(
-                            buf, now, origin=origin, required_acks=required_acks)
+                            buf, now, origin=origin, required_acks=required_acks,
+                            verification_guard=None if verification_guards is None
+                            else verification_guards.get((topic, index)),
+                            require_verification=verification_guards is not None)
                         resp.base_offset = info.first_offset
                         resp.log_append_time = info.log_append_time
                         resp.log_start_offset = info.log_start_offset
@@ -460,19 +484,37 @@ class ReplicaManager:
                              entries: dict[TopicPartition, bytes | None], *,
                              origin: AppendOrigin = AppendOrigin.CLIENT,
                              internal_topics_allowed: bool = False,
-                             produce_version: int | None = None
+                             produce_version: int | None = None,
+                             transactional_id: str | None = None,
+                             txn_operation: TransactionSupportedOperation =
+                             TransactionSupportedOperation.DEFAULT_ERROR
                              ) -> dict[TopicPartition, PartitionResponse]:
         """Kafka's ``appendRecords``: append, then with ``acks=-1`` wait (up to
-        ``timeout_ms``) until the ISR has every appended batch."""
+        ``timeout_ms``) until the ISR has every appended batch.  With a
+        ``transactional_id`` the first batch of a producer's transaction on a partition
+        is verified with (or, ``ADD_PARTITION``, added by) the transaction coordinator
+        first (``add_partitions_to_txn_manager.verify_transactions``)."""
         if required_acks not in VALID_ACKS:
             return {tp: PartitionResponse(error=Errors.INVALID_REQUIRED_ACKS)
                     for tp in entries}
         if self._unsafe_ack_delay_ms and origin is AppendOrigin.CLIENT and required_acks:
             return self._unsafe_ack_before_append(entries, produce_version)
+        guards: dict[TopicPartition, VerificationGuard] | None = None
+        refused: dict[TopicPartition, PartitionResponse] = {}
+        if transactional_id and self.add_partitions_to_txn_manager is not None and (
+                self.transaction_verification_enabled
+                or txn_operation is TransactionSupportedOperation.ADD_PARTITION):
+            guards, refused = await verify_transactions(
+                self.add_partitions_to_txn_manager, self.partitions.get, transactional_id,
+                entries, txn_operation)
+            if refused:
+                entries = {tp: r for tp, r in entries.items() if tp not in refused}
         appended = self.append_to_local_log(
             entries, origin=origin, required_acks=required_acks,
-            internal_topics_allowed=internal_topics_allowed, produce_version=produce_version)
+            internal_topics_allowed=internal_topics_allowed, produce_version=produce_version,
+            verification_guards=guards)
         responses = {tp: resp for tp, (resp, _) in appended.items()}
+        responses.update(refused)
         if required_acks != -1 or not any(r.error == Errors.NONE for r in responses.values()):
             return responses
         statuses = {tp: ProducePartitionStatus(end, resp, acks_pending=resp.error == Errors.NONE)

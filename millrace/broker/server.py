@@ -120,7 +120,7 @@ class KafkaServer:
             admin_manager=admin_manager,
             group_coordinator=group_coordinator,
             producer_id_manager=producer_id_manager,
-            api_versions=ApiVersionManager(load_all()),
+            api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
             transaction_coordinator=TransactionCoordinatorService(
                 config, time, txn_log, metadata, producer_id_manager.generate_producer_id))
 

@@ -105,7 +105,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
         topic_configs=topic_configs, replica_manager=rm, admin_manager=admin,
         group_coordinator=group,
         producer_id_manager=producer_id_manager,
-        api_versions=ApiVersionManager(load_all()),
+        api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
         transaction_coordinator=txn,
         cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
                                 fetcher_manager=rm.fetcher_manager, zk=zk))

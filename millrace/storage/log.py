@@ -78,6 +78,7 @@ from millrace.common.errors import (
     CorruptBatchError,
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTxnStateError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -115,6 +116,7 @@ from millrace.storage.producer_state import BatchMetadata, ProducerAppendInfo, P
 from millrace.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
+    VerificationGuard,
 )
 from millrace.storage.segment import AppendedBatch, LogSegment
 from millrace.storage.transaction_index import AbortedTxn, CompletedTxn
@@ -335,6 +337,15 @@ class Log:
         """The idempotence state (not thread-safe: for tests and tools)."""
         return self._producer_state
 
+    def maybe_start_transaction_verification(self, producer_id: int
+                                             ) -> VerificationGuard | None:
+        """None when ``producer_id`` has an open transaction here (no verification
+        needed); otherwise the guard to verify with (KIP-890, ``VerificationGuard``)."""
+        with self._lock:
+            if self._producer_state.has_ongoing_transaction(producer_id):
+                return None
+            return self._producer_state.maybe_create_verification_guard(producer_id)
+
     def active_producers(self) -> list[ProducerState]:
         """Producers with state on this partition (DescribeProducers): id, epoch, last
         sequence, last timestamp, coordinator epoch, current transaction start offset."""
@@ -361,7 +372,9 @@ class Log:
     @_reports_io_errors("append")
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+                         origin: AppendOrigin = AppendOrigin.CLIENT, *,
+                         verification_guard: VerificationGuard | None = None,
+                         require_verification: bool = False) -> LogAppendInfo:
         """Validate ``records`` (one or more v2 batches), assign offsets, append.
 
         Raises CorruptRecordError (bad CRC, truncated batch), RecordTooLargeError (batch
@@ -371,6 +384,10 @@ class Log:
         batch (a duplicate of one of its producer's last 5) writes nothing: the result has
         the original batch's offsets and ``num_batches == 0``.  A ``bytearray`` argument is
         rewritten in place; ``bytes`` are copied once.
+
+        ``require_verification`` (KIP-890 part 1): a client's transactional batch whose
+        producer has no open transaction here needs ``verification_guard`` to be the guard
+        still held for that producer, else InvalidTxnStateError and nothing is written.
         """
         buf = records if isinstance(records, bytearray) else bytearray(records)
         now = self._time.milliseconds() if now_ms is None else now_ms
@@ -400,6 +417,13 @@ class Log:
                         if dup is not None:
                             return self._duplicate_append_info(pid, dup, log_append,
                                                                leader_epoch)
+                    if (require_verification and h.is_transactional and not h.is_control
+                            and not self._producer_state.has_ongoing_transaction(pid)
+                            and (verification_guard is None or verification_guard
+                                 is not self._producer_state.verification_guard(pid))):
+                        raise InvalidTxnStateError(
+                            f"Record of producer {pid} was not part of an ongoing "
+                            "transaction (not verified with the transaction coordinator)")
                     if producers is None:
                         producers = {}
                     pinfo = producers.get(pid)
@@ -424,6 +448,9 @@ class Log:
                 if producers:
                     for pinfo in producers.values():
                         self._producer_state.update(pinfo)
+                    for _, h in headers:
+                        if h.is_transactional and h.producer_id >= 0:
+                            self._producer_state.clear_verification_guard(h.producer_id)
                     self._complete_txns(completed)
                 self._producer_state.update_map_end_offset(offset)
             info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,

@@ -25,6 +25,16 @@ the unreplicated ones whose marker is below the high watermark.  Open transactio
 rebuilt on load from the entries' ``current_txn_first_offset`` (snapshot) and the replay;
 unreplicated ones are not kept across a reload (as in Kafka).
 
+Verification (KIP-890 part 1, Java: ``VerificationStateEntry``/``VerificationGuard``): a
+transactional batch of a producer with no open transaction here is written only after
+the transaction coordinator confirmed that the partition is in the producer's
+transaction.  The leader takes a ``VerificationGuard`` before asking and hands it to the
+append; a transactional batch or marker of that producer clears the guard, so an answer
+that arrives after a marker (the transaction it verified is over) no longer matches and
+the append is refused (the ABA case: verify, abort, new transaction, stale "yes").  Once
+the first batch is in, the open transaction itself (``current_txn_first_offset``) is the
+proof and later batches skip the coordinator.
+
 Not thread-safe: the owning ``Log`` calls everything under its lock.
 """
 
@@ -61,6 +71,18 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 3600 * 1000  # producer.id.expiration.m
 MAX_RETAINED_SNAPSHOTS = 3
 
 
+class VerificationGuard:
+    """A unique token for one verification in flight (compared by identity)."""
+
+    __slots__ = ("producer_id",)
+
+    def __init__(self, producer_id: int) -> None:
+        self.producer_id = producer_id
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(producer_id={self.producer_id}, id={id(self):#x})"
+
+
 class ProducerStateManager:
     """Producer id -> ``ProducerStateEntry`` for one partition, with its snapshot files.
 
@@ -81,6 +103,8 @@ class ProducerStateManager:
         # first offset -> (producer id, marker offset)
         self._unreplicated_txns: dict[int, tuple[int, int]] = {}
         self._snapshots: list[int] = self._scan_snapshots()  # offsets, ascending
+        # producer id -> the guard of a transaction verification in flight (KIP-890)
+        self._verification_guards: dict[int, VerificationGuard] = {}
 
     def _scan_snapshots(self) -> list[int]:
         offsets = []
@@ -138,6 +162,26 @@ class ProducerStateManager:
             self._producers[pid] = updated
         for first_offset in append_info.started_transactions:
             self._ongoing_txns[first_offset] = pid
+
+    # ------------------------------------------------------------------ verification
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        entry = self._producers.get(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0
+
+    def maybe_create_verification_guard(self, producer_id: int) -> VerificationGuard:
+        """The guard of ``producer_id``'s verification in flight, made if there is none."""
+        guard = self._verification_guards.get(producer_id)
+        if guard is None:
+            guard = self._verification_guards[producer_id] = VerificationGuard(producer_id)
+        return guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard | None:
+        return self._verification_guards.get(producer_id)
+
+    def clear_verification_guard(self, producer_id: int) -> None:
+        """A transactional batch or marker of ``producer_id`` was written: the transaction
+        is open here (its first offset is known) or over, either way the guard is spent."""
+        self._verification_guards.pop(producer_id, None)
 
     # ------------------------------------------------------------------ transactions
     def complete_txn(self, completed: CompletedTxn) -> None:
@@ -245,6 +289,7 @@ class ProducerStateManager:
         return n
 
     def clear(self) -> None:
+        self._verification_guards.clear()
         self._producers.clear()
         self._ongoing_txns.clear()
         self._unreplicated_txns.clear()

@@ -4,11 +4,14 @@ The broker works per batch, never per record (``ReplicaManager.append_records`` 
 the batch header, CRC and codec, and the log assigns offsets by rewriting the header in
 place).  acks=0 gets no response at all; acks=1 is answered after the leader's append;
 acks=-1 once the ISR has the records (on one node, at once).  Topic ids (v13+) are
-resolved here; an unknown id answers UNKNOWN_TOPIC_ID.
+resolved here; an unknown id answers UNKNOWN_TOPIC_ID.  A transactional request is
+verified with the transaction coordinator first (KIP-890, ``ReplicaManager.
+verify_transactions``); v12 with transaction.version 2 adds the partition instead.
 """
 
 from __future__ import annotations
 
+from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from millrace.broker.context import RequestContext
 from millrace.broker.delayed_produce import PartitionResponse, TopicPartition
 from millrace.broker.handlers import handles
@@ -19,6 +22,18 @@ from millrace.protocol.types import (
     ProduceRequest,
     ProduceResponse,
 )
+
+
+def transaction_supported_operation(version: int, transaction_version: int
+                                    ) -> TransactionSupportedOperation:
+    """What a transactional Produce at ``version`` understands: v12 clients (Kafka 4)
+    use it only when transaction.version 2 is advertised and expect the partition to be
+    added for them; v11 knows TRANSACTION_ABORTABLE."""
+    if version >= 12 and transaction_version >= 2:
+        return TransactionSupportedOperation.ADD_PARTITION
+    if version >= 11:
+        return TransactionSupportedOperation.GENERIC_ERROR
+    return TransactionSupportedOperation.DEFAULT_ERROR
 
 
 @handles(ApiKey.PRODUCE)
@@ -33,8 +48,15 @@ async def handle_produce(ctx: RequestContext, body: ProduceRequest) -> ProduceRe
         if name is not None:
             for pd in topic.partition_data:
                 entries[(name, pd.index)] = pd.records
-    results = await services.replica_manager.append_records(
-        body.timeout_ms, body.acks, entries, produce_version=version)
+    tid = body.transactional_id
+    if tid:
+        results = await services.replica_manager.append_records(
+            body.timeout_ms, body.acks, entries, produce_version=version,
+            transactional_id=tid, txn_operation=transaction_supported_operation(
+                version, services.config["transaction.version"]))
+    else:
+        results = await services.replica_manager.append_records(
+            body.timeout_ms, body.acks, entries, produce_version=version)
     if body.acks == 0:
         return None
     cls = ProduceResponse

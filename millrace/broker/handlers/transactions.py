@@ -8,14 +8,16 @@ UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED, nothing is added
 Kafka), and AddOffsetsToTxn turns the group id into its ``__consumer_offsets`` partition.
 Before v2 of each API, PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH.
 
-Served versions (``api_version_manager``): AddPartitionsToTxn up to 3 -- v4+ is the
-broker-to-broker verify-only form of KIP-890, which no client sends -- and EndTxn up to 4
-(v5 belongs to transaction.version 2, which this broker does not advertise).
+Served versions (``api_version_manager``): AddPartitionsToTxn up to 5 -- v4+ is the
+batched broker-to-broker form of KIP-890 (verification, and implicit adds for
+transaction.version 2 clients), which clients do not send -- and EndTxn up to 4, or 5
+with ``transaction.version=2`` (the epoch bump per transaction, KIP-890 part 2).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
@@ -42,32 +44,63 @@ def _fenced(error: int, version: int) -> int:
         else error
 
 
-@handles(ApiKey.ADD_PARTITIONS_TO_TXN)
-async def handle_add_partitions_to_txn(ctx: RequestContext, body: AddPartitionsToTxnRequest
-                                       ) -> AddPartitionsToTxnResponse:
-    cls = AddPartitionsToTxnResponse
-    partitions = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int,
+                          producer_epoch: int, partitions: list[tuple[str, int]],
+                          verify_only: bool, client_transaction_version: int
+                          ) -> dict[tuple[str, int], int]:
     topics = ctx.services.metadata.topics
     unknown = {tp for tp in partitions
                if tp[0] not in topics or not 0 <= tp[1] < topics[tp[0]].partitions}
-    errors: dict[tuple[str, int], int]
     if unknown:
-        errors = {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                  else Errors.OPERATION_NOT_ATTEMPTED for tp in partitions}
-    else:
-        error = await ctx.services.transaction_coordinator.add_partitions_to_txn(
-            body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-            body.v3_and_below_producer_epoch, partitions)
-        error = _fenced(error, ctx.version)
-        errors = dict.fromkeys(partitions, error)
+        return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
+                else Errors.OPERATION_NOT_ATTEMPTED for tp in partitions}
+    coordinator = ctx.services.transaction_coordinator
+    if verify_only:
+        return coordinator.coordinator.verify_partitions_in_txn(
+            transactional_id, producer_id, producer_epoch, partitions)
+    error = await coordinator.add_partitions_to_txn(
+        transactional_id, producer_id, producer_epoch, partitions, client_transaction_version)
+    return dict.fromkeys(partitions, _fenced(error, ctx.version))
+
+
+def _topic_results(topic_cls: Any, errors: dict[tuple[str, int], int]) -> list[Any]:
+    """``topic_cls``: the v0-3 or the v4+ (per transaction) topic result class."""
     by_topic: dict[str, list[tuple[int, int]]] = {}
     for (topic, partition), error in errors.items():
         by_topic.setdefault(topic, []).append((partition, error))
-    return cls(throttle_time_ms=0, results_by_topic_v3_and_below=[
-        cls.AddPartitionsToTxnTopicResult(name=topic, results_by_partition=[
-            cls.AddPartitionsToTxnTopicResult.AddPartitionsToTxnPartitionResult(
-                partition_index=p, partition_error_code=e) for p, e in results])
-        for topic, results in by_topic.items()])
+    return [topic_cls(name=topic, results_by_partition=[
+        topic_cls.AddPartitionsToTxnPartitionResult(
+            partition_index=p, partition_error_code=e) for p, e in results])
+        for topic, results in by_topic.items()]
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN)
+async def handle_add_partitions_to_txn(ctx: RequestContext, body: AddPartitionsToTxnRequest
+                                       ) -> AddPartitionsToTxnResponse:
+    """v0-3: one transaction, from its producer.  v4+: the batched form partition
+    leaders send (KIP-890): per transaction ``verify_only`` asks whether the partitions
+    are in the ongoing transaction (NONE / TRANSACTION_ABORTABLE per partition, nothing
+    written), otherwise adds them for a transaction.version 2 client."""
+    cls = AddPartitionsToTxnResponse
+    if ctx.version <= 3:
+        errors = await _add_partitions(
+            ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch,
+            [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions],
+            verify_only=False, client_transaction_version=0)
+        return cls(throttle_time_ms=0,
+                   results_by_topic_v3_and_below=_topic_results(
+                       cls.AddPartitionsToTxnTopicResult, errors))
+    results = []
+    for txn in body.transactions:
+        errors = await _add_partitions(
+            ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+            [(t.name, p) for t in txn.topics for p in t.partitions],
+            verify_only=txn.verify_only, client_transaction_version=2)
+        results.append(cls.AddPartitionsToTxnResult(
+            transactional_id=txn.transactional_id, topic_results=_topic_results(
+                cls.AddPartitionsToTxnResult.AddPartitionsToTxnTopicResult, errors)))
+    return cls(throttle_time_ms=0, error_code=Errors.NONE, results_by_transaction=results)
 
 
 @handles(ApiKey.ADD_OFFSETS_TO_TXN)
@@ -82,9 +115,14 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, body: AddOffsetsToTxnRe
 
 @handles(ApiKey.END_TXN)
 async def handle_end_txn(ctx: RequestContext, body: EndTxnRequest) -> EndTxnResponse:
-    error = await ctx.services.transaction_coordinator.end_txn(
-        body.transactional_id, body.producer_id, body.producer_epoch, body.committed)
-    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(error, ctx.version))
+    """v5 is transaction.version 2: the epoch is bumped and the answer carries the
+    producer id and epoch for the next transaction."""
+    result = await ctx.services.transaction_coordinator.end_txn(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
+        2 if ctx.version >= 5 else 0)
+    return EndTxnResponse(throttle_time_ms=0, error_code=_fenced(result.error, ctx.version),
+                          producer_id=result.producer_id,
+                          producer_epoch=result.producer_epoch)
 
 
 @handles(ApiKey.DESCRIBE_TRANSACTIONS)

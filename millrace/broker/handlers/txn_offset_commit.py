@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (28), versions 0-4: a transactional producer commits a consumer group's
+"""TxnOffsetCommit (28), versions 0-5: a transactional producer commits a consumer group's
 offsets inside its transaction (KIP-98; v3+ carries the group metadata of KIP-447).
 
 Thin adapter, like ``group.py``: partitions of topics this cluster does not know are
@@ -7,17 +7,23 @@ goes to the group coordinator, which writes them as a transactional batch of the
 and holds them pending until the transaction's marker.  Clients before v2 (Kafka < 2.0)
 may crash on COORDINATOR_LOAD_IN_PROGRESS, so they get COORDINATOR_NOT_AVAILABLE instead.
 
-v5 is not served: a v5 client expects the broker to add ``__consumer_offsets`` to its
-transaction itself (KIP-890 part 2, ``transaction.version`` 2), which we do not offer.
+v5 (served with ``transaction.version=2``): the client sent no AddOffsetsToTxn, so the
+group's ``__consumer_offsets`` partition is added to its transaction here first, the way
+a partition leader does for Produce v12 (AddPartitionsToTxn v5 to the transaction
+coordinator, not verify-only); if that fails every partition gets its error and nothing
+is written.  Verification of v0-4 requests (Kafka 3.6+ verifies them too) is not done.
 """
 
 from __future__ import annotations
 
+from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def _unknown_partitions(ctx: RequestContext,
@@ -32,9 +38,29 @@ def _unknown_partitions(ctx: RequestContext,
     return frozenset(unknown)
 
 
+async def _add_offsets_partition(ctx: RequestContext, body: TxnOffsetCommitRequest) -> int:
+    manager = ctx.services.replica_manager.add_partitions_to_txn_manager
+    if manager is None:
+        return int(Errors.COORDINATOR_NOT_AVAILABLE)
+    tp = (OFFSETS_TOPIC, ctx.services.group_coordinator.partition_for(body.group_id))
+    errors = await manager.verify_transaction(
+        body.transactional_id, body.producer_id, body.producer_epoch, [tp],
+        TransactionSupportedOperation.ADD_PARTITION)
+    return errors.get(tp, Errors.NONE)
+
+
 @handles(ApiKey.TXN_OFFSET_COMMIT)
 async def handle_txn_offset_commit(ctx: RequestContext,
                                    body: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    if ctx.version >= 5:
+        error = await _add_offsets_partition(ctx, body)
+        if error:
+            cls = TxnOffsetCommitResponse
+            return cls(throttle_time_ms=0, topics=[cls.TxnOffsetCommitResponseTopic(
+                name=t.name, partitions=[
+                    cls.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=error)
+                    for p in t.partitions]) for t in body.topics])
     response: TxnOffsetCommitResponse = await ctx.services.group_coordinator.txn_commit_offsets(
         body, ctx.version, _unknown_partitions(ctx, body))
     if ctx.version < 2:

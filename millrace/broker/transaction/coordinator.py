@@ -46,6 +46,7 @@ from millrace.broker.transaction.records import (
 from millrace.broker.transaction.transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    SHORT_MAX,
     TransactionMetadata,
     TransactionState,
     TxnTransitMetadata,
@@ -102,6 +103,15 @@ class InitProducerIdResult:
 
 
 @dataclass(frozen=True, slots=True)
+class EndTxnResult:
+    """EndTxn's answer; v5 carries the producer id and epoch for the next transaction."""
+
+    error: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
 class TxnMarkerEntry:
     """Markers to write for one transaction (Kafka's ``TxnMarkerEntry`` + its id)."""
 
@@ -137,7 +147,8 @@ def _to_value(t: TxnTransitMetadata) -> bytes:
     return encode_value(TransactionLogValue(
         t.producer_id, t.producer_epoch, t.txn_timeout_ms, int(t.txn_state),
         tuple(sorted(t.topic_partitions)), t.txn_last_update_timestamp,
-        t.txn_start_timestamp), empty=t.txn_state == S.EMPTY)
+        t.txn_start_timestamp, t.last_producer_id, t.next_producer_id,
+        t.client_transaction_version), empty=t.txn_state == S.EMPTY)
 
 
 class TransactionCoordinator:
@@ -233,9 +244,11 @@ class TransactionCoordinator:
     # ================================================================== AddPartitions
     def add_partitions_to_txn(self, transactional_id: str, producer_id: int,
                               producer_epoch: int, partitions: Iterable[tuple[str, int]],
-                              now_ms: int) -> TxnResult:
-        """Response: one error code for every partition (AddPartitionsToTxn v0-3 and
-        AddOffsetsToTxn, which adds the group's ``__consumer_offsets`` partition)."""
+                              now_ms: int, client_transaction_version: int = 0
+                              ) -> TxnResult:
+        """Response: one error code for every partition (AddPartitionsToTxn v0-3,
+        AddOffsetsToTxn, which adds the group's ``__consumer_offsets`` partition, and a
+        leader's implicit add for a transaction.version 2 client, v4+ not verify-only)."""
         parts = set(partitions)
         if not transactional_id:
             return TxnResult(Errors.INVALID_REQUEST)
@@ -251,8 +264,9 @@ class TransactionCoordinator:
             return TxnResult(Errors.CONCURRENT_TRANSACTIONS)
         if md.state == S.ONGOING and parts <= md.topic_partitions:
             return TxnResult(Errors.NONE)
-        return self._write(md, md.prepare_add_partitions(parts, now_ms), Errors.NONE,
-                           lambda code: code)
+        return self._write(md, md.prepare_add_partitions(parts, now_ms,
+                                                         client_transaction_version),
+                           Errors.NONE, lambda code: code)
 
     def verify_partitions_in_txn(self, transactional_id: str, producer_id: int,
                                  producer_epoch: int, partitions: Iterable[tuple[str, int]]
@@ -276,34 +290,61 @@ class TransactionCoordinator:
 
     # ================================================================== EndTxn
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                committed: bool, now_ms: int) -> TxnResult:
+                committed: bool, now_ms: int, client_transaction_version: int = 0
+                ) -> TxnResult:
+        """Response: ``EndTxnResult`` (error, and the producer id/epoch the client uses
+        next -- EndTxn v5).
+
+        Classic clients (transaction.version < 2) must send the current epoch, and a
+        retry of a finished commit/abort answers NONE.  With transaction.version 2 each
+        commit and abort bumps the epoch (markers carry the new one; on overflow a new
+        producer id takes over at completion), so the epoch tells transactions apart: in
+        PrepareCommit/Abort and CompleteCommit/Abort only the previous epoch (a retry of
+        the EndTxn that ended it) is accepted, in Ongoing and Empty only the current one;
+        anything else is PRODUCER_FENCED -- an EndTxn delayed past the start of the next
+        transaction can no longer end that transaction (the Jepsen Bufstream case)."""
         if not transactional_id:
-            return TxnResult(Errors.INVALID_REQUEST)
+            return TxnResult(EndTxnResult(Errors.INVALID_REQUEST))
         err, md = self._lookup(transactional_id)
         if err:
-            return TxnResult(err)
-        if md is None or md.producer_id != producer_id:
-            return TxnResult(Errors.INVALID_PRODUCER_ID_MAPPING)
-        if producer_epoch != md.producer_epoch:
-            return TxnResult(Errors.PRODUCER_FENCED)
-        if md.pending_transition_in_progress:
-            return TxnResult(Errors.CONCURRENT_TRANSACTIONS)
+            return TxnResult(EndTxnResult(err))
+        if md is None:
+            return TxnResult(EndTxnResult(Errors.INVALID_PRODUCER_ID_MAPPING))
+        v2 = md.supports_epoch_bump
+        retry_on_overflow = (v2 and md.last_producer_id == producer_id
+                             and producer_epoch == SHORT_MAX - 1 and md.producer_epoch == 0)
+        retry_on_bump = v2 and md.producer_epoch == producer_epoch + 1
         state = md.state
+        if not v2 or state in (S.ONGOING, S.EMPTY):
+            valid_epoch = producer_epoch == md.producer_epoch
+        elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid_epoch = retry_on_bump
+        else:
+            valid_epoch = retry_on_bump or retry_on_overflow
+        if md.producer_id != producer_id and not retry_on_overflow:
+            return TxnResult(EndTxnResult(Errors.INVALID_PRODUCER_ID_MAPPING))
+        if not valid_epoch:
+            return TxnResult(EndTxnResult(Errors.PRODUCER_FENCED))
+        if md.pending_transition_in_progress:
+            return TxnResult(EndTxnResult(Errors.CONCURRENT_TRANSACTIONS))
         if state == S.ONGOING:
             target = S.PREPARE_COMMIT if committed else S.PREPARE_ABORT
-            return self._write(md, md.prepare_abort_or_commit(target, now_ms), Errors.NONE,
-                               lambda code: code)
-        if state == S.COMPLETE_COMMIT:   # a retry after the commit completed
-            return TxnResult(Errors.NONE if committed else Errors.INVALID_TXN_STATE)
-        if state == S.COMPLETE_ABORT:
-            return TxnResult(Errors.INVALID_TXN_STATE if committed else Errors.NONE)
-        if state == S.PREPARE_COMMIT:
-            return TxnResult(Errors.CONCURRENT_TRANSACTIONS if committed
-                             else Errors.INVALID_TXN_STATE)
-        if state == S.PREPARE_ABORT:
-            return TxnResult(Errors.INVALID_TXN_STATE if committed
-                             else Errors.CONCURRENT_TRANSACTIONS)
-        return TxnResult(Errors.INVALID_TXN_STATE)   # Empty: nothing to end
+            next_pid = NO_PRODUCER_ID
+            if client_transaction_version >= 2 and md.is_producer_epoch_exhausted:
+                next_pid = self._generate_producer_id()
+            transit = md.prepare_abort_or_commit(
+                target, now_ms, client_transaction_version=client_transaction_version,
+                next_producer_id=next_pid)
+            answer = EndTxnResult(Errors.NONE, transit.producer_id, transit.producer_epoch) \
+                if next_pid == NO_PRODUCER_ID else EndTxnResult(Errors.NONE, next_pid, 0)
+            return self._write(md, transit, answer, lambda code: EndTxnResult(code))
+        same = (state in (S.COMPLETE_COMMIT, S.PREPARE_COMMIT)) == committed
+        if state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and same:
+            # a retry after the transaction completed
+            return TxnResult(EndTxnResult(Errors.NONE, md.producer_id, md.producer_epoch))
+        if state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) and same:
+            return TxnResult(EndTxnResult(Errors.CONCURRENT_TRANSACTIONS))
+        return TxnResult(EndTxnResult(Errors.INVALID_TXN_STATE))   # Empty, or the other outcome
 
     # ================================================================== markers
     def take_markers(self) -> list[TxnMarkerEntry]:
@@ -483,9 +524,10 @@ class TransactionCoordinator:
             md.complete_transition_to(pending)
         else:
             transit = TxnTransitMetadata(
-                v.producer_id, NO_PRODUCER_ID, v.producer_epoch, NO_PRODUCER_EPOCH,
+                v.producer_id, v.previous_producer_id, v.producer_epoch, NO_PRODUCER_EPOCH,
                 v.transaction_timeout_ms, S(v.transaction_status), frozenset(v.partitions),
-                v.start_timestamp_ms, v.last_update_timestamp_ms)
+                v.start_timestamp_ms, v.last_update_timestamp_ms, v.next_producer_id,
+                v.client_transaction_version)
             if md is None:
                 md = self.transactions[tid] = TransactionMetadata(
                     tid, v.producer_id, NO_PRODUCER_ID, v.producer_epoch, NO_PRODUCER_EPOCH,

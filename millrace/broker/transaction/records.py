@@ -12,16 +12,21 @@ Key (version 0)::
 
     transactional_id STRING
 
-Value (we write version 0, read 0 and 1)::
+Value (we write version 0, or 1 for transaction.version 2 clients; read both)::
 
-    producer_id INT64, producer_epoch INT16, transaction_timeout_ms INT32,
+    producer_id INT64, [tag 0: previous_producer_id INT64, tag 1: next_producer_id INT64]
+    producer_epoch INT16, transaction_timeout_ms INT32,
     transaction_status INT8 (TransactionState id),
     transaction_partitions ARRAY of [topic STRING, partition_ids ARRAY of INT32]
                              (null when the state is Empty),
     transaction_last_update_timestamp_ms INT64, transaction_start_timestamp_ms INT64
 
-The previous producer id/epoch that Kafka keeps in memory (``lastProducerId``,
-``lastProducerEpoch``) are not in the record: after a load they are unknown (-1).
+    [tag 2: client_transaction_version INT16]
+
+The tagged fields exist only in v1 (defaults -1, -1, 0).  ``next_producer_id`` is how a
+transaction.version 2 transaction whose epoch ran out survives a coordinator move: its
+completion hands over to that id.  The previous epoch (``lastProducerEpoch``) is not in
+the record: after a load it is unknown (-1).
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ _KEY = MessageCodec(request(
 _VALUE = MessageCodec(request(
     "TransactionLogValue", -1, "0-1", "1+",
     F("producer_id", "int64", "0+"),
+    F("previous_producer_id", "int64", "1+", default=-1, tag=0, tagged="1+"),
+    F("next_producer_id", "int64", "1+", default=-1, tag=1, tagged="1+"),
     F("producer_epoch", "int16", "0+"),
     F("transaction_timeout_ms", "int32", "0+"),
     F("transaction_status", "int8", "0+"),
@@ -52,6 +59,7 @@ _VALUE = MessageCodec(request(
       nullable="0+"),
     F("transaction_last_update_timestamp_ms", "int64", "0+"),
     F("transaction_start_timestamp_ms", "int64", "0+"),
+    F("client_transaction_version", "int16", "1+", default=0, tag=2, tagged="1+"),
 ))
 
 
@@ -70,6 +78,9 @@ class TransactionLogValue:
     partitions: tuple[tuple[str, int], ...]
     last_update_timestamp_ms: int
     start_timestamp_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_transaction_version: int = 0
 
 
 def _version(data: bytes, what: str) -> int:
@@ -90,9 +101,12 @@ def decode_key(data: bytes) -> str:
     return str(_KEY.decode(data[2:], version).transactional_id)
 
 
-def encode_value(value: TransactionLogValue, *, empty: bool, version: int = VALUE_VERSION
+def encode_value(value: TransactionLogValue, *, empty: bool, version: int | None = None
                  ) -> bytes:
-    """``empty``: the state is Empty, whose partitions are written as null (Kafka)."""
+    """``empty``: the state is Empty, whose partitions are written as null (Kafka).
+    Version 0 unless the value needs v1's tagged fields (transaction.version 2)."""
+    if version is None:
+        version = 1 if value.client_transaction_version >= 2 else VALUE_VERSION
     cls = _VALUE.cls
     partitions = None
     if not empty:
@@ -106,7 +120,10 @@ def encode_value(value: TransactionLogValue, *, empty: bool, version: int = VALU
         transaction_timeout_ms=value.transaction_timeout_ms,
         transaction_status=value.transaction_status, transaction_partitions=partitions,
         transaction_last_update_timestamp_ms=value.last_update_timestamp_ms,
-        transaction_start_timestamp_ms=value.start_timestamp_ms), version)
+        transaction_start_timestamp_ms=value.start_timestamp_ms,
+        previous_producer_id=value.previous_producer_id,
+        next_producer_id=value.next_producer_id,
+        client_transaction_version=value.client_transaction_version), version)
 
 
 def decode_value(data: bytes) -> TransactionLogValue:
@@ -119,4 +136,5 @@ def decode_value(data: bytes) -> TransactionLogValue:
     return TransactionLogValue(v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
                                v.transaction_status, partitions,
                                v.transaction_last_update_timestamp_ms,
-                               v.transaction_start_timestamp_ms)
+                               v.transaction_start_timestamp_ms, v.previous_producer_id,
+                               v.next_producer_id, v.client_transaction_version)

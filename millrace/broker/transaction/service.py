@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from millrace.broker.config import KafkaConfig
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.transaction.coordinator import (
+    EndTxnResult,
     TransactionConfig,
     TransactionCoordinator,
     TxnMarkerEntry,
@@ -176,17 +177,18 @@ class TransactionCoordinatorService:
 
     async def add_partitions_to_txn(self, transactional_id: str, producer_id: int,
                                     producer_epoch: int,
-                                    partitions: Iterable[tuple[str, int]]) -> int:
+                                    partitions: Iterable[tuple[str, int]],
+                                    client_transaction_version: int = 0) -> int:
         result: int = await self.execute(self.coordinator.add_partitions_to_txn(
             transactional_id, producer_id, producer_epoch, partitions,
-            self._time.milliseconds()))
+            self._time.milliseconds(), client_transaction_version))
         return result
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                      committed: bool) -> int:
-        result: int = await self.execute(self.coordinator.end_txn(
+                      committed: bool, client_transaction_version: int = 0) -> EndTxnResult:
+        result: EndTxnResult = await self.execute(self.coordinator.end_txn(
             transactional_id, producer_id, producer_epoch, committed,
-            self._time.milliseconds()))
+            self._time.milliseconds(), client_transaction_version))
         return result
 
     # ------------------------------------------------------------------ machinery

@@ -99,6 +99,8 @@ class TxnTransitMetadata:
     topic_partitions: frozenset[tuple[str, int]]
     txn_start_timestamp: int
     txn_last_update_timestamp: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
 
 @dataclass(slots=True)
@@ -116,6 +118,15 @@ class TransactionMetadata:
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
     pending_state: TransactionState | None = None
+    # transaction.version 2: the producer id that takes over when this transaction
+    # completes (the epoch ran out), and the protocol the client spoke last
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
+
+    @property
+    def supports_epoch_bump(self) -> bool:
+        """The last transition came from a transaction.version 2 client."""
+        return self.client_transaction_version >= 2
 
     @property
     def pending_transition_in_progress(self) -> bool:
@@ -127,7 +138,9 @@ class TransactionMetadata:
 
     def _prepare(self, state: TransactionState, producer_id: int, epoch: int, last_epoch: int,
                  timeout_ms: int, partitions: frozenset[tuple[str, int]], start_ms: int,
-                 update_ms: int) -> TxnTransitMetadata:
+                 update_ms: int, *, last_producer_id: int | None = None,
+                 next_producer_id: int = NO_PRODUCER_ID,
+                 client_transaction_version: int | None = None) -> TxnTransitMetadata:
         if self.pending_state is not None:
             raise IllegalTransitionError(
                 f"{self.transactional_id}: transition to {state.state_name} while "
@@ -139,8 +152,11 @@ class TransactionMetadata:
             raise IllegalTransitionError(f"{self.transactional_id}: {self.state.state_name} "
                                          f"-> {state.state_name} is not a legal transition")
         self.pending_state = state
-        return TxnTransitMetadata(producer_id, self.producer_id, epoch, last_epoch, timeout_ms,
-                                  state, partitions, start_ms, update_ms)
+        return TxnTransitMetadata(
+            producer_id, self.producer_id if last_producer_id is None else last_producer_id,
+            epoch, last_epoch, timeout_ms, state, partitions, start_ms, update_ms,
+            next_producer_id, self.client_transaction_version
+            if client_transaction_version is None else client_transaction_version)
 
     # ------------------------------------------------------------------ prepares
     def prepare_fence_producer_epoch(self, now_ms: int) -> TxnTransitMetadata:
@@ -183,25 +199,47 @@ class TransactionMetadata:
                              self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
                              timeout_ms, frozenset(), -1, now_ms)
 
-    def prepare_add_partitions(self, partitions: set[tuple[str, int]], now_ms: int
+    def prepare_add_partitions(self, partitions: set[tuple[str, int]], now_ms: int,
+                               client_transaction_version: int | None = None
                                ) -> TxnTransitMetadata:
         start = now_ms if self.state in (_S.EMPTY, _S.COMPLETE_ABORT, _S.COMPLETE_COMMIT) \
             else self.txn_start_timestamp
         return self._prepare(_S.ONGOING, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.txn_timeout_ms,
-                             frozenset(self.topic_partitions | partitions), start, now_ms)
+                             frozenset(self.topic_partitions | partitions), start, now_ms,
+                             last_producer_id=self.last_producer_id,
+                             client_transaction_version=client_transaction_version)
 
-    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int
+    def prepare_abort_or_commit(self, state: TransactionState, now_ms: int, *,
+                                client_transaction_version: int = 0,
+                                next_producer_id: int = NO_PRODUCER_ID
                                 ) -> TxnTransitMetadata:
-        return self._prepare(state, self.producer_id, self.producer_epoch,
-                             self.last_producer_epoch, self.txn_timeout_ms,
-                             frozenset(self.topic_partitions), self.txn_start_timestamp, now_ms)
+        """With transaction.version 2 the epoch is bumped here, so the markers carry
+        the new epoch and anything the client sent at the old one is fenced;
+        ``next_producer_id`` is the id that takes over when the epoch ran out."""
+        epoch, last_epoch = self.producer_epoch, self.last_producer_epoch
+        if client_transaction_version >= 2:
+            if self.producer_epoch >= SHORT_MAX:
+                raise IllegalTransitionError(f"{self.transactional_id}: epoch would overflow")
+            epoch, last_epoch = self.producer_epoch + 1, self.producer_epoch
+        return self._prepare(state, self.producer_id, epoch, last_epoch, self.txn_timeout_ms,
+                             frozenset(self.topic_partitions), self.txn_start_timestamp, now_ms,
+                             last_producer_id=self.last_producer_id,
+                             next_producer_id=next_producer_id,
+                             client_transaction_version=client_transaction_version)
 
     def prepare_complete(self, now_ms: int) -> TxnTransitMetadata:
+        """The markers are written; a transaction whose epoch ran out hands over to its
+        next producer id at epoch 0 (the old id becomes the previous one)."""
         state = _S.COMPLETE_COMMIT if self.state == _S.PREPARE_COMMIT else _S.COMPLETE_ABORT
+        if self.supports_epoch_bump and self.next_producer_id != NO_PRODUCER_ID:
+            return self._prepare(state, self.next_producer_id, 0, self.producer_epoch,
+                                 self.txn_timeout_ms, frozenset(), self.txn_start_timestamp,
+                                 now_ms, last_producer_id=self.producer_id)
         return self._prepare(state, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.txn_timeout_ms, frozenset(),
-                             self.txn_start_timestamp, now_ms)
+                             self.txn_start_timestamp, now_ms,
+                             last_producer_id=self.last_producer_id)
 
     def prepare_dead(self) -> TxnTransitMetadata:
         return self._prepare(_S.DEAD, self.producer_id, self.producer_epoch,
@@ -228,11 +266,14 @@ class TransactionMetadata:
         self.topic_partitions = set(transit.topic_partitions)
         self.txn_start_timestamp = transit.txn_start_timestamp
         self.txn_last_update_timestamp = transit.txn_last_update_timestamp
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
         self.pending_state = None
 
     def snapshot(self) -> TxnTransitMetadata:
         return TxnTransitMetadata(self.producer_id, self.last_producer_id, self.producer_epoch,
                                   self.last_producer_epoch, self.txn_timeout_ms, self.state,
                                   frozenset(self.topic_partitions), self.txn_start_timestamp,
-                                  self.txn_last_update_timestamp)
+                                  self.txn_last_update_timestamp, self.next_producer_id,
+                                  self.client_transaction_version)
 

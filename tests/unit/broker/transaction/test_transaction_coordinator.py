@@ -62,7 +62,7 @@ def test_not_coordinator_and_loading() -> None:
     assert init(h).error == Errors.NOT_COORDINATOR
     h.coord.begin_loading({p: EPOCH + 1})
     assert init(h).error == Errors.COORDINATOR_LOAD_IN_PROGRESS
-    assert h.run(h.coord.end_txn(TID, 1, 0, True, T0)) == Errors.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.run(h.coord.end_txn(TID, 1, 0, True, T0)).error == Errors.COORDINATOR_LOAD_IN_PROGRESS
 
 
 def test_epoch_exhaustion_rotates_producer_id() -> None:
@@ -98,23 +98,23 @@ def test_begin_add_commit_complete() -> None:
     assert len(h.log[h.coord.partition_for(TID)]) == before
     assert h.run(h.coord.add_partitions_to_txn(TID, 1000, 0, [("__consumer_offsets", 3)],
                                                T0 + 7)) == Errors.NONE
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 10)) == Errors.NONE
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 10)).error == Errors.NONE
     assert state(h) == S.PREPARE_COMMIT
     [entry] = h.coord.take_markers()
     assert (entry.producer_id, entry.producer_epoch, entry.committed,
             entry.coordinator_epoch) == (1000, 0, True, EPOCH)
     assert entry.partitions == {("out", 0), ("out", 1), ("__consumer_offsets", 3)}
     # while markers are written: a retried commit is CONCURRENT, an abort is illegal
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 11)) == Errors.CONCURRENT_TRANSACTIONS
-    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0 + 11)) == Errors.INVALID_TXN_STATE
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 11)).error == Errors.CONCURRENT_TRANSACTIONS
+    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0 + 11)).error == Errors.INVALID_TXN_STATE
     assert h.coord.is_current(entry)
     assert h.run(h.coord.complete_markers(entry, T0 + 20)) == Errors.NONE
     md = h.coord.transactions[TID]
     assert (md.state, md.topic_partitions) == (S.COMPLETE_COMMIT, set())
     assert not h.coord.is_current(entry)
     # a retried EndTxn after completion succeeds; the opposite outcome is refused
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 21)) == Errors.NONE
-    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0 + 21)) == Errors.INVALID_TXN_STATE
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 21)).error == Errors.NONE
+    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0 + 21)).error == Errors.INVALID_TXN_STATE
     # the next transaction starts from CompleteCommit with a new start time
     assert begin(h, 1000, 0, now=T0 + 30) == Errors.NONE
     assert h.coord.transactions[TID].txn_start_timestamp == T0 + 30
@@ -124,22 +124,22 @@ def test_abort_then_commit_is_invalid() -> None:
     h = Harness()
     init(h)
     begin(h, 1000, 0)
-    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0)) == Errors.NONE
+    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0)).error == Errors.NONE
     h.complete_all_markers(T0 + 1)
     assert state(h) == S.COMPLETE_ABORT
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 2)) == Errors.INVALID_TXN_STATE
-    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0 + 2)) == Errors.NONE
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 2)).error == Errors.INVALID_TXN_STATE
+    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0 + 2)).error == Errors.NONE
 
 
 def test_end_txn_errors() -> None:
     h = Harness()
     init(h)
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0)) == Errors.INVALID_TXN_STATE  # Empty
-    assert h.run(h.coord.end_txn("nobody", 1000, 0, True, T0)) == \
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0)).error == Errors.INVALID_TXN_STATE  # Empty
+    assert h.run(h.coord.end_txn("nobody", 1000, 0, True, T0)).error == \
         Errors.INVALID_PRODUCER_ID_MAPPING
-    assert h.run(h.coord.end_txn(TID, 77, 0, True, T0)) == Errors.INVALID_PRODUCER_ID_MAPPING
-    assert h.run(h.coord.end_txn(TID, 1000, 1, True, T0)) == Errors.PRODUCER_FENCED
-    assert h.run(h.coord.end_txn("", 1000, 0, True, T0)) == Errors.INVALID_REQUEST
+    assert h.run(h.coord.end_txn(TID, 77, 0, True, T0)).error == Errors.INVALID_PRODUCER_ID_MAPPING
+    assert h.run(h.coord.end_txn(TID, 1000, 1, True, T0)).error == Errors.PRODUCER_FENCED
+    assert h.run(h.coord.end_txn("", 1000, 0, True, T0)).error == Errors.INVALID_REQUEST
     assert begin(h, 1000, 3) == Errors.PRODUCER_FENCED
     assert begin(h, 1001, 0) == Errors.INVALID_PRODUCER_ID_MAPPING
 
@@ -149,7 +149,7 @@ def test_pending_write_answers_concurrent_transactions() -> None:
     init(h)
     pending = h.coord.add_partitions_to_txn(TID, 1000, 0, [("out", 0)], T0)
     assert h.coord.transactions[TID].pending_state == S.ONGOING
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0)) == Errors.CONCURRENT_TRANSACTIONS
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0)).error == Errors.CONCURRENT_TRANSACTIONS
     assert init(h).error == Errors.CONCURRENT_TRANSACTIONS
     assert h.run(pending) == Errors.NONE
     assert state(h) == S.ONGOING
@@ -178,7 +178,7 @@ def test_new_producer_fences_ongoing_transaction() -> None:
     [entry] = h.coord.take_markers()
     assert (entry.committed, entry.producer_epoch) == (False, 1)
     # the zombie (epoch 0) is fenced
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0)) == Errors.PRODUCER_FENCED
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0)).error == Errors.PRODUCER_FENCED
     assert begin(h, 1000, 0) == Errors.PRODUCER_FENCED
     assert init(h).error == Errors.CONCURRENT_TRANSACTIONS   # markers not done yet
     h.run(h.coord.complete_markers(entry, T0 + 1))
@@ -200,7 +200,7 @@ def test_timed_out_transaction_is_aborted_with_epoch_bump() -> None:
     [entry] = h.complete_all_markers(T0 + 40_001)
     assert not entry.committed
     assert state(h) == S.COMPLETE_ABORT
-    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 41_000)) == Errors.PRODUCER_FENCED
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 41_000)).error == Errors.PRODUCER_FENCED
 
 
 def test_expired_transactional_id_is_tombstoned() -> None:
@@ -223,7 +223,7 @@ def test_failover_reloads_state_and_resends_markers() -> None:
     h = Harness()
     init(h)
     begin(h, 1000, 0)
-    h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 1))
+    assert h.run(h.coord.end_txn(TID, 1000, 0, True, T0 + 1)).error == Errors.NONE
     h.coord.take_markers()          # the old coordinator dies before writing markers
     coord = h.coord = h.new_coordinator(epoch=EPOCH + 1)
     md = coord.transactions[TID]
@@ -240,7 +240,7 @@ def test_unload_cancels_markers_of_old_epoch() -> None:
     h = Harness()
     init(h)
     begin(h, 1000, 0)
-    h.run(h.coord.end_txn(TID, 1000, 0, False, T0))
+    assert h.run(h.coord.end_txn(TID, 1000, 0, False, T0)).error == Errors.NONE
     [entry] = h.coord.take_markers()
     p = h.coord.partition_for(TID)
     h.coord.unload(p)
