@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.topics",
     "millrace.cli.groups",
+    "millrace.cli.transactions",
     "millrace.cli.configs",
     "millrace.cli.cluster",
     "millrace.cli.leader_election",

@@ -11,6 +11,7 @@ from millrace.client.admin.kafka_admin_client import AdminClient, KafkaAdminClie
 from millrace.client.admin.offset_reset import OffsetResetSpec, ResetKind
 from millrace.client.admin.results import AdminResult, IllegalArgumentError
 from millrace.client.admin.types import (
+    AbortTransactionSpec,
     AlterConfigOp,
     AlterConfigOpType,
     ClusterDescription,
@@ -34,11 +35,16 @@ from millrace.client.admin.types import (
     OffsetAndMetadata,
     OffsetSpec,
     PartitionAssignmentState,
+    PartitionProducerState,
     PartitionReassignment,
+    ProducerState,
     TopicDescription,
     TopicListing,
     TopicPartition,
     TopicPartitionInfo,
+    TransactionDescription,
+    TransactionListing,
+    TransactionState,
 )
 from millrace.protocol.consumer_protocol import (
     Assignment,
@@ -50,15 +56,17 @@ from millrace.protocol.consumer_protocol import (
 )
 
 __all__ = [
-    "ADMIN_CONFIG", "AdminClient", "AdminClientConfig", "AdminResult", "AlterConfigOp",
-    "AlterConfigOpType", "Assignment", "ClusterDescription", "Config", "ConfigEntry",
-    "ConfigResource", "ConfigResourceType", "ConfigSource", "ConsumerGroupDescription",
-    "ConsumerGroupListing", "ConsumerGroupOffsets", "ConsumerGroupState", "ElectionType",
-    "GroupOffset",
-    "IllegalArgumentError", "KafkaAdminClient", "ListOffsetsResultInfo", "MemberAssignment",
-    "MemberDescription", "NewPartitions", "NewTopic", "Node", "OffsetAndMetadata",
-    "OffsetResetSpec", "OffsetSpec", "PartitionAssignmentState", "PartitionReassignment",
-    "ResetKind", "Subscription",
-    "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
-    "decode_assignment", "decode_subscription", "encode_assignment", "encode_subscription",
+    "ADMIN_CONFIG", "AbortTransactionSpec", "AdminClient", "AdminClientConfig",
+    "AdminResult", "AlterConfigOp", "AlterConfigOpType", "Assignment",
+    "ClusterDescription", "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType",
+    "ConfigSource", "ConsumerGroupDescription", "ConsumerGroupListing",
+    "ConsumerGroupOffsets", "ConsumerGroupState", "ElectionType", "GroupOffset",
+    "IllegalArgumentError", "KafkaAdminClient", "ListOffsetsResultInfo",
+    "MemberAssignment", "MemberDescription", "NewPartitions", "NewTopic", "Node",
+    "OffsetAndMetadata", "OffsetResetSpec", "OffsetSpec", "PartitionAssignmentState",
+    "PartitionProducerState", "PartitionReassignment", "ProducerState", "ResetKind",
+    "Subscription", "TopicDescription", "TopicListing", "TopicPartition",
+    "TopicPartitionInfo", "TransactionDescription", "TransactionListing",
+    "TransactionState", "decode_assignment", "decode_subscription", "encode_assignment",
+    "encode_subscription",
 ]

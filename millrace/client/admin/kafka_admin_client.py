@@ -29,12 +29,14 @@ from millrace.client.admin import (
     _leaders,
     _reassignments,
     _topics,
+    _transactions,
 )
 from millrace.client.admin._admin_network import AdminNetwork
 from millrace.client.admin.config import AdminClientConfig
 from millrace.client.admin.offset_reset import OffsetResetSpec
 from millrace.client.admin.results import AdminResult
 from millrace.client.admin.types import (
+    AbortTransactionSpec,
     AlterConfigOp,
     ClusterDescription,
     Config,
@@ -49,10 +51,14 @@ from millrace.client.admin.types import (
     NewTopic,
     OffsetAndMetadata,
     OffsetSpec,
+    PartitionProducerState,
     PartitionReassignment,
     TopicDescription,
     TopicListing,
     TopicPartition,
+    TransactionDescription,
+    TransactionListing,
+    TransactionState,
 )
 from millrace.client.errors import IllegalStateError
 from millrace.common.time import SYSTEM_TIME, Time
@@ -260,6 +266,48 @@ class KafkaAdminClient:
             return _group_offsets.reset_group_offsets(self._net, group_id, spec, topics,
                                                       partitions, execute,
                                                       self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ transactions
+    def list_transactions(self, *, states: Iterable[TransactionState | str] | None = None,
+                          producer_ids: Iterable[int] | None = None,
+                          duration_ms: int | None = None,
+                          transactional_id_pattern: str | None = None,
+                          timeout_ms: int | None = None) -> list[TransactionListing]:
+        """The transactions of every broker (ListTransactions; Java ``listTransactions``),
+        sorted by transactional id, each with the broker that coordinates it.  Filters:
+        ``states`` (e.g. ``["Ongoing"]``), ``producer_ids``, ``duration_ms`` (only those
+        open longer, KIP-994) and a regular expression the whole id must match."""
+        with self._lock:
+            return _transactions.list_transactions(
+                self._net, states, producer_ids, duration_ms, transactional_id_pattern,
+                self._deadline(timeout_ms))
+
+    def describe_transactions(self, transactional_ids: Iterable[str], *,
+                              timeout_ms: int | None = None
+                              ) -> AdminResult[str, TransactionDescription]:
+        """Each id's state as its coordinator holds it (DescribeTransactions; Java
+        ``describeTransactions``); an unknown id fails with
+        ``TransactionalIdNotFoundError``."""
+        with self._lock:
+            return _transactions.describe_transactions(self._net, transactional_ids,
+                                                       self._deadline(timeout_ms))
+
+    def describe_producers(self, partitions: Iterable[TopicPartition], *,
+                           broker_id: int | None = None, timeout_ms: int | None = None
+                           ) -> AdminResult[TopicPartition, PartitionProducerState]:
+        """The active producers of each partition, asked of its leader or of
+        ``broker_id`` (DescribeProducers; Java ``describeProducers``)."""
+        with self._lock:
+            return _transactions.describe_producers(self._net, partitions, broker_id,
+                                                    self._deadline(timeout_ms))
+
+    def abort_transaction(self, spec: AbortTransactionSpec, *,
+                          timeout_ms: int | None = None) -> None:
+        """Write an ABORT marker for the spec's open transaction on its partition
+        (WriteTxnMarkers to the leader; Java ``abortTransaction``): for hanging
+        transactions only, those their coordinator no longer ends itself."""
+        with self._lock:
+            _transactions.abort_transaction(self._net, spec, self._deadline(timeout_ms))
 
 
 AdminClient = KafkaAdminClient

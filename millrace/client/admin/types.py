@@ -7,7 +7,9 @@ Requests: ``NewTopic``, ``NewPartitions``, ``ConfigResource`` + ``AlterConfigOp`
 decoded ``MemberAssignment``), ``ListOffsetsResultInfo``, ``GroupOffset`` (a committed
 offset with the log end offset and lag), ``PartitionAssignmentState`` (one row of
 ``kafka-consumer-groups --describe``) and ``ClusterDescription``; ``ElectionType`` for
-``elect_leaders``.
+``elect_leaders``.  Transactions: ``TransactionListing``, ``TransactionDescription``
+(``TransactionState``), ``PartitionProducerState`` of ``ProducerState``s and the
+``AbortTransactionSpec`` request.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from enum import IntEnum, StrEnum
 from millrace.client.cluster import Node, TopicPartition
 
 __all__ = [
-    "AlterConfigOp", "AlterConfigOpType", "ClusterDescription", "Config", "ConfigEntry",
-    "ConfigResource", "ConfigResourceType", "ConfigSource", "ConsumerGroupDescription",
-    "ConsumerGroupListing", "ConsumerGroupOffsets", "ConsumerGroupState", "ElectionType",
-    "GroupOffset", "ListOffsetsResultInfo",
+    "AbortTransactionSpec", "AlterConfigOp", "AlterConfigOpType", "ClusterDescription",
+    "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource",
+    "ConsumerGroupDescription", "ConsumerGroupListing", "ConsumerGroupOffsets",
+    "ConsumerGroupState", "ElectionType", "GroupOffset", "ListOffsetsResultInfo",
     "MemberAssignment", "MemberDescription", "NewPartitions", "NewTopic", "Node",
-    "OffsetAndMetadata", "OffsetSpec", "PartitionAssignmentState", "TopicDescription",
-    "TopicListing", "TopicPartition", "TopicPartitionInfo",
+    "OffsetAndMetadata", "OffsetSpec", "PartitionAssignmentState",
+    "PartitionProducerState", "ProducerState", "TopicDescription", "TopicListing",
+    "TopicPartition", "TopicPartitionInfo", "TransactionDescription", "TransactionListing",
+    "TransactionState",
 ]
 
 
@@ -368,3 +372,84 @@ class ConsumerGroupOffsets:
 
     group: ConsumerGroupDescription
     partitions: list[PartitionAssignmentState]
+
+
+# ---------------------------------------------------------------------- transactions
+class TransactionState(StrEnum):
+    """A transaction's state as its coordinator reports it (Java ``TransactionState``)."""
+
+    ONGOING = "Ongoing"
+    PREPARE_ABORT = "PrepareAbort"
+    PREPARE_COMMIT = "PrepareCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+    COMPLETE_COMMIT = "CompleteCommit"
+    EMPTY = "Empty"
+    PREPARE_EPOCH_FENCE = "PrepareEpochFence"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def parse(cls, text: str) -> TransactionState:
+        for state in cls:
+            if state.value == text:
+                return state
+        return cls.UNKNOWN
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class TransactionListing:
+    """One transaction of ``list_transactions`` (Java ``TransactionListing``), with the id
+    of the broker that listed it: its coordinator (Java keys ``allByBrokerId`` by it)."""
+
+    transactional_id: str
+    producer_id: int
+    state: TransactionState
+    coordinator_id: int = -1
+
+
+@dataclass(frozen=True)
+class TransactionDescription:
+    """Java ``TransactionDescription``: ``transaction_start_time_ms`` is None when no
+    transaction is open; ``topic_partitions`` those of the open (or ending) transaction."""
+
+    coordinator_id: int
+    state: TransactionState
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int | None
+    topic_partitions: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """An active producer of a partition (Java ``ProducerState``); the Optional fields of
+    Java are None here when the broker answered -1."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int | None
+    current_transaction_start_offset: int | None
+
+
+@dataclass(frozen=True)
+class PartitionProducerState:
+    """Java ``DescribeProducersResult.PartitionProducerState``."""
+
+    active_producers: list[ProducerState]
+
+
+@dataclass(frozen=True)
+class AbortTransactionSpec:
+    """What ``abort_transaction`` needs to write an ABORT marker on one partition (Java
+    ``AbortTransactionSpec``): the producer id and epoch of the open transaction and the
+    coordinator epoch the leader last saw for it (``describe_producers`` has all three)."""
+
+    topic_partition: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
