@@ -17,6 +17,29 @@ batches fail, ``begin_abort`` is the way out, with an epoch bump by InitProducer
 the current id and epoch when sequences may be out of step, KIP-360); a fatal one to
 FATAL_ERROR, after which every call raises.
 
+Transaction version 2 (KIP-890 part 2).  When the brokers finalize the feature
+``transaction.version`` at level 2 (ApiVersions v3+, kept in ``ApiVersions``), read at
+each ``begin_transaction`` so that it never changes inside a transaction, the manager
+sends no AddPartitionsToTxn and no AddOffsetsToTxn: a partition is part of the
+transaction as soon as ``send`` touches it (Produce v12 adds it on the broker) and
+offsets go straight to the group coordinator (TxnOffsetCommit v5 adds the group).
+EndTxn v5 bumps the epoch on every commit and abort and answers the producer id and
+epoch for the next transaction (a new id once the epoch is exhausted); the manager
+takes them and restarts every partition's sequences at 0.  EndTxn is built once, so
+its retries carry the old epoch, which the coordinator recognises as a retry.  A stale
+EndTxn that arrives after the next transaction began carries an epoch below the
+current one and is fenced, so it cannot end the next transaction (Jepsen's Bufstream
+report, section 2.4).  An abortable error needs no InitProducerId bump: the abort's
+EndTxn bumps the epoch.
+
+The classic protocol's answer to the same hazard (librdkafka's proposed
+``enable.kip890.safety``; Java has no counterpart for transaction.version 1): when an
+EndTxn got no answer -- the request timed out or the connection dropped after it was
+written -- its first copy may still reach the coordinator later, at the same epoch as
+the next transaction.  So once its retry succeeds the transaction is completed with an
+epoch bump (InitProducerId with the current id and epoch, KIP-360) before
+``commit_transaction``/``abort_transaction`` return; the delayed copy is then fenced.
+
 Without a ``transactional.id`` the producer is only idempotent and none of this runs.
 
 Thread-safety: the idempotence state is owned by the sender thread (the accumulator
@@ -33,6 +56,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from millrace.client.api_versions import TRANSACTION_VERSION_FEATURE, ApiVersions
 from millrace.client.cluster import Node, TopicPartition
 from millrace.client.consumer.assignors.abstract import ConsumerGroupMetadata
 from millrace.client.consumer.consumer_record import OffsetAndMetadata
@@ -76,8 +100,12 @@ log = logging.getLogger(__name__)
 
 class TransactionManager(IdempotenceManager):
     def __init__(self, retry_backoff_ms: int = 100, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000) -> None:
+                 transaction_timeout_ms: int = 60000,
+                 api_versions: ApiVersions | None = None) -> None:
         super().__init__(retry_backoff_ms)
+        self._api_versions = api_versions or ApiVersions()
+        self._latest_finalized_features_epoch = -1
+        self._transaction_v2_enabled = False  # guarded by _lock
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -229,6 +257,26 @@ class TransactionManager(IdempotenceManager):
             self._throw_if_pending_state("beginTransaction")
             self._maybe_fail_with_error()
             self._transition_to(State.IN_TRANSACTION)
+            self.maybe_update_transaction_v2_enabled()
+
+    def maybe_update_transaction_v2_enabled(self) -> None:
+        """Read ``transaction.version`` from the newest finalized features (Java
+        ``maybeUpdateTransactionV2Enabled``); called between transactions only."""
+        with self._lock:
+            info = self._api_versions.finalized_features_info()
+            if info.finalized_features_epoch <= self._latest_finalized_features_epoch:
+                return
+            self._latest_finalized_features_epoch = info.finalized_features_epoch
+            level = info.finalized_features.get(TRANSACTION_VERSION_FEATURE, 0)
+            enabled = level >= 2
+            if enabled != self._transaction_v2_enabled:
+                log.info("transaction.version %d: %s", level,
+                         "transactions v2 (KIP-890)" if enabled else "classic transactions")
+            self._transaction_v2_enabled = enabled
+
+    @property
+    def is_transaction_v2_enabled(self) -> bool:
+        return self._transaction_v2_enabled
 
     def begin_commit(self) -> TransactionalRequestResult:
         with self._lock:
@@ -253,8 +301,8 @@ class TransactionManager(IdempotenceManager):
             self._enqueue(self._add_partitions_handler())
         handler = EndTxnHandler(self, committed)
         self._enqueue(handler)
-        if not self._epoch_bump_required:
-            return handler.result
+        if not self._epoch_bump_required or self._transaction_v2_enabled:
+            return handler.result  # (v2: the EndTxn bumps the epoch itself)
         return self.initialize_transactions(self.producer_id, self.producer_epoch)
 
     def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
@@ -267,6 +315,14 @@ class TransactionManager(IdempotenceManager):
             if self._state is not State.IN_TRANSACTION:
                 raise IllegalStateError("Cannot send offsets if a transaction is not in "
                                         f"progress (currentState= {self._state.name})")
+            if self._transaction_v2_enabled:
+                # TxnOffsetCommit v5 adds the group to the transaction itself
+                offsets_handler = TxnOffsetCommitHandler(
+                    self, TransactionalRequestResult("TxnOffsetCommit"), offsets,
+                    group_metadata)
+                self._transaction_started = True
+                self._enqueue(offsets_handler)
+                return offsets_handler.result
             handler = AddOffsetsToTxnHandler(self, offsets, group_metadata)
             self._enqueue(handler)
             return handler.result
@@ -299,6 +355,11 @@ class TransactionManager(IdempotenceManager):
                 raise IllegalStateError(f"Cannot add partition {tp} to transaction while in "
                                         f"state {self._state.name}")
             if tp in self._partitions_in_txn or tp in self._pending_partitions:
+                return
+            if self._transaction_v2_enabled:
+                # Produce v12 adds the partition on the broker
+                self._partitions_in_txn.add(tp)
+                self._transaction_started = True
                 return
             self._new_partitions.add(tp)
 
@@ -431,6 +492,8 @@ class TransactionManager(IdempotenceManager):
                 return
             self.in_flight_request = None
             if disconnected:
+                if isinstance(handler, EndTxnHandler):
+                    handler.outcome_unknown = True  # it may still reach the coordinator
                 handler.lookup_coordinator()
                 self.retry(handler, now_ms)
             elif error is not None:
@@ -460,6 +523,27 @@ class TransactionManager(IdempotenceManager):
     def offsets_added(self, handler: TxnOffsetCommitHandler) -> None:
         self._enqueue(handler)
         self._transaction_started = True
+
+    def complete_transaction_with_new_epoch(self, producer_id: int,
+                                            producer_epoch: int) -> None:
+        """EndTxn v5 succeeded: the next transaction runs on the id and epoch it answered."""
+        self.set_producer_id_and_epoch(producer_id, producer_epoch)
+        self._partitions.clear()  # every partition starts again at sequence 0
+        self._unresolved.clear()
+        self._partitions_to_rewrite.clear()
+        self._epoch_bump_required = False  # the coordinator bumped it
+        self.complete_transaction()
+
+    def complete_transaction_with_epoch_bump(self, result: TransactionalRequestResult) -> None:
+        """A classic EndTxn succeeded after an attempt whose outcome is unknown: bump the
+        epoch before the next transaction, so that attempt cannot end it."""
+        log.info("EndTxn succeeded after an attempt without an answer: bumping the epoch "
+                 "(producer id %d, epoch %d) before the next transaction", self.producer_id,
+                 self.producer_epoch)
+        self._epoch_bump_required = True
+        self.complete_transaction()  # -> INITIALIZING
+        self._enqueue(InitProducerIdHandler(self, self.producer_id, self.producer_epoch,
+                                            result))
 
     def complete_transaction(self) -> None:
         self._transition_to(State.INITIALIZING if self._epoch_bump_required else State.READY)
