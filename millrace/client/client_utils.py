@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from millrace.client._selector import Selector
+from millrace.client.api_versions import ApiVersions
 from millrace.client.metadata import Metadata
 from millrace.client.network_client import NetworkClient
 from millrace.common.time import Time
@@ -20,7 +21,8 @@ from millrace.common.time import Time
 
 def create_network_client(config: Mapping[str, Any], metadata: Metadata, *, client_id: str,
                           max_in_flight_requests_per_connection: int, time: Time,
-                          selector: Selector | None = None) -> NetworkClient:
+                          selector: Selector | None = None,
+                          api_versions: ApiVersions | None = None) -> NetworkClient:
     """The ``NetworkClient`` of one client: ``config`` is its parsed values (the common
     client keys), ``metadata`` its already bootstrapped ``Metadata``; ``selector`` is for
     tests that script the sockets."""
@@ -33,4 +35,5 @@ def create_network_client(config: Mapping[str, Any], metadata: Metadata, *, clie
         connection_setup_timeout_ms=config["socket.connection.setup.timeout.ms"],
         connection_setup_timeout_max_ms=config["socket.connection.setup.timeout.max.ms"],
         send_buffer_bytes=config["send.buffer.bytes"],
-        receive_buffer_bytes=config["receive.buffer.bytes"], time=time)
+        receive_buffer_bytes=config["receive.buffer.bytes"], time=time,
+        api_versions=api_versions)

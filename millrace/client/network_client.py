@@ -34,6 +34,7 @@ from typing import Any
 from millrace.client._connection_states import NEVER, ClusterConnectionStates, ConnectionState
 from millrace.client._in_flight_requests import InFlightRequests
 from millrace.client._selector import Selector
+from millrace.client.api_versions import ApiVersions
 from millrace.client.cluster import Node
 from millrace.client.errors import IllegalStateError
 from millrace.client.metadata import Metadata
@@ -136,8 +137,10 @@ class NetworkClient:
         receive_buffer_bytes: int = 32768,
         time: Time = SYSTEM_TIME,
         rng: random.Random | None = None,
+        api_versions: ApiVersions | None = None,
     ) -> None:
         self._metadata = metadata
+        self._api_versions = api_versions or ApiVersions()  # shared with the producer
         self._selector = selector or Selector(send_buffer_bytes, receive_buffer_bytes)
         self._client_id = client_id
         self._in_flight = InFlightRequests(max_in_flight_requests_per_connection)
@@ -431,6 +434,10 @@ class NetworkClient:
         state = self._states.get(node_id)
         assert state is not None
         state.api_versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        if request.version >= 3:
+            self._api_versions.update_finalized_features(
+                body.finalized_features_epoch,
+                {f.name: f.max_version_level for f in body.finalized_features})
         self._states.ready(node_id)
         self._metadata.reachability.broker_answered()
         log.debug("node %d is ready", node_id)

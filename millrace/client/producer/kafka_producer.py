@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from millrace.client.api_versions import ApiVersions
 from millrace.client.client_utils import create_network_client
 from millrace.client.cluster import Cluster, PartitionInfo, TopicPartition
 from millrace.client.consumer.assignors.abstract import ConsumerGroupMetadata
@@ -160,9 +161,10 @@ class KafkaProducer(Generic[K, V]):
                                           cfg["metadata.max.age.ms"],
                                           cfg["metadata.max.idle.ms"])
         self._metadata.bootstrap(bootstrap)
+        api_versions = ApiVersions()
         self._transaction_manager = (
             TransactionManager(cfg["retry.backoff.ms"], cfg.transactional_id,
-                               cfg["transaction.timeout.ms"])
+                               cfg["transaction.timeout.ms"], api_versions)
             if cfg.idempotence else None)
         self._transactional = cfg.transactional_id is not None
         sender_metrics = SenderMetrics(self._metrics)
@@ -181,7 +183,8 @@ class KafkaProducer(Generic[K, V]):
         max_in_flight = cfg["max.in.flight.requests.per.connection"]
         self._client = create_network_client(
             values, self._metadata, client_id=self.client_id,
-            max_in_flight_requests_per_connection=max_in_flight, time=time, selector=_selector)
+            max_in_flight_requests_per_connection=max_in_flight, time=time, selector=_selector,
+            api_versions=api_versions)
         self._metrics.add("requests-in-flight", self._client.in_flight_request_count)
         self._metrics.add("metadata-age",
                           lambda: self._metadata.metadata_age_ms(self._time.milliseconds()) / 1e3)

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from millrace.client import client_utils
+from millrace.client.api_versions import ApiVersions
 from millrace.client.metadata import Metadata
 from millrace.client.producer.config import ProducerConfig
 from millrace.common.time import MockTime
@@ -26,14 +27,14 @@ def test_every_connection_setting_reaches_the_network_client(
                 "socket.connection.setup.timeout.max.ms": 15, "send.buffer.bytes": 16,
                 "receive.buffer.bytes": 17}
     values = ProducerConfig({"bootstrap.servers": "h:1", **settings}).values
-    metadata, time, selector = Metadata(), MockTime(), object()
+    metadata, time, selector, api_versions = Metadata(), MockTime(), object(), ApiVersions()
     client = client_utils.create_network_client(
         values, metadata, client_id="me", max_in_flight_requests_per_connection=3, time=time,
-        selector=selector)  # type: ignore[arg-type]
+        selector=selector, api_versions=api_versions)  # type: ignore[arg-type]
     assert client == "client"
     assert built == {
         "metadata": metadata, "selector": selector, "client_id": "me",
         "max_in_flight_requests_per_connection": 3, "time": time,
         "reconnect_backoff_ms": 11, "reconnect_backoff_max_ms": 12, "request_timeout_ms": 13,
         "connection_setup_timeout_ms": 14, "connection_setup_timeout_max_ms": 15,
-        "send_buffer_bytes": 16, "receive_buffer_bytes": 17}
+        "send_buffer_bytes": 16, "receive_buffer_bytes": 17, "api_versions": api_versions}

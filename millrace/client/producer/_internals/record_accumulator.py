@@ -41,11 +41,9 @@ from millrace.client.producer._internals.built_in_partitioner import (
     StickyPartitionInfo,
 )
 from millrace.client.producer._internals.future_record_metadata import FutureRecordMetadata
+from millrace.client.producer._internals.idempotence_manager import NO_SEQUENCE
 from millrace.client.producer._internals.producer_batch import ProducerBatch
-from millrace.client.producer._internals.transaction_manager import (
-    NO_SEQUENCE,
-    TransactionManager,
-)
+from millrace.client.producer._internals.transaction_manager import TransactionManager
 from millrace.record import HEADER_SIZE, CompressionType
 from millrace.record.default_record import record_size_upper_bound
 

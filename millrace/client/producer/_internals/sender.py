@@ -60,6 +60,9 @@ INVALID_METADATA_ERRORS = frozenset({
     Errors.UNKNOWN_LEADER_EPOCH, Errors.UNKNOWN_TOPIC_ID, Errors.INCONSISTENT_TOPIC_ID})
 PRODUCE_MIN_VERSION = 3  # record batches (magic 2)
 PRODUCE_MAX_VERSION = 12  # 13 addresses topics by id
+# v12 adds a transactional batch's partition to its transaction (KIP-890 part 2): a
+# classic transactional producer stays below it, as Java's does
+PRODUCE_LAST_BEFORE_TRANSACTION_V2_VERSION = 11
 INIT_PRODUCER_ID_MAX_VERSION = 5
 _FOREVER = 2**63 - 1
 
@@ -257,6 +260,7 @@ class Sender:
 
         request = ClientRequest(node.id, handler.request_body(), on_response, created_ms=now,
                                 request_timeout_ms=self._request_timeout_ms,
+                                min_version=handler.min_version,
                                 max_version=handler.max_version)
         log.debug("sending transactional request %r to node %s", handler, node)
         tm.in_flight_request = handler
@@ -389,13 +393,19 @@ class Sender:
                                 expect_response=self._acks != 0,
                                 request_timeout_ms=self._request_timeout_ms,
                                 min_version=PRODUCE_MIN_VERSION,
-                                max_version=PRODUCE_MAX_VERSION)
+                                max_version=self._produce_max_version())
         try:
             self._client.send(request, now)
         except IllegalStateError as e:  # the connection went away under us
             log.debug("could not send a produce request to node %d: %s", node_id, e)
             response = ClientResponse(request, now, disconnected=True)
             self._handle_produce_response(response, by_tp)
+
+    def _produce_max_version(self) -> int:
+        tm = self._tm
+        if tm is not None and tm.is_transactional and not tm.is_transaction_v2_enabled:
+            return PRODUCE_LAST_BEFORE_TRANSACTION_V2_VERSION
+        return PRODUCE_MAX_VERSION
 
     # ------------------------------------------------------------------ responses
     def _handle_produce_response(self, response: ClientResponse,

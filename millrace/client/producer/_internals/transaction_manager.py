@@ -1,28 +1,9 @@
-"""Idempotent-producer state (the idempotence part of Java's ``TransactionManager``).
+"""The transactional producer's state machine (the transactional half of Java's
+``TransactionManager``); the idempotence half -- producer id, sequences, epoch bumps --
+is the base class ``idempotence_manager.IdempotenceManager``.
 
-Theory of operation.  The producer gets a producer id and epoch from InitProducerId
-once.  Every batch then carries (id, epoch, base sequence); sequences are per partition,
-start at 0, grow by the record count and wrap from int32 max to 0.  The broker keeps the
-last five batches per producer and partition, so up to five requests may be in flight
-and a resent batch is recognised as a duplicate.
-
-Sequences are assigned when a batch is *drained* (not when it is created), so a batch
-keeps its sequence across retries; ``drain`` only sends a retried batch when it is the
-lowest unacknowledged sequence of its partition, which restores the order (at the cost
-of one request in flight until the retry is through).
-
-When a sequence gap is certain -- OUT_OF_ORDER_SEQUENCE_NUMBER for the batch right after
-the last acknowledged one, UNKNOWN_PRODUCER_ID, or a batch that failed after it was
-sent -- the producer bumps its epoch locally (KIP-360: a broker accepts a higher epoch
-that starts at sequence 0), renumbers the affected partition's unacknowledged batches
-from 0 and retries them.  Other partitions move to the new epoch lazily, once their
-in-flight batches are done.  At epoch 32767 the producer asks for a new id instead.
-A batch that expired after being sent leaves its sequence *unresolved*: new batches of
-that partition wait until the in-flight ones settle; if a later one was acknowledged the
-expired batch was written, otherwise the epoch is bumped.
-
-Transactions (``transactional.id``, Java's classic protocol).  The manager then also
-runs the state machine of ``txn_state.State``.  The application thread calls
+Theory of operation (``transactional.id``, Java's classic protocol).  The manager runs
+the state machine of ``txn_state.State``.  The application thread calls
 ``initialize_transactions``, ``begin_transaction``, ``maybe_add_partition`` (from
 ``send``), ``send_offsets_to_transaction``, ``begin_commit`` and ``begin_abort``; these
 check the state, change it and queue request handlers (``txn_request_handlers``).  The
@@ -36,6 +17,31 @@ batches fail, ``begin_abort`` is the way out, with an epoch bump by InitProducer
 the current id and epoch when sequences may be out of step, KIP-360); a fatal one to
 FATAL_ERROR, after which every call raises.
 
+Transaction version 2 (KIP-890 part 2).  When the brokers finalize the feature
+``transaction.version`` at level 2 (ApiVersions v3+, kept in ``ApiVersions``), read at
+each ``begin_transaction`` so that it never changes inside a transaction, the manager
+sends no AddPartitionsToTxn and no AddOffsetsToTxn: a partition is part of the
+transaction as soon as ``send`` touches it (Produce v12 adds it on the broker) and
+offsets go straight to the group coordinator (TxnOffsetCommit v5 adds the group).
+EndTxn v5 bumps the epoch on every commit and abort and answers the producer id and
+epoch for the next transaction (a new id once the epoch is exhausted); the manager
+takes them and restarts every partition's sequences at 0.  EndTxn is built once, so
+its retries carry the old epoch, which the coordinator recognises as a retry.  A stale
+EndTxn that arrives after the next transaction began carries an epoch below the
+current one and is fenced, so it cannot end the next transaction (Jepsen's Bufstream
+report, section 2.4).  An abortable error needs no InitProducerId bump: the abort's
+EndTxn bumps the epoch.
+
+The classic protocol's answer to the same hazard (librdkafka's proposed
+``enable.kip890.safety``; Java has no counterpart for transaction.version 1): when an
+EndTxn got no answer -- the request timed out or the connection dropped after it was
+written -- its first copy may still reach the coordinator later, at the same epoch as
+the next transaction.  So once its retry succeeds the transaction is completed with an
+epoch bump (InitProducerId with the current id and epoch, KIP-360) before
+``commit_transaction``/``abort_transaction`` return; the delayed copy is then fenced.
+
+Without a ``transactional.id`` the producer is only idempotent and none of this runs.
+
 Thread-safety: the idempotence state is owned by the sender thread (the accumulator
 calls the drain hooks under its lock, on the sender thread); the transactional state is
 guarded by ``_lock`` (lock order: accumulator, then manager).
@@ -43,7 +49,6 @@ guarded by ``_lock`` (lock order: accumulator, then manager).
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 import logging
@@ -51,11 +56,20 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from millrace.client.api_versions import TRANSACTION_VERSION_FEATURE, ApiVersions
 from millrace.client.cluster import Node, TopicPartition
 from millrace.client.consumer.assignors.abstract import ConsumerGroupMetadata
 from millrace.client.consumer.consumer_record import OffsetAndMetadata
 from millrace.client.errors import IllegalStateError
-from millrace.client.producer._internals.producer_batch import ProducerBatch, increment_sequence
+from millrace.client.producer._internals.idempotence_manager import (
+    MAX_EPOCH,
+    NO_LAST_ACKED_SEQUENCE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    IdempotenceManager,
+)
+from millrace.client.producer._internals.producer_batch import ProducerBatch
 from millrace.client.producer._internals.txn_request_handlers import (
     AddOffsetsToTxnHandler,
     AddPartitionsToTxnHandler,
@@ -74,44 +88,24 @@ from millrace.client.producer._internals.txn_state import (
 from millrace.client.producer.errors import TransactionAbortedError, is_fatal
 from millrace.common.errors import (
     ClusterAuthorizationFailedError,
-    Errors,
     InvalidProducerEpochError,
     KafkaError,
-    OutOfOrderSequenceError,
     ProducerFencedError,
     TransactionalIdAuthorizationError,
-    UnknownProducerIdError,
     UnsupportedVersionError,
-    for_code,
 )
-from millrace.protocol import API, ApiKey
 
 log = logging.getLogger(__name__)
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-NO_LAST_ACKED_SEQUENCE = -1
-MAX_EPOCH = 32767
-_INT32_MAX = 0x7FFFFFFF
 
-
-class _PartitionEntry:
-    __slots__ = ("in_flight", "last_acked_offset", "last_acked_sequence", "next_sequence",
-                 "producer_epoch", "producer_id")
-
-    def __init__(self, producer_id: int, producer_epoch: int) -> None:
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-        self.next_sequence = 0
-        self.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
-        self.last_acked_offset = -1
-        self.in_flight: list[ProducerBatch] = []  # sorted by base sequence
-
-
-class TransactionManager:
+class TransactionManager(IdempotenceManager):
     def __init__(self, retry_backoff_ms: int = 100, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000) -> None:
+                 transaction_timeout_ms: int = 60000,
+                 api_versions: ApiVersions | None = None) -> None:
+        super().__init__(retry_backoff_ms)
+        self._api_versions = api_versions or ApiVersions()
+        self._latest_finalized_features_epoch = -1
+        self._transaction_v2_enabled = False  # guarded by _lock
         self.transactional_id = transactional_id
         self.transaction_timeout_ms = transaction_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -129,251 +123,36 @@ class TransactionManager:
         self.coordinator_supports_bumping_epoch = False
         self.in_flight_request: TxnRequestHandler | None = None  # sender thread
         self._response_ms = 0  # when the answer being handled arrived
-        self.producer_id = NO_PRODUCER_ID
-        self.producer_epoch = NO_PRODUCER_EPOCH
-        self._retry_backoff_ms = retry_backoff_ms
-        self._partitions: dict[TopicPartition, _PartitionEntry] = {}
-        self._epoch_bump_required = False
-        self._partitions_to_rewrite: set[TopicPartition] = set()
-        self._unresolved: dict[TopicPartition, int] = {}  # tp -> last sequence in doubt
-        self._fatal_error: Exception | None = None
-        self.init_in_flight = False
-        self.init_retry_at_ms = 0
 
-    # ------------------------------------------------------------------ producer id
-    def has_producer_id(self) -> bool:
-        return self.producer_id >= 0
-
-    def has_producer_id_and_epoch(self, producer_id: int, producer_epoch: int) -> bool:
-        return self.producer_id == producer_id and self.producer_epoch == producer_epoch
-
-    def set_producer_id_and_epoch(self, producer_id: int, producer_epoch: int) -> None:
-        log.info("producer id %d, epoch %d", producer_id, producer_epoch)
-        self.producer_id = producer_id
-        self.producer_epoch = producer_epoch
-
-    @property
-    def fatal_error(self) -> Exception | None:
-        return self._fatal_error
-
-    def has_fatal_error(self) -> bool:
-        return self._fatal_error is not None
-
+    # ------------------------------------------------------------------ idempotence hooks
     def transition_to_fatal_error(self, error: Exception) -> None:
         with self._lock:
-            if self._fatal_error is None:
-                log.error("the %s producer cannot continue: %s",
-                          "transactional" if self.is_transactional else "idempotent", error)
-                self._fatal_error = error
+            super().transition_to_fatal_error(error)
             if self.is_transactional:
                 self._transition_to(State.FATAL_ERROR, error)
                 if self._pending_transition is not None:
                     self._pending_transition[0].fail(error)
 
-    def init_producer_id_request(self) -> Any:
-        return API[ApiKey.INIT_PRODUCER_ID].request.cls(
-            transactional_id=None, transaction_timeout_ms=_INT32_MAX,
-            producer_id=NO_PRODUCER_ID, producer_epoch=NO_PRODUCER_EPOCH)
-
-    def handle_init_producer_id_response(self, error_code: int, producer_id: int,
-                                         producer_epoch: int, now_ms: int) -> None:
-        self.init_in_flight = False
-        if error_code == Errors.NONE:
-            self.set_producer_id_and_epoch(producer_id, producer_epoch)
+    def _on_lost_sequence(self, tp: TopicPartition, last_sequence: int) -> None:
+        if not self.is_transactional:
+            super()._on_lost_sequence(tp, last_sequence)
             return
-        cls = for_code(error_code)
-        if cls.retriable:
-            log.debug("InitProducerId failed with %s; retrying", cls.name)
-            self.init_retry_at_ms = now_ms + self._retry_backoff_ms
-            return
-        self.transition_to_fatal_error(cls(f"InitProducerId failed: {cls.name}"))
-
-    def handle_init_producer_id_failure(self, error: Exception | None, now_ms: int) -> None:
-        """The request never got an answer (disconnect) or cannot be sent (no version)."""
-        self.init_in_flight = False
-        if error is not None:
-            self.transition_to_fatal_error(error)
+        unacked = ("The client hasn't received acknowledgment for some previously "
+                   "sent messages and can no longer retry them. ")
+        if self.can_bump_epoch():
+            self.require_epoch_bump()
+            self.transition_to_abortable_error(KafkaError(
+                unacked + "It is safe to abort the transaction and continue."))
         else:
-            self.init_retry_at_ms = now_ms + self._retry_backoff_ms
-
-    # ------------------------------------------------------------------ epoch bumps
-    def request_epoch_bump_for_partition(self, tp: TopicPartition) -> None:
-        self._epoch_bump_required = True
-        self._partitions_to_rewrite.add(tp)
-
-    def bump_idempotent_epoch_and_reset_id_if_needed(self) -> None:
-        if not self._epoch_bump_required:
-            return
-        self._epoch_bump_required = False
-        if not self.has_producer_id():
-            return  # a new id is coming anyway; partitions reset lazily
-        if self.producer_epoch >= MAX_EPOCH:
-            log.info("epoch %d exhausted: requesting a new producer id", self.producer_epoch)
-            self.producer_id = NO_PRODUCER_ID
-            self.producer_epoch = NO_PRODUCER_EPOCH
-        else:
-            self.producer_epoch += 1
-            log.info("bumped the producer epoch to %d", self.producer_epoch)
-            for tp in self._partitions_to_rewrite:
-                self._start_sequences_at_beginning(tp)
-                self._unresolved.pop(tp, None)
-        self._partitions_to_rewrite.clear()
-
-    def _start_sequences_at_beginning(self, tp: TopicPartition) -> None:
-        entry = self._entry(tp)
-        sequence = 0
-        for batch in entry.in_flight:
-            batch.reset_producer_state(self.producer_id, self.producer_epoch, sequence)
-            sequence = increment_sequence(sequence, batch.record_count)
-        entry.producer_id = self.producer_id
-        entry.producer_epoch = self.producer_epoch
-        entry.next_sequence = sequence
-        entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
-
-    # ------------------------------------------------------------------ drain hooks
-    def _entry(self, tp: TopicPartition) -> _PartitionEntry:
-        entry = self._partitions.get(tp)
-        if entry is None:
-            entry = self._partitions[tp] = _PartitionEntry(self.producer_id, self.producer_epoch)
-        return entry
-
-    def sequence_number(self, tp: TopicPartition) -> int:
-        return self._entry(tp).next_sequence
-
-    def increment_sequence_number(self, tp: TopicPartition, count: int) -> None:
-        entry = self._entry(tp)
-        entry.next_sequence = increment_sequence(entry.next_sequence, count)
-
-    def has_stale_producer_id_and_epoch(self, tp: TopicPartition) -> bool:
-        entry = self._entry(tp)
-        return (entry.producer_id, entry.producer_epoch) != (self.producer_id,
-                                                             self.producer_epoch)
-
-    def maybe_update_producer_id_and_epoch(self, tp: TopicPartition) -> None:
-        """A partition still on an old id/epoch restarts at sequence 0 once it is idle."""
-        entry = self._entry(tp)
-        if self.has_stale_producer_id_and_epoch(tp) and not entry.in_flight:
-            entry.producer_id = self.producer_id
-            entry.producer_epoch = self.producer_epoch
-            entry.next_sequence = 0
-            entry.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
-
-    def add_in_flight_batch(self, batch: ProducerBatch) -> None:
-        if not batch.has_sequence:
-            raise ValueError("can't track a batch without a sequence number")
-        entry = self._entry(batch.topic_partition)
-        keys = [b.base_sequence for b in entry.in_flight]
-        entry.in_flight.insert(bisect.bisect_right(keys, batch.base_sequence), batch)
-
-    def remove_in_flight_batch(self, batch: ProducerBatch) -> None:
-        entry = self._partitions.get(batch.topic_partition)
-        if entry is not None and batch in entry.in_flight:
-            entry.in_flight.remove(batch)
-
-    def has_in_flight_batches(self, tp: TopicPartition) -> bool:
-        entry = self._partitions.get(tp)
-        return entry is not None and bool(entry.in_flight)
-
-    def first_in_flight_sequence(self, tp: TopicPartition) -> int:
-        entry = self._partitions.get(tp)
-        if entry is None or not entry.in_flight:
-            return NO_SEQUENCE
-        return entry.in_flight[0].base_sequence
-
-    def last_acked_sequence(self, tp: TopicPartition) -> int:
-        entry = self._partitions.get(tp)
-        return entry.last_acked_sequence if entry is not None else NO_LAST_ACKED_SEQUENCE
-
-    def has_unresolved_sequence(self, tp: TopicPartition) -> bool:
-        return tp in self._unresolved
-
-    def has_unresolved_sequences(self) -> bool:
-        return bool(self._unresolved)
-
-    def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
-        tp = batch.topic_partition
-        log.debug("marking sequence %d of %s unresolved", batch.last_sequence, tp)
-        self._unresolved[tp] = max(self._unresolved.get(tp, -1), batch.last_sequence)
-
-    def maybe_resolve_sequences(self) -> None:
-        for tp, last_sequence in list(self._unresolved.items()):
-            entry = self._entry(tp)
-            if entry.in_flight:
-                continue
-            del self._unresolved[tp]
-            if entry.last_acked_sequence >= last_sequence:
-                log.debug("sequence %d of %s resolved: a later batch was acknowledged",
-                          last_sequence, tp)
-            elif self.is_transactional:
-                unacked = ("The client hasn't received acknowledgment for some previously "
-                           "sent messages and can no longer retry them. ")
-                if self.can_bump_epoch():
-                    self.require_epoch_bump()
-                    self.transition_to_abortable_error(KafkaError(
-                        unacked + "It is safe to abort the transaction and continue."))
-                else:
-                    self.transition_to_fatal_error(KafkaError(
-                        unacked + "It isn't safe to continue."))
-            else:
-                log.info("sequence %d of %s is lost: bumping the epoch", last_sequence, tp)
-                self.request_epoch_bump_for_partition(tp)
-
-    # ------------------------------------------------------------------ outcomes
-    def handle_completed_batch(self, batch: ProducerBatch, base_offset: int) -> None:
-        tp = batch.topic_partition
-        entry = self._entry(tp)
-        if (batch.producer_id, batch.producer_epoch) == (entry.producer_id,
-                                                          entry.producer_epoch):
-            if batch.last_sequence > entry.last_acked_sequence or \
-                    entry.last_acked_sequence - batch.last_sequence > _INT32_MAX // 2:
-                entry.last_acked_sequence = batch.last_sequence
-            if base_offset >= 0:
-                entry.last_acked_offset = base_offset + batch.record_count - 1
-        self.remove_in_flight_batch(batch)
+            self.transition_to_fatal_error(KafkaError(unacked + "It isn't safe to continue."))
 
     def handle_failed_batch(self, batch: ProducerBatch, error: Exception,
                             adjust_sequence_numbers: bool) -> None:
+        if not self.is_transactional:
+            super().handle_failed_batch(batch, error, adjust_sequence_numbers)
+            return
         self.remove_in_flight_batch(batch)
-        if self.is_transactional:
-            self._maybe_transition_to_error_state(error, batch.has_sequence)
-            return
-        if not batch.has_sequence:
-            return
-        if isinstance(error, OutOfOrderSequenceError | UnknownProducerIdError):
-            self.request_epoch_bump_for_partition(batch.topic_partition)
-        elif adjust_sequence_numbers:
-            # the broker did not take it: later sequences have a gap now
-            self.request_epoch_bump_for_partition(batch.topic_partition)
-        else:
-            self.mark_sequence_unresolved(batch)
-
-    def _is_next_sequence(self, tp: TopicPartition, sequence: int) -> bool:
-        return sequence == increment_sequence(self.last_acked_sequence(tp), 1)
-
-    def can_retry(self, error_code: int, log_start_offset: int, batch: ProducerBatch) -> bool:
-        if batch.producer_id != self.producer_id:
-            return False
-        tp = batch.topic_partition
-        if error_code == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER:
-            unresolved = self.has_unresolved_sequence(tp)
-            if not unresolved and (batch.sequence_has_been_reset
-                                   or not self._is_next_sequence(tp, batch.base_sequence)):
-                return True  # an earlier batch failed; this one follows it back
-            if self.is_transactional:
-                return False  # the transaction aborts, with an epoch bump
-            if not unresolved or batch.base_sequence == increment_sequence(
-                    self._unresolved[tp], 1):
-                self.request_epoch_bump_for_partition(tp)
-            return True
-        if error_code == Errors.UNKNOWN_PRODUCER_ID:
-            if log_start_offset == -1 or batch.sequence_has_been_reset:
-                return True
-            if self.is_transactional:
-                return False
-            self.request_epoch_bump_for_partition(tp)
-            return True
-        cls = for_code(error_code)
-        return cls.retriable
+        self._maybe_transition_to_error_state(error, batch.has_sequence)
 
     # ------------------------------------------------------------------ transactions
     @property
@@ -478,6 +257,26 @@ class TransactionManager:
             self._throw_if_pending_state("beginTransaction")
             self._maybe_fail_with_error()
             self._transition_to(State.IN_TRANSACTION)
+            self.maybe_update_transaction_v2_enabled()
+
+    def maybe_update_transaction_v2_enabled(self) -> None:
+        """Read ``transaction.version`` from the newest finalized features (Java
+        ``maybeUpdateTransactionV2Enabled``); called between transactions only."""
+        with self._lock:
+            info = self._api_versions.finalized_features_info()
+            if info.finalized_features_epoch <= self._latest_finalized_features_epoch:
+                return
+            self._latest_finalized_features_epoch = info.finalized_features_epoch
+            level = info.finalized_features.get(TRANSACTION_VERSION_FEATURE, 0)
+            enabled = level >= 2
+            if enabled != self._transaction_v2_enabled:
+                log.info("transaction.version %d: %s", level,
+                         "transactions v2 (KIP-890)" if enabled else "classic transactions")
+            self._transaction_v2_enabled = enabled
+
+    @property
+    def is_transaction_v2_enabled(self) -> bool:
+        return self._transaction_v2_enabled
 
     def begin_commit(self) -> TransactionalRequestResult:
         with self._lock:
@@ -502,8 +301,8 @@ class TransactionManager:
             self._enqueue(self._add_partitions_handler())
         handler = EndTxnHandler(self, committed)
         self._enqueue(handler)
-        if not self._epoch_bump_required:
-            return handler.result
+        if not self._epoch_bump_required or self._transaction_v2_enabled:
+            return handler.result  # (v2: the EndTxn bumps the epoch itself)
         return self.initialize_transactions(self.producer_id, self.producer_epoch)
 
     def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
@@ -516,6 +315,14 @@ class TransactionManager:
             if self._state is not State.IN_TRANSACTION:
                 raise IllegalStateError("Cannot send offsets if a transaction is not in "
                                         f"progress (currentState= {self._state.name})")
+            if self._transaction_v2_enabled:
+                # TxnOffsetCommit v5 adds the group to the transaction itself
+                offsets_handler = TxnOffsetCommitHandler(
+                    self, TransactionalRequestResult("TxnOffsetCommit"), offsets,
+                    group_metadata)
+                self._transaction_started = True
+                self._enqueue(offsets_handler)
+                return offsets_handler.result
             handler = AddOffsetsToTxnHandler(self, offsets, group_metadata)
             self._enqueue(handler)
             return handler.result
@@ -548,6 +355,11 @@ class TransactionManager:
                 raise IllegalStateError(f"Cannot add partition {tp} to transaction while in "
                                         f"state {self._state.name}")
             if tp in self._partitions_in_txn or tp in self._pending_partitions:
+                return
+            if self._transaction_v2_enabled:
+                # Produce v12 adds the partition on the broker
+                self._partitions_in_txn.add(tp)
+                self._transaction_started = True
                 return
             self._new_partitions.add(tp)
 
@@ -680,6 +492,8 @@ class TransactionManager:
                 return
             self.in_flight_request = None
             if disconnected:
+                if isinstance(handler, EndTxnHandler):
+                    handler.outcome_unknown = True  # it may still reach the coordinator
                 handler.lookup_coordinator()
                 self.retry(handler, now_ms)
             elif error is not None:
@@ -710,6 +524,27 @@ class TransactionManager:
         self._enqueue(handler)
         self._transaction_started = True
 
+    def complete_transaction_with_new_epoch(self, producer_id: int,
+                                            producer_epoch: int) -> None:
+        """EndTxn v5 succeeded: the next transaction runs on the id and epoch it answered."""
+        self.set_producer_id_and_epoch(producer_id, producer_epoch)
+        self._partitions.clear()  # every partition starts again at sequence 0
+        self._unresolved.clear()
+        self._partitions_to_rewrite.clear()
+        self._epoch_bump_required = False  # the coordinator bumped it
+        self.complete_transaction()
+
+    def complete_transaction_with_epoch_bump(self, result: TransactionalRequestResult) -> None:
+        """A classic EndTxn succeeded after an attempt whose outcome is unknown: bump the
+        epoch before the next transaction, so that attempt cannot end it."""
+        log.info("EndTxn succeeded after an attempt without an answer: bumping the epoch "
+                 "(producer id %d, epoch %d) before the next transaction", self.producer_id,
+                 self.producer_epoch)
+        self._epoch_bump_required = True
+        self.complete_transaction()  # -> INITIALIZING
+        self._enqueue(InitProducerIdHandler(self, self.producer_id, self.producer_epoch,
+                                            result))
+
     def complete_transaction(self) -> None:
         self._transition_to(State.INITIALIZING if self._epoch_bump_required else State.READY)
         self._epoch_bump_required = False
@@ -733,4 +568,5 @@ class TransactionManager:
                 self._pending_transition[0].fail(error)
 
 
-__all__ = ["NO_PRODUCER_EPOCH", "NO_PRODUCER_ID", "State", "TransactionManager", "is_fatal"]
+__all__ = ["MAX_EPOCH", "NO_LAST_ACKED_SEQUENCE", "NO_PRODUCER_EPOCH", "NO_PRODUCER_ID",
+           "NO_SEQUENCE", "State", "TransactionManager", "is_fatal"]

@@ -74,6 +74,7 @@ def _fenced() -> KafkaError:
 
 class TxnRequestHandler:
     priority = Priority.ADD_PARTITIONS_OR_OFFSETS
+    min_version: int | None = None
     max_version: int | None = None
     is_end_txn = False
 
@@ -186,8 +187,9 @@ class FindCoordinatorHandler(TxnRequestHandler):
 class InitProducerIdHandler(TxnRequestHandler):
     max_version = 5
 
-    def __init__(self, tm: TransactionManager, producer_id: int, producer_epoch: int) -> None:
-        super().__init__(tm, "InitProducerId")
+    def __init__(self, tm: TransactionManager, producer_id: int, producer_epoch: int,
+                 result: TransactionalRequestResult | None = None) -> None:
+        super().__init__(tm, "InitProducerId", result)
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.is_epoch_bump = producer_id >= 0
@@ -340,14 +342,17 @@ class AddOffsetsToTxnHandler(TxnRequestHandler):
 
 
 class TxnOffsetCommitHandler(TxnRequestHandler):
-    """Sent to the *group* coordinator; shares the AddOffsetsToTxn call's result."""
-
-    max_version = 4
+    """Sent to the *group* coordinator; shares the AddOffsetsToTxn call's result.  With
+    transaction.version 2 it is sent alone, at v5, which adds the group to the
+    transaction."""
 
     def __init__(self, tm: TransactionManager, result: TransactionalRequestResult,
                  offsets: Mapping[TopicPartition, OffsetAndMetadata],
                  group_metadata: ConsumerGroupMetadata) -> None:
         super().__init__(tm, "TxnOffsetCommit", result)
+        v2 = tm.is_transaction_v2_enabled
+        self.min_version = 5 if v2 else None
+        self.max_version = 5 if v2 else 4
         self.pending = dict(offsets)
         self.group_metadata = group_metadata
 
@@ -427,24 +432,40 @@ class TxnOffsetCommitHandler(TxnRequestHandler):
 
 
 class EndTxnHandler(TxnRequestHandler):
+    """Built once with the epoch of the transaction it ends, so that every retry carries
+    that epoch (with transaction.version 2 the coordinator knows a retry by it).
+    ``outcome_unknown``: an attempt got no answer and may still arrive."""
+
     priority = Priority.END_TXN
-    max_version = 4  # v5 answers a new epoch (KIP-890 part 2)
     is_end_txn = True
 
     def __init__(self, tm: TransactionManager, committed: bool) -> None:
         super().__init__(tm, f"EndTxn({str(committed).lower()})")
         self.committed = committed
+        self.producer_id = tm.producer_id
+        self.producer_epoch = tm.producer_epoch
+        v2 = tm.is_transaction_v2_enabled
+        self.min_version = 5 if v2 else None  # v5 answers the next id and epoch
+        self.max_version = 5 if v2 else 4
+        self.outcome_unknown = False
 
     def request_body(self) -> Any:
         return API[ApiKey.END_TXN].request.cls(
-            transactional_id=self.tm.transactional_id, producer_id=self.tm.producer_id,
-            producer_epoch=self.tm.producer_epoch, committed=self.committed)
+            transactional_id=self.tm.transactional_id, producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch, committed=self.committed)
 
     def handle_response(self, body: Any, version: int) -> None:
         code = body.error_code
         cls = for_code(code)
         if code == Errors.NONE:
-            self.tm.complete_transaction()
+            if version >= 5:
+                self.tm.complete_transaction_with_new_epoch(body.producer_id,
+                                                            body.producer_epoch)
+            elif self.outcome_unknown and self.tm.can_bump_epoch():
+                self.tm.complete_transaction_with_epoch_bump(self.result)
+                return  # the result completes with the epoch bump
+            else:
+                self.tm.complete_transaction()
             self.result.done()
         elif code in _COORDINATOR_MOVED:
             self.lookup_coordinator()

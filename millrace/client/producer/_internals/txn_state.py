@@ -7,6 +7,8 @@ transition table, which the manager enforces on every change:
                                                IN_TRANSACTION -> ABORTING_TRANSACTION -> READY
     IN_TRANSACTION / COMMITTING / INITIALIZING -> ABORTABLE_ERROR -> ABORTING_TRANSACTION
     ABORTING_TRANSACTION -> INITIALIZING  (the epoch bump after an abortable error, KIP-360)
+    COMMITTING_TRANSACTION -> INITIALIZING  (the epoch bump after an EndTxn whose first
+                                             attempt got no answer, see transaction_manager)
     anything -> FATAL_ERROR, which never leaves
 
 ``TransactionalRequestResult`` is what ``init_transactions``, ``commit_transaction`` and
@@ -36,7 +38,8 @@ class State(enum.Enum):
 
 _VALID_SOURCES: dict[State, frozenset[State]] = {
     State.UNINITIALIZED: frozenset({State.READY, State.ABORTABLE_ERROR}),
-    State.INITIALIZING: frozenset({State.UNINITIALIZED, State.ABORTING_TRANSACTION}),
+    State.INITIALIZING: frozenset({State.UNINITIALIZED, State.COMMITTING_TRANSACTION,
+                                   State.ABORTING_TRANSACTION}),
     State.READY: frozenset({State.INITIALIZING, State.COMMITTING_TRANSACTION,
                             State.ABORTING_TRANSACTION}),
     State.IN_TRANSACTION: frozenset({State.READY}),
