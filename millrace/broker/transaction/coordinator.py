@@ -315,19 +315,31 @@ class TransactionCoordinator:
                              and producer_epoch == SHORT_MAX - 1 and md.producer_epoch == 0)
         retry_on_bump = v2 and md.producer_epoch == producer_epoch + 1
         state = md.state
+        # transaction.version 2: the client's transaction started locally (a send touched
+        # a partition) but no partition reached the coordinator -- the implicit add came
+        # with a Produce that never arrived.  Its abort at the current epoch is legal and
+        # bumps the epoch, like any other v2 abort (Kafka 4's "no partition added").
+        empty_abort = (client_transaction_version >= 2 and not committed
+                       and state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+                       and producer_epoch == md.producer_epoch)
+        if (client_transaction_version >= 2 and producer_epoch == md.producer_epoch
+                and state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)):
+            # the next transaction's EndTxn while the previous one's markers are being
+            # written: retriable, as for any request meeting a transition in flight
+            return TxnResult(EndTxnResult(Errors.CONCURRENT_TRANSACTIONS))
         if not v2 or state in (S.ONGOING, S.EMPTY):
             valid_epoch = producer_epoch == md.producer_epoch
         elif state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             valid_epoch = retry_on_bump
         else:
-            valid_epoch = retry_on_bump or retry_on_overflow
+            valid_epoch = retry_on_bump or retry_on_overflow or empty_abort
         if md.producer_id != producer_id and not retry_on_overflow:
             return TxnResult(EndTxnResult(Errors.INVALID_PRODUCER_ID_MAPPING))
         if not valid_epoch:
             return TxnResult(EndTxnResult(Errors.PRODUCER_FENCED))
         if md.pending_transition_in_progress:
             return TxnResult(EndTxnResult(Errors.CONCURRENT_TRANSACTIONS))
-        if state == S.ONGOING:
+        if state == S.ONGOING or empty_abort:
             target = S.PREPARE_COMMIT if committed else S.PREPARE_ABORT
             next_pid = NO_PRODUCER_ID
             if client_transaction_version >= 2 and md.is_producer_epoch_exhausted:

@@ -67,8 +67,9 @@ def test_retry_with_previous_epoch_same_outcome_is_none() -> None:
     # while the markers are written: the retry is CONCURRENT, the other outcome illegal
     assert end(h, 1000, 0, True).error == Errors.CONCURRENT_TRANSACTIONS
     assert end(h, 1000, 0, False).error == Errors.INVALID_TXN_STATE
-    # the current (bumped) epoch cannot end a transaction that is already ending
-    assert end(h, 1000, 1, True).error == Errors.PRODUCER_FENCED
+    # the current (bumped) epoch is the next transaction's: it waits (retriable) until
+    # this one's markers are written, it never ends this one
+    assert end(h, 1000, 1, True).error == Errors.CONCURRENT_TRANSACTIONS
     [entry] = h.coord.take_markers()
     h.run(h.coord.complete_markers(entry, T0 + 1))
     assert end(h, 1000, 0, True) == EndTxnResult(Errors.NONE, 1000, 1)
@@ -154,3 +155,29 @@ def test_verify_only_answers() -> None:
     h.run(h.coord.complete_markers(entry, T0 + 1))
     # after the abort the partition is no longer in any transaction
     assert verify(TID, 1000, 1, [("out", 0)]) == {("out", 0): Errors.TRANSACTION_ABORTABLE}
+
+
+def test_abort_of_a_transaction_no_partition_reached_bumps_the_epoch() -> None:
+    """v2 adds partitions with the Produce: an abort can come for a transaction whose
+    only Produce never arrived (the coordinator still shows the last one complete)."""
+    h = Harness()
+    new_producer(h)
+    start(h)
+    end(h, 1000, 0, True)
+    [entry] = h.coord.take_markers()
+    h.run(h.coord.complete_markers(entry, T0 + 1))
+    md = h.coord.transactions[TID]
+    assert (md.state, md.producer_epoch) == (S.COMPLETE_COMMIT, 1)
+    assert end(h, 1000, 1, False, T0 + 2) == EndTxnResult(Errors.NONE, 1000, 2)
+    [empty] = h.coord.take_markers()
+    assert (empty.producer_epoch, empty.committed, tuple(empty.partitions)) == (2, False, ())
+    h.run(h.coord.complete_markers(empty, T0 + 3))
+    assert (md.state, md.producer_epoch) == (S.COMPLETE_ABORT, 2)
+    assert end(h, 1000, 1, False) == EndTxnResult(Errors.NONE, 1000, 2)  # its retry
+    # a commit of nothing is refused (the current epoch ends nothing once complete), and
+    # the classic protocol has no such abort
+    assert end(h, 1000, 2, True).error == Errors.PRODUCER_FENCED
+    assert end(h, 1000, 2, False, tv=0).error == Errors.PRODUCER_FENCED
+    fresh = Harness()
+    new_producer(fresh)
+    assert end(fresh, 1000, 0, False, tv=0).error == Errors.INVALID_TXN_STATE  # Empty
