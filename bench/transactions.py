@@ -1,7 +1,7 @@
 """Transactions benchmark: what a transaction costs a producer, per client, against one
 millrace broker in one run.
 
-    .venv/bin/python bench/transactions.py [--records 100000] [--budget 4] [--repeat N]
+    .venv/bin/python bench/transactions.py [--records 100000] [--budget 3] [--repeat N]
     .venv/bin/python bench/transactions.py --quick          # under a minute
 
 Clients: millrace, kafka-python, aiokafka and confluent-kafka, each with its own
@@ -430,7 +430,7 @@ def _add_options(ap: argparse.ArgumentParser) -> None:
 
 
 def run() -> None:
-    args = parse_args(__doc__ or "", default_records=100_000, default_budget=4.0,
+    args = parse_args(__doc__ or "", default_records=100_000, default_budget=3.0,
                       add_options=_add_options)
     if args.quick:
         args.records, args.budget = QUICK_RECORDS, QUICK_BUDGET
