@@ -342,26 +342,30 @@ class TransactionManager(IdempotenceManager):
                 if self._state is not State.IN_TRANSACTION:
                     raise IllegalStateError(f"Cannot call send in state {self._state.name}")
 
-    def maybe_add_partition(self, tp: TopicPartition) -> None:
+    def maybe_add_partition(self, tp: TopicPartition) -> bool:
+        """Note ``tp`` for the transaction; True when it is new to it (the Sender has an
+        AddPartitionsToTxn to send), so only then does ``send`` need to wake it."""
         with self._lock:
             self._maybe_fail_with_error()
             self._throw_if_pending_state("send")
             if not self.is_transactional:
-                return
+                return False
             if not self.has_producer_id():
                 raise IllegalStateError(f"Cannot add partition {tp} to transaction before "
                                         "completing a call to initTransactions")
             if self._state is not State.IN_TRANSACTION:
                 raise IllegalStateError(f"Cannot add partition {tp} to transaction while in "
                                         f"state {self._state.name}")
-            if tp in self._partitions_in_txn or tp in self._pending_partitions:
-                return
+            if tp in self._partitions_in_txn or tp in self._pending_partitions \
+                    or tp in self._new_partitions:
+                return False
             if self._transaction_v2_enabled:
                 # Produce v12 adds the partition on the broker
                 self._partitions_in_txn.add(tp)
                 self._transaction_started = True
-                return
+                return True
             self._new_partitions.add(tp)
+            return True
 
     def is_send_to_partition_allowed(self, tp: TopicPartition) -> bool:
         if self._fatal_error is not None:
