@@ -51,6 +51,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="producer configs, e.g. acks=1 linger.ms=10")
     p.add_argument("--producer.config", "--command-config", dest="config_file",
                    metavar="FILE", help="a properties file of producer configs")
+    p.add_argument("--timeout", type=int, metavar="MS",
+                   help="give up waiting for the broker (metadata, buffer space) after this "
+                        "long: the producer's max.block.ms (default: its 60000)")
     _shared_options(p)
     p.set_defaults(func=produce)
 
@@ -164,6 +167,10 @@ def produce(args: argparse.Namespace) -> int:
         raise CommandError("--throughput must be positive, or -1 for no limit")
     configure_client_logging()
     configs = _configs(args, args.producer_props, "--producer-props")
+    if args.timeout is not None:
+        if args.timeout <= 0:
+            raise CommandError(f"--timeout must be positive, got {args.timeout}")
+        configs["max.block.ms"] = args.timeout
     quiet = args.output == "json"
     with _reporter(args, args.num_records, "producing") as reporter:
         perf = ProducerPerformance(

@@ -122,3 +122,15 @@ def test_mistyped_topics(tmp_path: Path) -> None:
             1, "Error: topic 'ordrs' does not exist and the broker did not create it "
                "(auto.create.topics.enable=false)\n")
 
+
+
+@pytest.mark.parametrize("command", [
+    ["perf", "produce", "--num-records", "10", "--record-size", "10"],
+    ["perf", "consume", "--messages", "10"],
+])
+def test_perf_tools_honour_their_timeout(nowhere: str, command: list[str]) -> None:
+    r, took = _cli(*command, "-b", nowhere, "--topic", "p", "--timeout", "3000")
+    assert r.returncode == 1
+    assert r.stderr == f"Error: no broker reachable at {nowhere} (connection refused) " \
+                       "after 3000 ms\n"
+    assert took < 3 + MARGIN_S

@@ -186,7 +186,7 @@ class ConsumerPerformance:
 
     def _assign_all(self, consumer: KafkaConsumer[bytes, bytes]) -> None:
         partitions = [TopicPartition(self.topic, p.partition)
-                      for p in consumer.partitions_for(self.topic)]
+                      for p in consumer.partitions_for(self.topic, self.timeout_ms)]
         if not partitions:
             raise UnknownTopicOrPartitionError(f"topic {self.topic!r} has no partitions")
         consumer.assign(partitions)
