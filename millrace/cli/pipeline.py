@@ -23,6 +23,7 @@ from millrace.cli.common import (
     BOOTSTRAP_ENV,
     DEFAULT_BOOTSTRAP,
     CommandError,
+    configure_client_logging,
     parse_configs,
     parse_names,
 )
@@ -191,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
                             category=FutureWarning)
     config = build_config(args)
     as_json = args.output == "json"
+    configure_client_logging()  # a refused connection ends in one error line, not WARNs
 
     def on_batch(p: BatchProgress) -> None:
         if as_json:

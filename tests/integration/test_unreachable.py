@@ -134,3 +134,16 @@ def test_perf_tools_honour_their_timeout(nowhere: str, command: list[str]) -> No
     assert r.stderr == f"Error: no broker reachable at {nowhere} (connection refused) " \
                        "after 3000 ms\n"
     assert took < 3 + MARGIN_S
+
+
+def test_pipeline_run_checks_the_broker_before_starting_spark(nowhere: str,
+                                                              tmp_path: Path) -> None:
+    r, took = _cli("pipeline", "run", "-b", nowhere, "--topic", "orders", "--value-schema",
+                   "a STRING", "--state-table", "t", "--key", "a", "--database",
+                   f"sqlite:///{tmp_path}/p.db", "--checkpoint", str(tmp_path / "ck"),
+                   "--trigger", "available-now")
+    assert r.returncode == 1
+    assert r.stderr.splitlines()[-1] == \
+        f"Error: no broker reachable at {nowhere} (connection refused)"
+    assert "could not be established" not in r.stderr  # no WARN lines around it
+    assert took < MARGIN_S  # it never started Spark's JVM

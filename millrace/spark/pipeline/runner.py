@@ -304,6 +304,7 @@ class Pipeline:
     def run(self, progress: Callable[[BatchProgress], None] | None = None, *,
             until_caught_up: bool = False, timeout_s: float | None = None) -> PipelineResult:
         """Run every sink query (see the module doc); ``timeout_s`` stops it after that long."""
+        _check_reachable(self.config.source.bootstrap_servers)
         own_session = self.spark is None
         spark = self.spark
         if spark is None:
@@ -485,3 +486,13 @@ class Pipeline:
                 signal.signal(signum, old)
 
         return restore
+
+
+def _check_reachable(bootstrap_servers: str) -> None:
+    """Before Spark starts: a broker must answer (the admin client gives up in about a
+    second and a half when every address refuses), else ``NoBrokerAvailableError`` names
+    the addresses -- instead of queries that wait on offsets until they are stopped."""
+    from millrace.client.admin import KafkaAdminClient
+
+    with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+        admin.list_topics()
