@@ -11,25 +11,21 @@ exactly once, in order.
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from millrace.protocol import (
-    NEED_DATA,
-    ClientConnection,
     CreateTopicsRequest,
     FetchRequest,
     InitProducerIdRequest,
     ProduceRequest,
-    Response,
 )
 from millrace.record.batch import RecordBatch, RecordBatchBuilder, iter_batches
 from millrace.testing.broker_process import BrokerProcess
+from millrace.testing.raw_connection import RawConnection
 
 pytestmark = pytest.mark.integration
 
@@ -39,35 +35,11 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 
 
-class RawClient:
-    """One connection, one request at a time."""
+class RawClient(RawConnection):
+    """One connection, one request at a time, with this test's requests."""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=10)
-        self.conn = ClientConnection(client_id="idem-test")
-
-    def call(self, body: Any, version: int) -> Any:
-        _, data = self.conn.send_request(body, version)
-        self.sock.sendall(data)
-        deadline = time.monotonic() + 10
-        while True:
-            event = self.conn.next_event()
-            if event is not NEED_DATA:
-                assert isinstance(event, Response)
-                return event.body
-            assert time.monotonic() < deadline, "no response"
-            chunk = self.sock.recv(1 << 20)
-            assert chunk, "connection closed"
-            self.conn.receive_data(chunk)
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def __enter__(self) -> RawClient:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(port, client_id="idem-test", timeout_s=10)
 
     # -------------------------------------------------------------- requests
     def create_topic(self, name: str, configs: dict[str, str]) -> None:

@@ -9,14 +9,12 @@ transaction left open by a producer that went away is aborted at its
 ``transaction.timeout.ms``, with the epoch bumped (raw protocol, so the exact ids and
 epochs can be checked).
 
-Completing a transaction needs the partition leaders' WriteTxnMarkers handler (the
-storage piece); until it is registered these tests are skipped.  What consumers see
-(read_committed, markers in the log) is the storage piece's to assert.
+What consumers see (read_committed, markers in the log) is asserted by
+test_txn_read_committed.py and tests/compat/test_transactions_peers.py.
 """
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from pathlib import Path
@@ -25,25 +23,17 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from millrace.broker.handlers import load_all
 from millrace.protocol import (
-    NEED_DATA,
     AddPartitionsToTxnRequest,
-    ApiKey,
-    ClientConnection,
     CreateTopicsRequest,
     EndTxnRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
-    Response,
 )
 from millrace.testing.broker_process import BrokerProcess
+from millrace.testing.raw_connection import RawConnection
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(ApiKey.WRITE_TXN_MARKERS not in load_all(),
-                       reason="WriteTxnMarkers is not handled yet (storage piece)"),
-]
+pytestmark = [pytest.mark.integration]
 
 HOST = "127.0.0.1"
 TOPIC = "txn-out"
@@ -51,25 +41,9 @@ PRODUCER_FENCED = 90
 CONCURRENT_TRANSACTIONS = 51
 
 
-class RawClient:
+class RawClient(RawConnection):
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=10)
-        self.conn = ClientConnection(client_id="txn-test")
-
-    def call(self, body: Any, version: int) -> Any:
-        _, data = self.conn.send_request(body, version)
-        self.sock.sendall(data)
-        while True:
-            event = self.conn.next_event()
-            if event is not NEED_DATA:
-                assert isinstance(event, Response)
-                return event.body
-            chunk = self.sock.recv(1 << 20)
-            assert chunk, "connection closed"
-            self.conn.receive_data(chunk)
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(port, client_id="txn-test")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,7 +26,6 @@ from millrace.client.cluster import TopicPartition
 from millrace.client.consumer import ConsumerGroupMetadata, KafkaConsumer, OffsetAndMetadata
 from millrace.client.producer import KafkaProducer, ProducerRecord
 from millrace.client.producer.errors import ProducerFencedError
-from millrace.protocol import NEED_DATA, ClientConnection, InitProducerIdRequest, Response
 from millrace.testing.broker_process import BrokerProcess
 
 pytestmark = pytest.mark.integration
@@ -97,25 +95,7 @@ def test_transactions_against_librdkafkas_mock_cluster(mock_cluster: str) -> Non
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data: Path = tmp_path_factory.mktemp("broker")
     with BrokerProcess(data, overrides={"num.partitions": "2"}) as b:
-        if not _broker_accepts_transactional_ids(b.bootstrap):
-            pytest.skip("this broker refuses transactional ids (the transaction "
-                        "coordinator is not merged yet)")
         yield b
-
-
-def _broker_accepts_transactional_ids(bootstrap: str) -> bool:
-    host, port = bootstrap.rsplit(":", 1)
-    conn = ClientConnection("probe")
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        _, data = conn.send_request(InitProducerIdRequest(
-            transactional_id=f"probe-{uuid.uuid4()}", transaction_timeout_ms=10000), 1)
-        sock.sendall(data)
-        while True:
-            conn.receive_data(sock.recv(65536))
-            event = conn.next_event()
-            if event is not NEED_DATA:
-                assert isinstance(event, Response)
-                return bool(event.body.error_code == 0)
 
 
 def test_read_committed_never_sees_aborted_records(broker: BrokerProcess) -> None:

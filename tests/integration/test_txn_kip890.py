@@ -17,7 +17,6 @@ each request can be held back and delivered late, as a slow network would.
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,10 +26,8 @@ from typing import Any
 import pytest
 
 from millrace.protocol import (
-    NEED_DATA,
     AddPartitionsToTxnRequest,
     ApiVersionsRequest,
-    ClientConnection,
     CreateTopicsRequest,
     DescribeTransactionsRequest,
     EndTxnRequest,
@@ -38,11 +35,11 @@ from millrace.protocol import (
     ListOffsetsRequest,
     OffsetFetchRequest,
     ProduceRequest,
-    Response,
     TxnOffsetCommitRequest,
 )
 from millrace.record.batch import RecordBatchBuilder
 from millrace.testing.broker_process import BrokerProcess
+from millrace.testing.raw_connection import RawConnection
 
 pytestmark = pytest.mark.integration
 
@@ -54,25 +51,9 @@ CONCURRENT_TRANSACTIONS = 51
 PRODUCER_FENCED = 90
 
 
-class RawClient:
+class RawClient(RawConnection):
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=15)
-        self.conn = ClientConnection(client_id="kip890-test")
-
-    def call(self, body: Any, version: int) -> Any:
-        _, data = self.conn.send_request(body, version)
-        self.sock.sendall(data)
-        while True:
-            event = self.conn.next_event()
-            if event is not NEED_DATA:
-                assert isinstance(event, Response)
-                return event.body
-            chunk = self.sock.recv(1 << 20)
-            assert chunk, "connection closed"
-            self.conn.receive_data(chunk)
-
-    def close(self) -> None:
-        self.sock.close()
+        super().__init__(port, client_id="kip890-test")
 
 
 def start_broker(tmp_path: Path, **overrides: str) -> BrokerProcess:
