@@ -37,7 +37,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from enum import Enum
 
-from millrace.broker.broker_channel import BrokerChannel
+from millrace.broker.broker_channel import BrokerChannels
 from millrace.broker.delayed_produce import PartitionResponse
 from millrace.broker.group.group_metadata_manager import partition_for
 from millrace.broker.metadata import ClusterMetadata
@@ -124,9 +124,10 @@ class AddPartitionsToTxnManager:
                  send: SendAddPartitions | None = None) -> None:
         self._metadata = metadata
         self._num_txn_partitions = num_txn_partitions
-        self._client_id = f"broker-{node_id}-add-partitions-to-txn"
-        self._timeout_ms = request_timeout_ms
-        self._channels: dict[int, BrokerChannel] = {}
+        self._channels = BrokerChannels(
+            lambda node: metadata.broker_endpoint(node),
+            client_id=f"broker-{node_id}-add-partitions-to-txn",
+            request_timeout_ms=request_timeout_ms)
         self._send = send or self._send_over_channel
 
     def coordinator_node(self, transactional_id: str) -> int | None:
@@ -158,24 +159,12 @@ class AddPartitionsToTxnManager:
 
     async def _send_over_channel(self, node: int, request: AddPartitionsToTxnRequest
                                  ) -> AddPartitionsToTxnResponse:
-        broker = next((b for b in self._metadata.brokers() if b.node_id == node), None)
-        if broker is None:
-            raise BrokerNotAvailableError(f"broker {node} is not registered")
-        channel = self._channels.get(node)
-        if channel is None:
-            channel = self._channels[node] = BrokerChannel(
-                node, broker.host, broker.port, client_id=self._client_id,
-                request_timeout_ms=self._timeout_ms)
-        else:
-            channel.update_endpoint(broker.host, broker.port)
-        response: AddPartitionsToTxnResponse = await channel.send(
-            request, ADD_PARTITIONS_TO_TXN_VERSION)
+        response: AddPartitionsToTxnResponse = await self._channels.send(
+            node, request, ADD_PARTITIONS_TO_TXN_VERSION)
         return response
 
     def close(self) -> None:
-        for channel in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        self._channels.close()
 
 
 def first_batch_header(records: bytes | bytearray | None) -> BatchHeader | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from millrace.common.errors import BrokerNotAvailableError, ProtocolDecodeError
@@ -85,3 +86,36 @@ class BrokerChannel:
                 self._writer.close()
         self._reader = self._writer = None
         self._conn = None
+
+
+class BrokerChannels:
+    """One ``BrokerChannel`` per broker that this broker sends a kind of request to (the
+    transaction coordinator's markers, the leaders' KIP-890 verifications), created on
+    first use; ``endpoint(node)`` is looked up on every send, so a broker that came back
+    on another address is reached there."""
+
+    def __init__(self, endpoint: Callable[[int], tuple[str, int] | None], *, client_id: str,
+                 request_timeout_ms: int) -> None:
+        self._endpoint = endpoint
+        self._client_id = client_id
+        self._timeout_ms = request_timeout_ms
+        self._channels: dict[int, BrokerChannel] = {}
+
+    async def send(self, node: int, body: Any, version: int) -> Any:
+        """``BrokerNotAvailableError`` when ``node`` is not registered or does not answer."""
+        address = self._endpoint(node)
+        if address is None:
+            raise BrokerNotAvailableError(f"broker {node} is not registered")
+        channel = self._channels.get(node)
+        if channel is None:
+            channel = self._channels[node] = BrokerChannel(
+                node, *address, client_id=self._client_id,
+                request_timeout_ms=self._timeout_ms)
+        else:
+            channel.update_endpoint(*address)
+        return await channel.send(body, version)
+
+    def close(self) -> None:
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()

@@ -107,6 +107,10 @@ class ClusterMetadata(ABC):
     def brokers(self) -> list[BrokerRegistration]:
         """The live brokers, by id."""
 
+    def broker_endpoint(self, node_id: int) -> tuple[str, int] | None:
+        """(host, port) of live broker ``node_id``, or None."""
+        return next(((b.host, b.port) for b in self.brokers() if b.node_id == node_id), None)
+
     # ------------------------------------------------------------------ topics
     @property
     @abstractmethod

@@ -34,7 +34,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from millrace.broker.broker_channel import BrokerChannel
+from millrace.broker.broker_channel import BrokerChannels
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.transaction.coordinator import TxnMarkerEntry
 from millrace.common.errors import BrokerNotAvailableError, Errors
@@ -190,28 +190,15 @@ class BrokerMarkerSender:
 
     def __init__(self, metadata: ClusterMetadata, node_id: int,
                  request_timeout_ms: int = 30_000) -> None:
-        self._metadata = metadata
-        self._client_id = f"broker-{node_id}-txn-marker-sender"
-        self._timeout_ms = request_timeout_ms
-        self._channels: dict[int, BrokerChannel] = {}
+        self._channels = BrokerChannels(
+            metadata.broker_endpoint, client_id=f"broker-{node_id}-txn-marker-sender",
+            request_timeout_ms=request_timeout_ms)
 
     async def __call__(self, node: int, request: WriteTxnMarkersRequest
                        ) -> WriteTxnMarkersResponse:
-        broker = next((b for b in self._metadata.brokers() if b.node_id == node), None)
-        if broker is None:
-            raise BrokerNotAvailableError(f"broker {node} is not registered")
-        channel = self._channels.get(node)
-        if channel is None:
-            channel = self._channels[node] = BrokerChannel(
-                node, broker.host, broker.port, client_id=self._client_id,
-                request_timeout_ms=self._timeout_ms)
-        else:
-            channel.update_endpoint(broker.host, broker.port)
-        response: WriteTxnMarkersResponse = await channel.send(request,
-                                                               WRITE_TXN_MARKERS_VERSION)
+        response: WriteTxnMarkersResponse = await self._channels.send(
+            node, request, WRITE_TXN_MARKERS_VERSION)
         return response
 
     def close(self) -> None:
-        for channel in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        self._channels.close()
