@@ -41,6 +41,7 @@ from millrace.protocol.types import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
 )
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -153,8 +154,10 @@ async def handle_leave_group(ctx: RequestContext, body: LeaveGroupRequest) -> Le
 
 
 # ---------------------------------------------------------------------- offsets
-def _unknown_partitions(ctx: RequestContext,
-                        body: OffsetCommitRequest) -> frozenset[tuple[str, int]]:
+def unknown_partitions(ctx: RequestContext,
+                       body: OffsetCommitRequest | TxnOffsetCommitRequest
+                       ) -> frozenset[tuple[str, int]]:
+    """The (topic, partition)s of an offset commit that this cluster does not have."""
     topics = ctx.services.metadata.topics
     unknown = set()
     for t in body.topics:
@@ -168,7 +171,7 @@ def _unknown_partitions(ctx: RequestContext,
 @handles(ApiKey.OFFSET_COMMIT)
 async def handle_offset_commit(ctx: RequestContext, body: OffsetCommitRequest) -> OffsetCommitResponse:
     return await ctx.services.group_coordinator.commit_offsets(
-        body, ctx.version, _unknown_partitions(ctx, body))
+        body, ctx.version, unknown_partitions(ctx, body))
 
 
 @handles(ApiKey.OFFSET_FETCH)

@@ -19,23 +19,12 @@ from __future__ import annotations
 from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
+from millrace.broker.handlers.group import unknown_partitions
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 OFFSETS_TOPIC = "__consumer_offsets"
-
-
-def _unknown_partitions(ctx: RequestContext,
-                        body: TxnOffsetCommitRequest) -> frozenset[tuple[str, int]]:
-    topics = ctx.services.metadata.topics
-    unknown = set()
-    for t in body.topics:
-        info = topics.get(t.name)
-        for p in t.partitions:
-            if info is None or not 0 <= p.partition_index < info.partitions:
-                unknown.add((t.name, p.partition_index))
-    return frozenset(unknown)
 
 
 async def _add_offsets_partition(ctx: RequestContext, body: TxnOffsetCommitRequest) -> int:
@@ -62,7 +51,7 @@ async def handle_txn_offset_commit(ctx: RequestContext,
                         partition_index=p.partition_index, error_code=error)
                     for p in t.partitions]) for t in body.topics])
     response: TxnOffsetCommitResponse = await ctx.services.group_coordinator.txn_commit_offsets(
-        body, ctx.version, _unknown_partitions(ctx, body))
+        body, ctx.version, unknown_partitions(ctx, body))
     if ctx.version < 2:
         for topic in response.topics:
             for part in topic.partitions:
