@@ -214,18 +214,21 @@ def coordinator_of(bootstrap: str, tid: str) -> int:
         client.close()
 
 
-def in_transaction(bootstrap: str, tid: str, tries: int = 300) -> bool:
-    """Poll DescribeProducers on the output until ``tid``'s producer has a transaction
-    open there with records written (True), or give up (False)."""
+def kill_in_transaction(bootstrap: str, copier: CopierProcess, tries: int = 300) -> bool:
+    """Poll DescribeProducers on the output until the copier's producer has a transaction
+    open there with records written, then kill -9 the copier at once; True if it was
+    caught so (else it is killed wherever it is)."""
     client = kafka_admin(bootstrap)
     try:
-        producer_id = client.describe_transactions([tid])[tid].producer_id
+        producer_id = client.describe_transactions([copier.tid])[copier.tid].producer_id
         output = [KpTopicPartition("output", p) for p in range(PARTITIONS)]
         for _ in range(tries):
             for state in client.describe_producers(output).values():
                 if any(p.producer_id == producer_id and p.current_transaction_start_offset >= 0
                        for p in state.active_producers):
+                    copier.kill()
                     return True
+        copier.kill()
         return False
     finally:
         client.close()
@@ -264,8 +267,7 @@ def test_copier_copies_exactly_once_through_bounces(fresh_cluster: ClusterFactor
             if kind == "copier kill -9":
                 # in the middle of a transaction when DescribeTransactions catches one
                 # open (its records may be written already: they must never be read)
-                caught = in_transaction(live_bootstrap(cluster), victim.tid)
-                victim.kill()
+                caught = kill_in_transaction(live_bootstrap(cluster), victim)
                 kind += " (in a transaction)" if caught else ""
                 victim.start()
                 bounced.append(f"{kind} {victim.tid}")
