@@ -60,7 +60,8 @@ from confluent_kafka import (
 
 # ``TransactionalMessageCopier``'s exit status when the producer was fenced
 EXIT_FENCED = 2
-_QUIET: dict[str, Any] = {"log_level": 0, "log.connection.close": False}
+# librdkafka's warnings and errors go to stderr; connection closes are expected here
+_LOGGING: dict[str, Any] = {"log_level": 4, "log.connection.close": False}
 
 
 class TransactionalMessageCopier:
@@ -68,7 +69,8 @@ class TransactionalMessageCopier:
 
     def __init__(self, bootstrap: str, input_topic: str, output_topic: str, group: str,
                  transactional_id: str, *, max_txn: int = 50,
-                 transaction_timeout_ms: int = 30_000, out: TextIO = sys.stdout) -> None:
+                 transaction_timeout_ms: int = 30_000, debug: str = "",
+                 out: TextIO = sys.stdout) -> None:
         self.input = input_topic
         self.output = output_topic
         self.max_txn = max_txn
@@ -79,11 +81,12 @@ class TransactionalMessageCopier:
             "bootstrap.servers": bootstrap, "group.id": group,
             "isolation.level": "read_committed", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10_000,
-            "heartbeat.interval.ms": 1000, **_QUIET})
+            "heartbeat.interval.ms": 1000, **_LOGGING})
         self.producer = Producer({
             "bootstrap.servers": bootstrap, "transactional.id": transactional_id,
             "transaction.timeout.ms": transaction_timeout_ms, "linger.ms": 5,
-            "message.timeout.ms": transaction_timeout_ms, **_QUIET})
+            "message.timeout.ms": transaction_timeout_ms, **_LOGGING,
+            **({"debug": debug, "log_level": 7} if debug else {})})
         self.end_offsets: dict[int, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -213,10 +216,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-txn", type=int, default=50,
                         help="records per transaction at most (default 50)")
     parser.add_argument("--transaction-timeout-ms", type=int, default=30_000)
+    parser.add_argument("--debug", default="",
+                        help="librdkafka debug contexts of the producer (e.g. eos), to stderr")
     args = parser.parse_args(argv)
     copier = TransactionalMessageCopier(
         args.bootstrap, args.input, args.output, args.group, args.transactional_id,
-        max_txn=args.max_txn, transaction_timeout_ms=args.transaction_timeout_ms)
+        max_txn=args.max_txn, transaction_timeout_ms=args.transaction_timeout_ms,
+        debug=args.debug)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         copier.stop()

@@ -112,7 +112,8 @@ class CopierProcess:
         self.args = [sys.executable, "-m", "millrace.testing.txn_copier",
                      "--bootstrap", bootstrap, "--input", "input", "--output", "output",
                      "--group", group, "--transactional-id", tid,
-                     "--max-txn", str(PER_TXN)]
+                     "--max-txn", str(PER_TXN),
+                     "--debug", os.environ.get("MILLRACE_TXN_DEBUG", "")]
         self.log = directory / f"{tid}.log"
         self.exit_codes: list[int] = []
         self.proc: subprocess.Popen[bytes] | None = None
@@ -214,20 +215,26 @@ def coordinator_of(bootstrap: str, tid: str) -> int:
         client.close()
 
 
-def kill_in_transaction(bootstrap: str, copier: CopierProcess, tries: int = 300) -> bool:
-    """Poll DescribeProducers on the output until the copier's producer has a transaction
-    open there with records written, then kill -9 the copier at once; True if it was
-    caught so (else it is killed wherever it is)."""
+def kill_in_transaction(bootstrap: str, copier: CopierProcess, tries: int = 200) -> bool:
+    """Freeze the copier (SIGSTOP) until DescribeTransactions shows its transaction
+    Ongoing and DescribeProducers shows records of it in the output, then kill -9 it
+    (True); else let it run a moment and try again.  After ``tries`` it is killed
+    wherever it is (False)."""
     client = kafka_admin(bootstrap)
+    output = [KpTopicPartition("output", p) for p in range(PARTITIONS)]
+    assert copier.proc is not None
     try:
-        producer_id = client.describe_transactions([copier.tid])[copier.tid].producer_id
-        output = [KpTopicPartition("output", p) for p in range(PARTITIONS)]
         for _ in range(tries):
-            for state in client.describe_producers(output).values():
-                if any(p.producer_id == producer_id and p.current_transaction_start_offset >= 0
-                       for p in state.active_producers):
-                    copier.kill()
-                    return True
+            copier.proc.send_signal(signal.SIGSTOP)
+            txn = client.describe_transactions([copier.tid])[copier.tid]
+            if txn.state == TransactionState.ONGOING and any(
+                    p.producer_id == txn.producer_id and p.current_transaction_start_offset >= 0
+                    for state in client.describe_producers(output).values()
+                    for p in state.active_producers):
+                copier.kill()
+                return True
+            copier.proc.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
         copier.kill()
         return False
     finally:
