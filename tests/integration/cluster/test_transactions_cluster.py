@@ -63,6 +63,7 @@ with warnings.catch_warnings():  # kafka-python 3 loads its schemas with a depre
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KpTopicPartition
     from kafka.admin import TransactionState
+    from kafka.errors import KafkaError as KafkaPythonError
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -207,10 +208,16 @@ def kafka_admin(bootstrap: str) -> KafkaAdminClient:
 
 
 def coordinator_of(bootstrap: str, tid: str) -> int:
-    """The broker coordinating ``tid`` (DescribeTransactions via FindCoordinator)."""
+    """The broker coordinating ``tid`` (DescribeTransactions via FindCoordinator), asked
+    again while the coordinator is moving (NOT_COORDINATOR, loading)."""
     client = kafka_admin(bootstrap)
     try:
-        return int(client.describe_transactions([tid])[tid].coordinator_id)
+        def ask() -> int | None:
+            try:
+                return int(client.describe_transactions([tid])[tid].coordinator_id)
+            except KafkaPythonError:
+                return None
+        return wait_until(f"the coordinator of {tid}", ask)
     finally:
         client.close()
 
@@ -226,11 +233,15 @@ def kill_in_transaction(bootstrap: str, copier: CopierProcess, tries: int = 200)
     try:
         for _ in range(tries):
             copier.proc.send_signal(signal.SIGSTOP)
-            txn = client.describe_transactions([copier.tid])[copier.tid]
-            if txn.state == TransactionState.ONGOING and any(
+            try:
+                txn = client.describe_transactions([copier.tid])[copier.tid]
+                caught = txn.state == TransactionState.ONGOING and any(
                     p.producer_id == txn.producer_id and p.current_transaction_start_offset >= 0
                     for state in client.describe_producers(output).values()
-                    for p in state.active_producers):
+                    for p in state.active_producers)
+            except KafkaPythonError:     # a coordinator or leader moving: look again
+                caught = False
+            if caught:
                 copier.kill()
                 return True
             copier.proc.send_signal(signal.SIGCONT)
