@@ -193,9 +193,22 @@ class TransactionCoordinatorService:
 
     # ------------------------------------------------------------------ machinery
     async def execute(self, result: TxnResult) -> Any:
-        """Make the step's records durable, replay them, return its answer."""
+        """Make the step's records durable, replay them, return its answer.
+
+        The write runs in a task of its own, shielded from the caller: a handler is
+        cancelled when its client's connection closes (a producer killed during its
+        EndTxn), and a write cut off between its append and its replay would leave the
+        transactional id's pending transition set for good -- every later request
+        answered CONCURRENT_TRANSACTIONS and the timeout abort skipping it.  Kafka's
+        append callback likewise runs whether or not anyone is left to answer."""
         if not result.records:
             return result.response
+        task = asyncio.get_running_loop().create_task(self._persist_and_replay(result))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return await asyncio.shield(task)
+
+    async def _persist_and_replay(self, result: TxnResult) -> Any:
         assert result.on_failure is not None
         coord = self.coordinator
         partition = result.partition
