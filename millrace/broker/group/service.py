@@ -95,6 +95,7 @@ class GroupCoordinatorService:
         self.coordinator = GroupCoordinator(GroupConfig.from_kafka_config(config),
                                             log.num_partitions())
         self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._background: set[asyncio.Task[Any]] = set()  # writes outliving their request
         self._task: asyncio.Task[None] | None = None
         # key -> end offset of the write last applied to the cache (durable-order guard)
         self._replayed_end: dict[bytes, int] = {}
@@ -258,21 +259,36 @@ class GroupCoordinatorService:
         response, appended = self._persist_or_fail(result, replay=future is not None)
         self._dispatch()
         if future is None:
-            # Like Kafka's offsets.commit.required.acks=-1: the caller hears of a write
-            # only once the ISR has it (a failover cannot take an acknowledged commit).
-            for partition, (end, batch) in appended.items():
-                error = await self._log.wait_replicated(partition, end)
-                if error:
-                    if result.on_failure is not None:
-                        return result.on_failure(_STORAGE_ERRORS.get(
-                            error, Errors.COORDINATOR_NOT_AVAILABLE))
-                    continue
-                self._replay_durable(partition, end, batch)
-            return response
+            if not appended:
+                return response
+            # The rest runs in a task of its own, shielded from the caller: a handler is
+            # cancelled when its client disconnects, and a write cut off between its
+            # append and its replay would never reach the cache (or, failed, never be
+            # undone: a transactional commit left pending).
+            task = asyncio.get_running_loop().create_task(
+                self._await_durable(result, response, appended))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return await asyncio.shield(task)
         try:
             return await future
         finally:
             self._waiters.pop(result.waiter or 0, None)
+
+    async def _await_durable(self, result: CoordinatorResult, response: Any,
+                             appended: dict[int, tuple[int, _Batch]]) -> Any:
+        """Like Kafka's offsets.commit.required.acks=-1: the caller hears of a write only
+        once the ISR has it (a failover cannot take an acknowledged commit), and only
+        then does it enter the cache."""
+        for partition, (end, batch) in appended.items():
+            error = await self._log.wait_replicated(partition, end)
+            if error:
+                if result.on_failure is not None:
+                    return result.on_failure(_STORAGE_ERRORS.get(
+                        error, Errors.COORDINATOR_NOT_AVAILABLE))
+                continue
+            self._replay_durable(partition, end, batch)
+        return response
 
     def _persist_or_fail(self, result: CoordinatorResult, *, replay: bool = True
                          ) -> tuple[Any, dict[int, tuple[int, _Batch]]]:

@@ -74,6 +74,14 @@ TXN = {
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
 }
 LONG = os.environ.get("MILLRACE_TXN_LONG") == "1"
+# Open bug (issue 15's notes): about 1 run in 8, when the controller's first automatic
+# preferred-leader election (5 s after a controller change) moves a copier's transaction
+# coordinator back to a restarted broker while that copier is inside a transaction, the
+# copier stalls in send_offsets_to_transaction until its transaction times out.  The CI
+# profile keeps coordinators where the bounces put them; the long profile
+# (scripts/transactions-soak.sh) keeps Kafka's default so that it can reproduce it.
+if not LONG:
+    TXN["auto.leader.rebalance.enable"] = "false"
 RECORDS = 20_000 if LONG else 3000
 ROUNDS = 9 if LONG else 3
 PER_TXN = 25

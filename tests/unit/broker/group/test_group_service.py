@@ -391,3 +391,26 @@ def test_txn_offsets_pending_on_append_dropped_when_the_isr_never_gets_them() ->
             await again.stop()
 
     asyncio.run(main())
+
+
+def test_a_commit_whose_client_left_still_reaches_the_cache_once_durable() -> None:
+    """A handler is cancelled when its client disconnects (a consumer killed during its
+    commit): the write it made is replayed all the same once the ISR has it."""
+    async def run() -> None:
+        log = SlowReplicationLog()
+        service = await started(log)
+        try:
+            request = asyncio.create_task(service.commit_offsets(
+                commit_req("solo", {("t", 0): 5}), 7))
+            await asyncio.sleep(0.01)
+            assert log.outcome is not None
+            request.cancel()                     # connection_lost
+            await asyncio.sleep(0)
+            assert request.cancelled()
+            log.outcome.set_result(0)            # the ISR catches up
+            await asyncio.sleep(0.01)
+            got = fetched(await service.fetch_offsets(fetch_req("solo", {"t": [0]}), 5))
+            assert got[("t", 0)][0] == 5
+        finally:
+            await service.stop()
+    asyncio.run(run())
