@@ -38,6 +38,7 @@ deleted; an Empty group left without offsets is deleted (group tombstone).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from millrace.broker.group.group_metadata import GroupMetadata, GroupState
@@ -82,39 +83,17 @@ def commit_offsets(coord: GroupCoordinator, body: Any, version: int, now_ms: int
         coord.touch(group.members[member_id], now_ms)
     retention = body.retention_time_ms if 2 <= version <= 4 else -1
     expire = now_ms + retention if retention >= 0 else None
-    records: list[OffsetsRecord] = []
-    topics = []
-    for t in body.topics:
-        parts = []
-        for p in t.partitions:
-            if err:
-                e = err
-            elif version >= 10:
-                e = Errors.UNKNOWN_TOPIC_ID        # topic ids are not resolved here
-            elif (t.name, p.partition_index) in unknown:
-                e = Errors.UNKNOWN_TOPIC_OR_PARTITION
-            elif len((p.committed_metadata or "").encode()) > coord.config.offset_metadata_max_bytes:
-                e = Errors.OFFSET_METADATA_TOO_LARGE
-            else:
-                e = Errors.NONE
-                value = OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch,
-                                          p.committed_metadata or "", now_ms, expire)
-                records.append(coord.offset_record(group_id, t.name, p.partition_index, value))
-            parts.append(OffsetCommitResponse.OffsetCommitResponseTopic
-                         .OffsetCommitResponsePartition(partition_index=p.partition_index,
-                                                        error_code=e))
-        topics.append(OffsetCommitResponse.OffsetCommitResponseTopic(
-            name=t.name, topic_id=t.topic_id, partitions=parts))
+    t_cls = OffsetCommitResponse.OffsetCommitResponseTopic
+    records, topics = _commit_topics(
+        coord, group_id, body.topics,
+        err or (Errors.UNKNOWN_TOPIC_ID if version >= 10 else Errors.NONE),  # ids unresolved
+        unknown,
+        lambda p: OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch,
+                                    p.committed_metadata or "", now_ms, expire),
+        t_cls.OffsetCommitResponsePartition,
+        lambda t, parts: t_cls(name=t.name, topic_id=t.topic_id, partitions=parts))
     response = OffsetCommitResponse(topics=topics)
-
-    def failed(error: int) -> Any:
-        for topic in response.topics:
-            for part in topic.partitions:
-                if part.error_code == Errors.NONE:
-                    part.error_code = error
-        return response
-
-    return CoordinatorResult(records, response, on_failure=failed)
+    return CoordinatorResult(records, response, on_failure=_fail_accepted(response))
 
 
 def _txn_commit_error(coord: GroupCoordinator, group: GroupMetadata | None, generation: int,
@@ -154,39 +133,62 @@ def txn_commit_offsets(coord: GroupCoordinator, body: Any, version: int, now_ms:
         err = Errors.INVALID_PRODUCER_EPOCH
     err = err or _txn_commit_error(coord, coord.groups.get(group_id), generation, member_id,
                                    instance_id)
-    records: list[OffsetsRecord] = []
     t_cls = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-    p_cls = t_cls.TxnOffsetCommitResponsePartition
-    topics = []
-    for t in body.topics:
+    records, topics = _commit_topics(
+        coord, group_id, body.topics, err, unknown,
+        lambda p: OffsetAndMetadata(p.committed_offset,
+                                    p.committed_leader_epoch if version >= 2 else -1,
+                                    p.committed_metadata or "", now_ms),
+        t_cls.TxnOffsetCommitResponsePartition,
+        lambda t, parts: t_cls(name=t.name, partitions=parts))
+    response = TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+    return CoordinatorResult(records, response, on_failure=_fail_accepted(response),
+                             producer=(body.producer_id, body.producer_epoch) if records
+                             else None)
+
+
+def _commit_topics(coord: GroupCoordinator, group_id: str, topics: list[Any], error: int,
+                   unknown: frozenset[tuple[str, int]],
+                   offset_of: Callable[[Any], OffsetAndMetadata],
+                   response_partition: Callable[..., Any],
+                   response_topic: Callable[[Any, list[Any]], Any]
+                   ) -> tuple[list[OffsetsRecord], list[Any]]:
+    """The per-partition half that OffsetCommit and TxnOffsetCommit share: each asked
+    partition's error -- ``error`` for all when set, else UNKNOWN_TOPIC_OR_PARTITION for
+    ``unknown``, OFFSET_METADATA_TOO_LARGE past ``offset.metadata.max.bytes`` -- and the
+    offset record (``offset_of`` the request partition) of each accepted one.  Returns
+    the records and the response topics, shaped by ``response_partition(partition_index,
+    error_code)`` and ``response_topic(request topic, partitions)``."""
+    records: list[OffsetsRecord] = []
+    response_topics = []
+    for t in topics:
         parts = []
         for p in t.partitions:
-            if err:
-                e = err
+            if error:
+                e = error
             elif (t.name, p.partition_index) in unknown:
                 e = Errors.UNKNOWN_TOPIC_OR_PARTITION
             elif len((p.committed_metadata or "").encode()) > coord.config.offset_metadata_max_bytes:
                 e = Errors.OFFSET_METADATA_TOO_LARGE
             else:
                 e = Errors.NONE
-                epoch = p.committed_leader_epoch if version >= 2 else -1
-                value = OffsetAndMetadata(p.committed_offset, epoch, p.committed_metadata or "",
-                                          now_ms)
-                records.append(coord.offset_record(group_id, t.name, p.partition_index, value))
-            parts.append(p_cls(partition_index=p.partition_index, error_code=e))
-        topics.append(t_cls(name=t.name, partitions=parts))
-    response = TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+                records.append(coord.offset_record(group_id, t.name, p.partition_index,
+                                                   offset_of(p)))
+            parts.append(response_partition(partition_index=p.partition_index, error_code=e))
+        response_topics.append(response_topic(t, parts))
+    return records, response_topics
 
+
+def _fail_accepted(response: Any) -> Callable[[int], Any]:
+    """A commit's ``on_failure``: when its write fails, every partition it accepted
+    answers the write's error; the partitions it refused keep their own."""
     def failed(error: int) -> Any:
         for topic in response.topics:
             for part in topic.partitions:
                 if part.error_code == Errors.NONE:
                     part.error_code = error
         return response
-
-    return CoordinatorResult(records, response, on_failure=failed,
-                             producer=(body.producer_id, body.producer_epoch) if records
-                             else None)
+    return failed
 
 
 _Row = tuple[int, int, int, str, int]   # partition, offset, leader epoch, metadata, error
