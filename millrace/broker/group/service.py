@@ -8,7 +8,8 @@ appends the step's records to ``__consumer_offsets`` (one batch per partition, t
 injected ``OffsetsLog``) *before* any answer is released, replays them into the
 coordinator, and then resolves the futures of every parked request the step (or the
 replay) completed.  A timer task calls ``run_once`` every ``tick_interval_ms`` to fire
-session, rebalance and sync deadlines and to expire offsets.
+session, rebalance and sync deadlines and to expire offsets; the timer and the writes
+that outlive a cancelled request are ``CoordinatorRuntime``'s.
 
 TxnOffsetCommit differs in one way: its records are replayed (as *pending* offsets of the
 producer) as soon as they are appended, before the ISR has them -- OffsetFetch does not
@@ -25,12 +26,12 @@ file writes, so a step and its persistence are atomic with respect to other requ
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 from millrace.broker.config import KafkaConfig
+from millrace.broker.coordinator_runtime import CoordinatorRuntime
 from millrace.broker.group.coordinator import GroupCoordinator
 from millrace.broker.group.group_metadata_manager import (
     CoordinatorResult,
@@ -91,12 +92,10 @@ class GroupCoordinatorService:
                  tick_interval_ms: int = 100) -> None:
         self._time = time
         self._log = log
-        self._tick_s = tick_interval_ms / 1000
+        self._runtime = CoordinatorRuntime(tick_interval_ms)
         self.coordinator = GroupCoordinator(GroupConfig.from_kafka_config(config),
                                             log.num_partitions())
         self._waiters: dict[int, asyncio.Future[Any]] = {}
-        self._background: set[asyncio.Task[Any]] = set()  # writes outliving their request
-        self._task: asyncio.Task[None] | None = None
         # key -> end offset of the write last applied to the cache (durable-order guard)
         self._replayed_end: dict[bytes, int] = {}
 
@@ -108,7 +107,7 @@ class GroupCoordinatorService:
         coord = self.coordinator
         await self.load_partitions(range(coord.num_partitions) if partitions is None
                                    else partitions)
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._runtime.start(self.run_once)
 
     async def load_partitions(self, partitions: Iterable[int]) -> None:
         """Become coordinator for ``partitions``: replay each from its log.  Requests for
@@ -144,22 +143,13 @@ class GroupCoordinatorService:
 
     async def stop(self) -> None:
         """Stop the timers; parked requests are answered NOT_COORDINATOR."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._runtime.stop()
         for partition in list(self.coordinator.hosted | self.coordinator.loading):
             self.coordinator.unload(partition)
         self._dispatch()
         for future in self._waiters.values():
             future.cancel()
         self._waiters.clear()
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._tick_s)
-            self.run_once()
 
     def run_once(self) -> None:
         """Fire due deadlines (one ``poll``), persist what they wrote, release answers."""
@@ -265,11 +255,8 @@ class GroupCoordinatorService:
             # cancelled when its client disconnects, and a write cut off between its
             # append and its replay would never reach the cache (or, failed, never be
             # undone: a transactional commit left pending).
-            task = asyncio.get_running_loop().create_task(
+            return await self._runtime.shielded(
                 self._await_durable(result, response, appended))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            return await asyncio.shield(task)
         try:
             return await future
         finally:

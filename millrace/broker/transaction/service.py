@@ -14,7 +14,8 @@ with the step's ``on_failure`` (storage errors mapped as Kafka's ``appendTransac
 maps them).  Replays that leave a transaction in PrepareCommit/PrepareAbort hand its
 markers to the ``TransactionMarkerChannelManager``, whose completion is one more step
 (CompleteCommit/CompleteAbort).  A timer task polls the coordinator every
-``tick_interval_ms`` (timed-out transactions, expired ids, retried completions).
+``tick_interval_ms`` (timed-out transactions, expired ids, retried completions); the timer
+and the writes that outlive a cancelled request are ``CoordinatorRuntime``'s.
 
 Threading: everything runs on the broker's event-loop thread.
 """
@@ -22,12 +23,12 @@ Threading: everything runs on the broker's event-loop thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 from millrace.broker.config import KafkaConfig
+from millrace.broker.coordinator_runtime import CoordinatorRuntime
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.transaction.coordinator import (
     EndTxnResult,
@@ -85,7 +86,7 @@ class TransactionCoordinatorService:
         self._time = time
         self._log = txn_log
         self._metadata = metadata
-        self._tick_s = tick_interval_ms / 1000
+        self._runtime = CoordinatorRuntime(tick_interval_ms)
         self.coordinator = TransactionCoordinator(
             TransactionConfig.from_kafka_config(config), txn_log.num_partitions(),
             generate_producer_id)
@@ -94,8 +95,6 @@ class TransactionCoordinatorService:
         self.markers = TransactionMarkerChannelManager(
             metadata, self._sender, is_current=self.coordinator.is_current,
             on_complete=self._markers_written)
-        self._task: asyncio.Task[None] | None = None
-        self._background: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, partitions: dict[int, int] | None = None) -> None:
@@ -108,7 +107,7 @@ class TransactionCoordinatorService:
                     "__transaction_state", p)
                 partitions[p] = max(0, state.leader_epoch) if state is not None else 0
         await self.load_partitions(partitions)
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._runtime.start(self.run_once)
 
     async def load_partitions(self, partitions: dict[int, int]) -> None:
         """Become coordinator for ``partitions`` at their epochs: replay each from its
@@ -138,23 +137,13 @@ class TransactionCoordinatorService:
             log.info("transaction coordinator unloaded partition(s) %s", sorted(gone))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._runtime.stop()
         await self.markers.stop()
-        for task in list(self._background):
-            task.cancel()
+        self._runtime.cancel_background()
         for partition in list(self.coordinator.epochs) + list(self.coordinator.loading):
             self.coordinator.unload(partition)
         if isinstance(self._sender, BrokerMarkerSender):
             self._sender.close()
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self._tick_s)
-            self.run_once()
 
     def run_once(self) -> None:
         """Fire the coordinator's timers; each result is written in the background."""
@@ -164,7 +153,7 @@ class TransactionCoordinatorService:
             log.exception("transaction coordinator tick failed")
             return
         for result in results:
-            self._spawn(self.execute(result))
+            self._runtime.spawn(self.execute(result))
 
     def partition_for(self, transactional_id: str) -> int:
         return self.coordinator.partition_for(transactional_id)
@@ -203,10 +192,7 @@ class TransactionCoordinatorService:
         append callback likewise runs whether or not anyone is left to answer."""
         if not result.records:
             return result.response
-        task = asyncio.get_running_loop().create_task(self._persist_and_replay(result))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        return await asyncio.shield(task)
+        return await self._runtime.shielded(self._persist_and_replay(result))
 
     async def _persist_and_replay(self, result: TxnResult) -> Any:
         assert result.on_failure is not None
@@ -233,9 +219,4 @@ class TransactionCoordinatorService:
 
     def _markers_written(self, entry: TxnMarkerEntry) -> None:
         result = self.coordinator.complete_markers(entry, self._time.milliseconds())
-        self._spawn(self.execute(result))
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._runtime.spawn(self.execute(result))
