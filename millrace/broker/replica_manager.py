@@ -14,10 +14,9 @@ Java counterpart: ``kafka.server.ReplicaManager``.  It owns
   ``max_bytes`` (the first batch of the first non-empty partition is returned whole so a
   consumer always makes progress), parked as a ``DelayedFetch`` while below
   ``min_bytes``,
-- ``append_txn_markers``: WriteTxnMarkers on the leaders -- one COMMIT/ABORT control
-  batch per partition, appended with origin COORDINATOR and waited for like acks=-1;
-  then every ``txn_marker_listeners`` callable hears ``(topic, partition, producer id,
-  committed)`` for each partition that has the marker replicated,
+- ``append_txn_markers``: WriteTxnMarkers on the leaders, through its ``TxnMarkerWriter``
+  (``txn_marker_writer.py``: one COMMIT/ABORT control batch per partition appended with
+  ``append_records``, then the ``txn_marker_listeners``),
 - ListOffsets and DeleteRecords against the logs, and the periodic log maintenance
   (flush, retention, compaction, checkpoints).
 
@@ -58,6 +57,12 @@ from millrace.broker.replica_fetcher import (
     ReplicaFetcherManager,
 )
 from millrace.broker.topic_config import TopicConfigs
+from millrace.broker.txn_marker_writer import (
+    TXN_MARKER_TIMEOUT_MS,
+    TxnMarkerEntry,
+    TxnMarkerListener,
+    TxnMarkerWriter,
+)
 from millrace.common.errors import (
     CorruptBatchError,
     CorruptRecordError,
@@ -70,7 +75,6 @@ from millrace.common.errors import (
 from millrace.common.time import Time
 from millrace.record.batch import MAGIC_OFFSET, iter_batches
 from millrace.record.compression import CompressionType
-from millrace.record.control import build_end_txn_marker
 from millrace.storage import AppendOrigin, LogCleaner, LogManager
 from millrace.storage.producer_state_manager import VerificationGuard
 
@@ -85,18 +89,6 @@ UNSAFE_ACK_BEFORE_APPEND_ENV = "MILLRACE_UNSAFE_ACK_BEFORE_APPEND_MS"
 INLINE_READ_BYTES = 64 * 1024  # smaller reads are copied; larger ones go by sendfile
 VALID_ACKS = (-1, 0, 1)
 READ_COMMITTED = 1  # Fetch / ListOffsets isolation_level
-TXN_MARKER_TIMEOUT_MS = 30_000  # Kafka waits request.timeout.ms (default 30 s)
-
-
-@dataclass(frozen=True, slots=True)
-class TxnMarkerEntry:
-    """One marker of a WriteTxnMarkers request (Kafka's ``TxnMarkerEntry``)."""
-
-    producer_id: int
-    producer_epoch: int
-    coordinator_epoch: int
-    committed: bool
-    partitions: tuple[TopicPartition, ...]
 
 
 @dataclass(slots=True)
@@ -177,10 +169,7 @@ class ReplicaManager:
         # LeaderAndIsr: the group coordinator loads and unloads __consumer_offsets.
         self.leadership_listeners: list[
             Callable[[list[Partition], list[Partition]], None]] = []
-        # Called with (topic, partition, producer id, committed) once a transaction
-        # marker is appended and replicated on a partition led here (the group
-        # coordinator applies or drops pending transactional offset commits).
-        self.txn_marker_listeners: list[Callable[[str, int, int, bool], None]] = []
+        self.txn_marker_writer = TxnMarkerWriter(self.append_records, time)
         self.fetcher_manager: ReplicaFetcherManager | None = None
         # KIP-890: verification (part 1, if enabled) and implicit adds (part 2, always:
         # a transaction.version 2 client sends no AddPartitionsToTxn of its own).
@@ -557,6 +546,13 @@ class ReplicaManager:
             await op.wait()
         return status.response.error
 
+    @property
+    def txn_marker_listeners(self) -> list[TxnMarkerListener]:
+        """Called with (topic, partition, producer id, committed) once a transaction
+        marker is appended and replicated on a partition led here (the group
+        coordinator applies or drops pending transactional offset commits)."""
+        return self.txn_marker_writer.listeners
+
     async def append_txn_markers(self, markers: Sequence[TxnMarkerEntry],
                                  timeout_ms: int = TXN_MARKER_TIMEOUT_MS
                                  ) -> list[dict[TopicPartition, int]]:
@@ -566,28 +562,7 @@ class ReplicaManager:
         UNKNOWN_TOPIC_OR_PARTITION where this broker does not lead the partition;
         INVALID_PRODUCER_EPOCH / TRANSACTION_COORDINATOR_FENCED from the producer state.
         The ``txn_marker_listeners`` hear of each partition that succeeded."""
-        async def one(marker: TxnMarkerEntry) -> dict[TopicPartition, int]:
-            now = self.time.milliseconds()
-            entries: dict[TopicPartition, bytes | None] = {
-                tp: build_end_txn_marker(marker.producer_id, marker.producer_epoch,
-                                         marker.committed, marker.coordinator_epoch, now)
-                for tp in marker.partitions}
-            responses = await self.append_records(timeout_ms, -1, entries,
-                                                  origin=AppendOrigin.COORDINATOR,
-                                                  internal_topics_allowed=True)
-            errors = {tp: int(responses[tp].error) for tp in marker.partitions}
-            for (topic, index), error in errors.items():
-                if error != Errors.NONE:
-                    continue
-                for listener in self.txn_marker_listeners:
-                    try:
-                        listener(topic, index, marker.producer_id, marker.committed)
-                    except Exception:
-                        log.exception("transaction marker listener failed for %s-%d", topic,
-                                      index)
-            return errors
-
-        return list(await asyncio.gather(*(one(m) for m in markers)))
+        return await self.txn_marker_writer.append_txn_markers(markers, timeout_ms)
 
     # ------------------------------------------------------------------ fetch
     async def fetch_messages(self, params: FetchParams,

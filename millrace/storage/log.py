@@ -28,15 +28,12 @@ duplicate); a gap raises OutOfOrderSequenceError, a stale epoch InvalidProducerE
 The state is updated only after the write.  Snapshots are taken on every roll and on close;
 loading and ``truncate_to`` rebuild the state from the latest snapshot plus a replay.
 
-Transactions: the producer state tracks each open transaction's first offset; a marker
-(control batch) completes it, and an aborted one is indexed in the ``.txnindex`` of the
-segment holding its marker (``transaction_index.py``), with the LSO of that moment.  The
-last stable offset is min(first unstable offset, high watermark), where the first unstable
-offset is the first offset of the oldest transaction that is open or whose marker the high
-watermark does not cover yet; it is recomputed (cached, cheap to read) after every append,
-high-watermark move, truncation and load.  read_committed reads stop at it
-(``FetchIsolation.TXN_COMMITTED``) and ``collect_aborted_transactions`` answers which
-aborted transactions overlap a fetched range.
+Transactions (``log_transactions.py``): each log keeps a ``LogTransactions`` over its
+producer state and segments: the last stable offset (min(first unstable offset, high
+watermark)), recomputed after every append, high-watermark move, truncation and load;
+markers completing transactions (aborted ones indexed in the ``.txnindex``); the aborted
+transactions of a read_committed fetch; KIP-890 verification guards.  read_committed reads
+stop at the LSO (``FetchIsolation.TXN_COMMITTED``).
 
 Leader epochs (``leader_epoch_cache.py``): each log keeps a ``LeaderEpochFileCache``, the
 offset where each leader epoch's records begin, in ``leader-epoch-checkpoint``.  A leader
@@ -75,10 +72,7 @@ from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
 from millrace.common.errors import (
-    CorruptBatchError,
-    CorruptRecordError,
     InvalidRecordError,
-    InvalidTxnStateError,
     KafkaError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -90,7 +84,6 @@ from millrace.record.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from millrace.record.control import EndTransactionMarker, read_end_txn_marker
 from millrace.storage.config import LogConfig
 from millrace.storage.info import (
     EARLIEST_LOCAL_TIMESTAMP,
@@ -112,6 +105,7 @@ from millrace.storage.log_loader import (
     parse_topic_partition_name,
     rebuild_producer_state,
 )
+from millrace.storage.log_transactions import LogTransactions, end_txn_marker
 from millrace.storage.producer_state import BatchMetadata, ProducerAppendInfo, ProducerState
 from millrace.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -182,9 +176,8 @@ class Log:
                                    loaded.next_offset)
         self._hw_metadata: LogOffsetMetadata | None = None
         self._lso_metadata: LogOffsetMetadata | None = None
-        self._first_unstable_offset: int | None = None
-        self._producer_state.on_high_watermark_updated(self._high_watermark)
-        self._update_first_unstable_offset()
+        self._txns = LogTransactions(self._local, self._producer_state)
+        self._txns.on_high_watermark_updated(self._high_watermark, self._log_start_offset)
         self._epoch_cache = loaded.leader_epoch_cache
         self._closed = False
         self.truncated_on_load = loaded.truncated_bytes
@@ -224,20 +217,15 @@ class Log:
     def last_stable_offset(self) -> int:
         """LSO: read_committed consumers read below it (min of the first unstable offset
         and the high watermark; the high watermark when no transaction is unstable)."""
-        first_unstable = self._first_unstable_offset
-        hw = self._high_watermark
-        return hw if first_unstable is None or first_unstable > hw else first_unstable
+        return self._txns.last_stable_offset(self._high_watermark)
 
     @property
     def first_unstable_offset(self) -> int | None:
         """The first offset of the oldest open or not yet replicated transaction."""
-        return self._first_unstable_offset
+        return self._txns.first_unstable_offset
 
     def _update_first_unstable_offset(self) -> None:
-        first = self._producer_state.first_unstable_offset()
-        if first is not None and first < self._log_start_offset:
-            first = self._log_start_offset  # its start went with DeleteRecords/retention
-        self._first_unstable_offset = first
+        self._txns.update_first_unstable_offset(self._log_start_offset)
 
     @property
     def last_flush_ms(self) -> int:
@@ -268,8 +256,7 @@ class Log:
             if hw != self._high_watermark:
                 self._high_watermark = hw
                 self._hw_metadata = None
-                self._producer_state.on_high_watermark_updated(hw)
-                self._update_first_unstable_offset()
+                self._txns.on_high_watermark_updated(hw, self._log_start_offset)
             return hw
 
     def maybe_increment_high_watermark(self, hw: int) -> bool:
@@ -342,9 +329,7 @@ class Log:
         """None when ``producer_id`` has an open transaction here (no verification
         needed); otherwise the guard to verify with (KIP-890, ``VerificationGuard``)."""
         with self._lock:
-            if self._producer_state.has_ongoing_transaction(producer_id):
-                return None
-            return self._producer_state.maybe_create_verification_guard(producer_id)
+            return self._txns.maybe_start_verification(producer_id)
 
     def active_producers(self) -> list[ProducerState]:
         """Producers with state on this partition (DescribeProducers): id, epoch, last
@@ -417,20 +402,15 @@ class Log:
                         if dup is not None:
                             return self._duplicate_append_info(pid, dup, log_append,
                                                                leader_epoch)
-                    if (require_verification and h.is_transactional and not h.is_control
-                            and not self._producer_state.has_ongoing_transaction(pid)
-                            and (verification_guard is None or verification_guard
-                                 is not self._producer_state.verification_guard(pid))):
-                        raise InvalidTxnStateError(
-                            f"Record of producer {pid} was not part of an ongoing "
-                            "transaction (not verified with the transaction coordinator)")
+                    if require_verification:
+                        self._txns.check_verified(h, verification_guard)
                     if producers is None:
                         producers = {}
                     pinfo = producers.get(pid)
                     if pinfo is None:
                         pinfo = producers[pid] = self._producer_state.prepare_update(pid, origin)
                     txn = pinfo.append(h, offset, last, ts,
-                                       _end_txn_marker(buf, pos) if h.is_control else None)
+                                       end_txn_marker(buf, pos) if h.is_control else None)
                     if txn is not None:
                         completed.append(txn)
                 set_base_offset(buf, pos, offset)
@@ -448,10 +428,8 @@ class Log:
                 if producers:
                     for pinfo in producers.values():
                         self._producer_state.update(pinfo)
-                    for _, h in headers:
-                        if h.is_transactional and h.producer_id >= 0:
-                            self._producer_state.clear_verification_guard(h.producer_id)
-                    self._complete_txns(completed)
+                    self._txns.clear_verification_guards(h for _, h in headers)
+                    self._txns.complete_txns(completed, self._log_start_offset)
                 self._producer_state.update_map_end_offset(offset)
             info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,
                                  now if log_append else -1, self._log_start_offset, count,
@@ -460,15 +438,6 @@ class Log:
         if need_flush:
             self.flush()
         return info
-
-    def _complete_txns(self, completed: list[CompletedTxn]) -> None:
-        """Markers just written ended ``completed``: index the aborted ones in the active
-        segment (which holds the markers) and recompute the first unstable offset."""
-        psm = self._producer_state
-        for txn in completed:
-            self._local.active_segment.update_txn_index(txn, psm.last_stable_offset(txn))
-            psm.complete_txn(txn)
-        self._update_first_unstable_offset()
 
     def _duplicate_append_info(self, producer_id: int, dup: BatchMetadata, log_append: bool,
                                leader_epoch: int) -> LogAppendInfo:
@@ -498,7 +467,7 @@ class Log:
                                          f"below the log end offset {end}")
             data = memoryview(records)[:fb.valid_bytes] if fb.valid_bytes < len(records) \
                 else records
-            batches = [(h, _end_txn_marker(data, pos) if h.is_control else None)
+            batches = [(h, end_txn_marker(data, pos) if h.is_control else None)
                        for pos, h in iter_batches(data)]
             headers = [h for h, _ in batches]
             cache = self._epoch_cache
@@ -509,10 +478,8 @@ class Log:
             self._maybe_roll(fb.valid_bytes, fb.max_timestamp, fb.last_offset,
                              fb.first_offset, now)
             self._local.append(data, fb.entries, fb.last_offset)
-            active, psm = self._local.active_segment, self._producer_state
-            psm.replay(batches, lambda txn: active.update_txn_index(
-                txn, psm.last_stable_offset(txn)))
-            psm.update_map_end_offset(self._local.log_end_offset)
+            self._producer_state.replay(batches, self._txns.index_completed)
+            self._producer_state.update_map_end_offset(self._local.log_end_offset)
             self._update_first_unstable_offset()
             return LogAppendInfo(fb.first_offset, fb.last_offset, fb.max_timestamp,
                                  fb.offset_of_max_timestamp, -1, self._log_start_offset,
@@ -593,28 +560,17 @@ class Log:
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
                                      ) -> list[AbortedTxn]:
         """The aborted transactions overlapping [start_offset, upper_bound_offset), from
-        the ``.txnindex`` of every segment from the one holding ``start_offset`` until one
-        says no later abort can reach below the bound (Java
+        the ``.txnindex`` of the segments from the one holding ``start_offset`` (Java
         ``UnifiedLog.collectAbortedTransactions``)."""
         with self._lock:
             self._check_open()
-            out: list[AbortedTxn] = []
-            for seg in self._local.segments_from(start_offset):
-                result = seg.collect_aborted_txns(start_offset, upper_bound_offset)
-                out.extend(result.aborted_transactions)
-                if result.is_complete:
-                    break
-            return out
+            return self._txns.collect_aborted_transactions(start_offset, upper_bound_offset)
 
     def fetch_upper_bound_offset(self, info: FetchDataInfo, bound: int) -> int:
         """An offset past every record ``info`` holds (Kafka's fallback: the next
         segment's base, else ``bound``), for ``collect_aborted_transactions``."""
         with self._lock:
-            base = info.fetch_offset_metadata.segment_base_offset
-            for seg in self._local.segments:
-                if seg.base_offset > base:
-                    return min(seg.base_offset, bound)
-            return bound
+            return self._txns.fetch_upper_bound_offset(info, bound)
 
     def read_all_bytes(self, fetch_offset: int | None = None) -> bytes:
         """Every byte from ``fetch_offset`` (default: log start) to the log end; for tools
@@ -870,11 +826,3 @@ class Log:
             self._epoch_cache.clear()
             self._local.delete_dir()
 
-
-def _end_txn_marker(buf: bytes | bytearray | memoryview, pos: int
-                    ) -> EndTransactionMarker | None:
-    """The marker of the control batch at ``pos``; a malformed one is CORRUPT_MESSAGE."""
-    try:
-        return read_end_txn_marker(buf, pos)
-    except CorruptBatchError as e:
-        raise CorruptRecordError(f"malformed control record: {e}") from None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
-from millrace.broker.replica_manager import TxnMarkerEntry
+from millrace.broker.txn_marker_writer import TxnMarkerEntry
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
     WriteTxnMarkersRequest,
