@@ -37,7 +37,7 @@ import asyncio
 import itertools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,26 +116,51 @@ def _transactions(w: Workload) -> list[range]:
     return [range(i, min(i + size, count)) for i in range(0, count, size)]
 
 
-def _timed(w: Workload, begin: Callable[[], object], send_range: Callable[[range], None],
-           commit: Callable[[], object]) -> tuple[int, float]:
-    """The clock of a synchronous client: per transaction ``begin`` -> ``send_range`` ->
-    ``commit`` (for idempotent: one range, ``commit`` is the flush); stops at the first
-    transaction boundary after the budget."""
-    t0 = time.perf_counter()
-    deadline = t0 + w.budget_s
-    done = 0
-    for txn in _transactions(w):
-        begin()
-        send_range(txn)
-        commit()
-        done = txn.stop
-        if time.perf_counter() > deadline:
-            break
-    return done, time.perf_counter() - t0
+class _Clock:
+    """The clock of one run, for synchronous and asyncio clients alike: iterating it
+    yields the run's transactions (one range for idempotent) and stops at the first
+    transaction boundary after the budget; then ``done`` is the records sent in them and
+    ``seconds`` the time from the first yield to the end of the last transaction."""
+
+    def __init__(self, w: Workload) -> None:
+        self._w = w
+        self.done = 0
+        self.seconds = 0.0
+
+    def __iter__(self) -> Iterator[range]:
+        t0 = time.perf_counter()
+        deadline = t0 + self._w.budget_s
+        for txn in _transactions(self._w):
+            yield txn
+            self.done = txn.stop
+            if time.perf_counter() > deadline:
+                break
+        self.seconds = time.perf_counter() - t0
 
 
 def _abort_range(w: Workload, done: int) -> range:
     return range(done, done + ABORTED_RECORDS)
+
+
+def _run_case(w: Workload, send_range: Callable[[range], None], flush: Callable[[], object],
+              begin: Callable[[], object], commit: Callable[[], object],
+              abort: Callable[[], object]) -> tuple[int, float]:
+    """A synchronous client's timed run, idempotent or transactional: per transaction
+    ``begin`` -> ``send_range`` -> ``commit`` (idempotent: one range, then ``flush``);
+    after a transactional run, untimed, the aborted transaction the check reads past."""
+    txn = w.txn_size is not None
+    start, end = (begin, commit) if txn else (lambda: None, flush)
+    clock = _Clock(w)
+    for r in clock:
+        start()
+        send_range(r)
+        end()
+    if txn:
+        begin()
+        send_range(_abort_range(w, clock.done))
+        flush()
+        abort()
+    return clock.done, clock.seconds
 
 
 def run_millrace(w: Workload) -> tuple[int, float]:
@@ -159,14 +184,8 @@ def run_millrace(w: Workload) -> tuple[int, float]:
             for i in r:
                 send(ProducerRecord(topic, values[i], partition=i % parts))
 
-        if not txn:
-            return _timed(w, lambda: None, send_range, p.flush)
-        done, secs = _timed(w, p.begin_transaction, send_range, p.commit_transaction)
-        p.begin_transaction()
-        send_range(_abort_range(w, done))
-        p.flush()
-        p.abort_transaction()
-        return done, secs
+        return _run_case(w, send_range, p.flush, p.begin_transaction, p.commit_transaction,
+                         p.abort_transaction)
     finally:
         p.close()
 
@@ -191,14 +210,8 @@ def run_kafka_python(w: Workload) -> tuple[int, float]:
             for i in r:
                 send(topic, values[i], partition=i % parts)
 
-        if not txn:
-            return _timed(w, lambda: None, send_range, p.flush)
-        done, secs = _timed(w, p.begin_transaction, send_range, p.commit_transaction)
-        p.begin_transaction()
-        send_range(_abort_range(w, done))
-        p.flush()
-        p.abort_transaction()
-        return done, secs
+        return _run_case(w, send_range, p.flush, p.begin_transaction, p.commit_transaction,
+                         p.abort_transaction)
     finally:
         p.close()
 
@@ -224,24 +237,18 @@ def run_aiokafka(w: Workload) -> tuple[int, float]:
                 for i in r:
                     await send(topic, values[i], partition=i % parts)  # queued, no ack wait
 
-            t0 = time.perf_counter()
-            deadline = t0 + w.budget_s
-            done = 0
-            for r in _transactions(w):
+            clock = _Clock(w)
+            for r in clock:
                 if txn:
                     await p.begin_transaction()
                 await send_range(r)
                 await (p.commit_transaction() if txn else p.flush())
-                done = r.stop
-                if time.perf_counter() > deadline:
-                    break
-            secs = time.perf_counter() - t0
             if txn:
                 await p.begin_transaction()
-                await send_range(_abort_range(w, done))
+                await send_range(_abort_range(w, clock.done))
                 await p.flush()
                 await p.abort_transaction()
-            return done, secs
+            return clock.done, clock.seconds
         finally:
             await p.stop()
 
@@ -290,15 +297,8 @@ def run_confluent(w: Workload) -> tuple[int, float]:
             if p.flush(60):
                 raise BenchFailure("confluent-kafka: records undelivered after flush")
 
-        if not txn:
-            result = _timed(w, lambda: None, send_range, flush)
-        else:
-            result = _timed(w, p.begin_transaction, send_range,
-                            lambda: p.commit_transaction(60))
-            p.begin_transaction()
-            send_range(_abort_range(w, result[0]))
-            flush()
-            p.abort_transaction(60)
+        result = _run_case(w, send_range, flush, p.begin_transaction,
+                           lambda: p.commit_transaction(60), lambda: p.abort_transaction(60))
     finally:
         p.flush(5)
     if errors:

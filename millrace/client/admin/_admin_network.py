@@ -16,15 +16,23 @@ A dropped connection or a request that outlived ``request.timeout.ms`` is retrie
 calls find the coordinator with FindCoordinator (cached per group) and start over when
 it has moved (NOT_COORDINATOR) or is loading/unavailable.
 
+An operation on many items (partitions by leader, transactional ids by coordinator) runs
+``call_keys``: each round is one attempt at every pending key and answers each key's
+value or error, and the keys it names to retry; those go round again after a backoff
+(Java's ``AdminApiDriver`` re-queues a handler's unmapped and retriable keys the same
+way).  A key still pending at the deadline ends in ``KafkaTimeoutError`` with its last
+error; the others keep their answers.
+
 Not thread-safe: the owning ``KafkaAdminClient`` serialises calls with a lock.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from millrace.client.admin.results import AdminResult
 from millrace.client.client_utils import create_network_client
 from millrace.client.cluster import Cluster, Node
 from millrace.client.errors import KafkaTimeoutError
@@ -38,6 +46,10 @@ from millrace.protocol.api import REQUEST_CLASS_TO_API
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+# One round of ``call_keys``: the pending keys -> (each key's value or error, keys to retry).
+KeyRound = Callable[[list[K]], tuple[Mapping[K, V | BaseException], Iterable[K]]]
 
 GROUP_KEY_TYPE = 0
 # Coordinator errors after which a group call finds the coordinator again and retries.
@@ -210,6 +222,29 @@ class AdminNetwork:
                         from e.error
                 log.debug("%s: %s; retrying", what, e.error)
                 self.backoff(deadline_ms)
+
+    def call_keys(self, keys: Iterable[K], deadline_ms: int, attempt: KeyRound[K, V],
+                  what: Callable[[K], str]) -> AdminResult[K, V]:
+        """Run ``attempt(pending)`` until it names no key to retry or time runs out; a key
+        still pending then fails with ``KafkaTimeoutError`` naming ``what(key)`` and its
+        last error.  The result holds every key of ``keys``, in that order."""
+        ordered = list(keys)
+        outcome: dict[K, V | BaseException] = {}
+        pending = ordered
+        while pending:
+            answers, retry = attempt(pending)
+            outcome.update(answers)
+            pending = list(retry)
+            if pending:
+                if self.now() + self.retry_backoff_ms >= deadline_ms:
+                    for key in pending:
+                        outcome[key] = KafkaTimeoutError(
+                            f"{what(key)}: timed out; last error: {outcome[key]}")
+                    break
+                self.backoff(deadline_ms)
+        result: AdminResult[K, V] = AdminResult()
+        result.set_outcomes(ordered, outcome)
+        return result
 
     # ------------------------------------------------------------------ coordinators
     def coordinator(self, group_id: str, deadline_ms: int) -> Node:

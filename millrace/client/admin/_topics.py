@@ -27,7 +27,6 @@ from millrace.client.admin.types import (
     TopicPartitionInfo,
 )
 from millrace.client.cluster import Node, TopicPartition
-from millrace.client.errors import KafkaTimeoutError
 from millrace.common.errors import Errors, KafkaError, UnsupportedVersionError, for_code
 from millrace.protocol import (
     CreatePartitionsRequest,
@@ -240,40 +239,25 @@ def by_leader(net: AdminNetwork, requests: Mapping[TopicPartition, Any], deadlin
               call: PartitionCall, what: str) -> AdminResult[TopicPartition, Any]:
     """Send each partition's request to its leader (``call(node, {tp: arg})`` answers
     ``{tp: value or KafkaError}``); retriable errors are retried until the deadline."""
-    outcome: dict[TopicPartition, Any] = {}
-    pending = dict(requests)
-    while pending:
+    def attempt(pending: list[TopicPartition]
+                ) -> tuple[dict[TopicPartition, Any], list[TopicPartition]]:
         leaders, errors = _leaders(net, pending, deadline_ms)
         groups: dict[Node, dict[TopicPartition, Any]] = {}
         for tp, node in leaders.items():
-            groups.setdefault(node, {})[tp] = pending[tp]
+            groups.setdefault(node, {})[tp] = requests[tp]
         # A topic or partition the metadata does not know is final; a missing leader is not.
-        retry = {tp: pending[tp] for tp, e in errors.items()
-                 if e.code == Errors.LEADER_NOT_AVAILABLE}
-        outcome.update(errors)
+        retry = [tp for tp, e in errors.items() if e.code == Errors.LEADER_NOT_AVAILABLE]
+        answers: dict[TopicPartition, Any] = dict(errors)
         for node, args in groups.items():
             for tp, value in call(node, args).items():
                 if tp not in args:
                     continue
                 if isinstance(value, KafkaError) and value.retriable:
-                    retry[tp] = pending[tp]
-                outcome[tp] = value
-        pending = retry
-        if pending:
-            if net.now() + net.retry_backoff_ms >= deadline_ms:
-                for tp in pending:
-                    outcome[tp] = KafkaTimeoutError(f"{what} for {tp}: timed out; last error: "
-                                                    f"{outcome[tp]}")
-                break
-            net.backoff(deadline_ms)
-    result: AdminResult[TopicPartition, Any] = AdminResult()
-    for tp in requests:
-        value = outcome[tp]
-        if isinstance(value, BaseException):
-            result.set_error(tp, value)
-        else:
-            result.set_value(tp, value)
-    return result
+                    retry.append(tp)
+                answers[tp] = value
+        return answers, retry
+
+    return net.call_keys(requests, deadline_ms, attempt, lambda tp: f"{what} for {tp}")
 
 
 def _by_topic(partitions: Mapping[TopicPartition, Any]) -> dict[str, dict[int, Any]]:

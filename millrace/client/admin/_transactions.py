@@ -48,7 +48,6 @@ from millrace.client.admin.types import (
     TransactionState,
 )
 from millrace.client.cluster import Node, TopicPartition
-from millrace.client.errors import KafkaTimeoutError
 from millrace.common.errors import Errors, KafkaError, for_code
 from millrace.protocol import (
     DescribeProducersRequest,
@@ -135,10 +134,11 @@ def _description(coordinator: Node, t: Any) -> TransactionDescription:
         frozenset(TopicPartition(d.topic, p) for d in t.topics for p in d.partitions))
 
 
-def _describe_round(net: AdminNetwork, pending: list[str], deadline_ms: int,
-                    outcome: dict[str, TransactionDescription | BaseException]) -> None:
-    """One lookup and one DescribeTransactions per coordinator; fills ``outcome`` (a
-    retriable error stays there as the last error, for the caller to retry)."""
+def _describe_round(net: AdminNetwork, pending: list[str], deadline_ms: int
+                    ) -> tuple[dict[str, TransactionDescription | BaseException], list[str]]:
+    """One lookup and one DescribeTransactions per coordinator: each id's description or
+    error, and the ids whose error is retriable (the caller retries them)."""
+    outcome: dict[str, TransactionDescription | BaseException] = {}
     by_node: dict[Node, list[str]] = {}
     for tid, found in find_transaction_coordinators(net, pending, deadline_ms).items():
         if isinstance(found, KafkaError):
@@ -158,6 +158,7 @@ def _describe_round(net: AdminNetwork, pending: list[str], deadline_ms: int,
                 outcome[tid] = kafka_error(t.error_code, None, "transactional id", tid)
             else:
                 outcome[tid] = _description(node, t)
+    return outcome, [tid for tid in pending if _retry(outcome[tid])]
 
 
 def _retry(value: TransactionDescription | BaseException) -> bool:
@@ -167,28 +168,9 @@ def _retry(value: TransactionDescription | BaseException) -> bool:
 
 def describe_transactions(net: AdminNetwork, transactional_ids: Iterable[str],
                           deadline_ms: int) -> AdminResult[str, TransactionDescription]:
-    ids = list(dict.fromkeys(transactional_ids))
-    outcome: dict[str, TransactionDescription | BaseException] = {}
-    pending = ids
-    while pending:
-        _describe_round(net, pending, deadline_ms, outcome)
-        pending = [tid for tid in pending if _retry(outcome[tid])]
-        if pending:
-            if net.now() + net.retry_backoff_ms >= deadline_ms:
-                for tid in pending:
-                    outcome[tid] = KafkaTimeoutError(
-                        f"describing transactional id '{tid}': timed out; last error: "
-                        f"{outcome[tid]}")
-                break
-            net.backoff(deadline_ms)
-    result: AdminResult[str, TransactionDescription] = AdminResult()
-    for tid in ids:
-        value = outcome[tid]
-        if isinstance(value, BaseException):
-            result.set_error(tid, value)
-        else:
-            result.set_value(tid, value)
-    return result
+    return net.call_keys(dict.fromkeys(transactional_ids), deadline_ms,
+                         lambda pending: _describe_round(net, pending, deadline_ms),
+                         lambda tid: f"describing transactional id '{tid}'")
 
 
 # ---------------------------------------------------------------------- producers
@@ -231,14 +213,8 @@ def describe_producers(net: AdminNetwork, partitions: Iterable[TopicPartition],
     node = net.cluster(deadline_ms).node_by_id(broker_id)
     if node is None:
         raise for_code(Errors.BROKER_NOT_AVAILABLE)(f"no broker {broker_id} in the metadata")
-    states = _producer_states(node, wanted, net, deadline_ms)
     result: AdminResult[TopicPartition, PartitionProducerState] = AdminResult()
-    for tp in wanted:
-        value = states[tp]
-        if isinstance(value, BaseException):
-            result.set_error(tp, value)
-        else:
-            result.set_value(tp, value)
+    result.set_outcomes(wanted, _producer_states(node, wanted, net, deadline_ms))
     return result
 
 

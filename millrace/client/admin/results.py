@@ -84,6 +84,17 @@ class AdminResult(dict[K, Future[V]], Generic[K, V]):
             else:
                 self.set_value(key, value)
 
+    def set_outcomes(self, keys: Iterable[K], outcome: Mapping[K, V | BaseException]
+                     ) -> None:
+        """One future per key: its error where ``outcome`` holds an exception, else its
+        value."""
+        for key in keys:
+            value = outcome[key]
+            if isinstance(value, BaseException):
+                self.set_error(key, value)
+            else:
+                self.set_value(key, value)
+
     def values_or_none(self) -> dict[K, V | None]:
         return {key: None if future.exception() else future.result()
                 for key, future in self.items()}
