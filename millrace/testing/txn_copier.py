@@ -34,6 +34,17 @@ transaction in hand, if any, is finished).  Progress goes to stdout as JSON line
 ``consumed`` counts records taken from the consumer (again after a rewind), ``committed``
 those whose transaction committed, ``aborted`` those whose transaction was aborted,
 ``remaining`` the records of the input not yet behind the group's committed offsets.
+
+Stalls.  librdkafka 2.x (2.16 included) can block in ``send_offsets_to_transaction`` long
+past its timeout when the group coordinator it has cached leaves the cluster's metadata
+(a broker stopped or killed): the coordinator request never checks its timeout
+(confluentinc/librdkafka#5456), and a coordinator broker that was decommissioned is never
+queried again until some other broker connection goes up or down (#5511; fix proposed in
+PR #5512).  A process stuck there can neither finish nor abort its transaction, so every
+transactional call runs under a :class:`CallWatchdog`: once a call overruns its own timeout
+by ``--stall-grace-s``, the copier reports ``{"event": "stalled", "call": ..., "started":
+<unix time>, "timeout_s": ...}`` and ends with exit status 3, to be restarted like a crashed copier (its
+transaction is aborted at its timeout or fenced by the restart's ``init_transactions``).
 """
 
 from __future__ import annotations
@@ -41,10 +52,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
 from typing import Any, TextIO
 
@@ -60,8 +73,39 @@ from confluent_kafka import (
 
 # ``TransactionalMessageCopier``'s exit status when the producer was fenced
 EXIT_FENCED = 2
+# a librdkafka call overran its timeout (see "Stalls" above): restart the copier
+EXIT_STALLED = 3
 # librdkafka's warnings and errors go to stderr; connection closes are expected here
 _LOGGING: dict[str, Any] = {"log_level": 4, "log.connection.close": False}
+
+
+class CallWatchdog:
+    """Ends the process (``EXIT_STALLED``) when a call overruns its timeout by ``grace_s``.
+
+    The watched call blocks the copier's only thread inside librdkafka, so the watchdog is
+    a timer thread; it reports through ``report`` and leaves with ``os._exit`` (the stuck
+    thread cannot be unwound)."""
+
+    def __init__(self, report: Callable[..., None], grace_s: float) -> None:
+        self._report = report
+        self.grace_s = grace_s
+
+    @contextlib.contextmanager
+    def watch(self, call: str, timeout_s: float) -> Iterator[None]:
+        started = time.time()
+        timer = threading.Timer(timeout_s + self.grace_s, self._expired,
+                                (call, started, timeout_s))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _expired(self, call: str, started: float, timeout_s: float) -> None:
+        self._report("stalled", call=call, started=started, timeout_s=timeout_s,
+                     after_s=round(time.time() - started, 1))
+        os._exit(EXIT_STALLED)
 
 
 class TransactionalMessageCopier:
@@ -70,7 +114,7 @@ class TransactionalMessageCopier:
     def __init__(self, bootstrap: str, input_topic: str, output_topic: str, group: str,
                  transactional_id: str, *, max_txn: int = 50,
                  transaction_timeout_ms: int = 30_000, debug: str = "",
-                 out: TextIO = sys.stdout) -> None:
+                 stall_grace_s: float = 30.0, out: TextIO = sys.stdout) -> None:
         self.input = input_topic
         self.output = output_topic
         self.max_txn = max_txn
@@ -88,6 +132,7 @@ class TransactionalMessageCopier:
             "message.timeout.ms": transaction_timeout_ms, **_LOGGING,
             **({"debug": debug, "log_level": 7} if debug else {})})
         self.end_offsets: dict[int, int] = {}
+        self.watchdog = CallWatchdog(self._report, stall_grace_s)
 
     # ------------------------------------------------------------------ lifecycle
     def stop(self) -> None:
@@ -97,7 +142,7 @@ class TransactionalMessageCopier:
     def run(self) -> int:
         try:
             self.end_offsets = self._input_end_offsets()
-            self._retry(lambda: self.producer.init_transactions(30))
+            self._retry("init_transactions", self.producer.init_transactions, 30)
             self.consumer.subscribe([self.input])
             while not self._stop:
                 if self.remaining() == 0:
@@ -131,14 +176,15 @@ class TransactionalMessageCopier:
                 next_offsets[partition] = offset + 1  # the consumer's position after it
             offsets = [TopicPartition(self.input, p, o) for p, o in sorted(next_offsets.items())]
             group_metadata = self.consumer.consumer_group_metadata()
-            self._retry(lambda: self.producer.send_offsets_to_transaction(
-                offsets, group_metadata, 30))
-            self._retry(lambda: self.producer.commit_transaction(60))
+            self._retry("send_offsets_to_transaction",
+                        lambda t: self.producer.send_offsets_to_transaction(
+                            offsets, group_metadata, t), 30)
+            self._retry("commit_transaction", self.producer.commit_transaction, 60)
         except KafkaException as exc:
             err: KafkaError = exc.args[0]
             if err.fatal() or not err.txn_requires_abort():
                 raise
-            self._retry(lambda: self.producer.abort_transaction(60))
+            self._retry("abort_transaction", self.producer.abort_transaction, 60)
             self.aborted += len(batch)
             self._report("aborted", error=str(err))
             self._rewind()
@@ -158,16 +204,18 @@ class TransactionalMessageCopier:
             with contextlib.suppress(KafkaException):
                 self.consumer.seek(TopicPartition(tp.topic, tp.partition, offset))
 
-    @staticmethod
-    def _retry(call: Any, timeout_s: float = 120.0) -> None:
-        """``call`` again while librdkafka says the error is retriable, for up to
-        ``timeout_s``: librdkafka retries a transactional request only a few times, and
-        CONCURRENT_TRANSACTIONS lasts as long as the previous transaction's markers wait
-        for a partition leader (a killed broker's partitions: a ZooKeeper session)."""
+    def _retry(self, name: str, call: Callable[[float], object], call_timeout_s: float,
+               timeout_s: float = 120.0) -> None:
+        """``call(call_timeout_s)`` again while librdkafka says the error is retriable, for
+        up to ``timeout_s``: librdkafka retries a transactional request only a few times,
+        and CONCURRENT_TRANSACTIONS lasts as long as the previous transaction's markers wait
+        for a partition leader (a killed broker's partitions: a ZooKeeper session).  Each
+        call runs under the watchdog."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                call()
+                with self.watchdog.watch(name, call_timeout_s):
+                    call(call_timeout_s)
                 return
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
@@ -218,11 +266,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--transaction-timeout-ms", type=int, default=30_000)
     parser.add_argument("--debug", default="",
                         help="librdkafka debug contexts of the producer (e.g. eos), to stderr")
+    parser.add_argument("--stall-grace-s", type=float, default=30.0,
+                        help="end with status 3 when a librdkafka call overruns its timeout "
+                             "by this much (default 30)")
     args = parser.parse_args(argv)
     copier = TransactionalMessageCopier(
         args.bootstrap, args.input, args.output, args.group, args.transactional_id,
         max_txn=args.max_txn, transaction_timeout_ms=args.transaction_timeout_ms,
-        debug=args.debug)
+        debug=args.debug, stall_grace_s=args.stall_grace_s)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         copier.stop()
