@@ -17,6 +17,9 @@ Java counterpart: ``kafka.server.ReplicaManager``.  It owns
 - ``append_txn_markers``: WriteTxnMarkers on the leaders, through its ``TxnMarkerWriter``
   (``txn_marker_writer.py``: one COMMIT/ABORT control batch per partition appended with
   ``append_records``, then the ``txn_marker_listeners``),
+- ``become_leader_or_follower`` / ``stop_replicas``: the controller's LeaderAndIsr and
+  StopReplica, applied by its ``ReplicaStateChanges`` (``replica_state_changes.py``:
+  make leader or follower, start and stop fetchers, tell the leadership listeners),
 - ListOffsets and DeleteRecords against the logs, and the periodic log maintenance
   (flush, retention, compaction, checkpoints).
 
@@ -48,14 +51,11 @@ from millrace.broker.delayed_produce import (
     TopicPartition,
 )
 from millrace.broker.file_region import FileRegion
-from millrace.broker.metadata import ClusterMetadata, PartitionState, TopicInfo
+from millrace.broker.metadata import ClusterMetadata, TopicInfo
 from millrace.broker.partition import AlterIsrManager, Partition
 from millrace.broker.purgatory import DelayedOperationPurgatory
-from millrace.broker.replica_fetcher import (
-    BrokerEndpoint,
-    PartitionFetchState,
-    ReplicaFetcherManager,
-)
+from millrace.broker.replica_fetcher import BrokerEndpoint, ReplicaFetcherManager
+from millrace.broker.replica_state_changes import LeaderAndIsrPartition, ReplicaStateChanges
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.txn_marker_writer import (
     TXN_MARKER_TIMEOUT_MS,
@@ -113,17 +113,6 @@ class FetchParams:
         return self.replica_id >= 0
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderAndIsrPartition:
-    """One partition of a LeaderAndIsr request: its state and assigned replicas."""
-
-    topic: str
-    partition: int
-    state: PartitionState
-    replicas: tuple[int, ...]
-    is_new: bool = False
-
-
 def validate_produce_records(records: bytes | bytearray | None, version: int) -> bytearray:
     """A Produce request's records for one partition, checked as Kafka checks them before
     the log sees them: exactly one magic-2 batch (v3+), no zstd before v7.  Returns a
@@ -170,6 +159,7 @@ class ReplicaManager:
         self.leadership_listeners: list[
             Callable[[list[Partition], list[Partition]], None]] = []
         self.txn_marker_writer = TxnMarkerWriter(self.append_records, time)
+        self.state_changes = ReplicaStateChanges(self)
         self.fetcher_manager: ReplicaFetcherManager | None = None
         # KIP-890: verification (part 1, if enabled) and implicit adds (part 2, always:
         # a transaction.version 2 client sends no AddPartitionsToTxn of its own).
@@ -282,133 +272,15 @@ class ReplicaManager:
                                   live_brokers: Mapping[int, BrokerEndpoint],
                                   topic_configs: Mapping[str, dict[str, str]] | None = None
                                   ) -> dict[TopicPartition, int]:
-        """Kafka's ``becomeLeaderOrFollower``: apply the controller's partition states.
-
-        A request from an older controller epoch is refused whole
-        (STALE_CONTROLLER_EPOCH).  A partition state whose leader epoch is not newer than
-        the one held is ignored (STALE_CONTROLLER_EPOCH, as Kafka answers); a partition not
-        assigned here is UNKNOWN_TOPIC_OR_PARTITION.  Leaders stop fetching and take over;
-        followers start fetching from their leader, truncating first.
-        """
-        if controller_epoch < self.controller_epoch:
-            return {(p.topic, p.partition): Errors.STALE_CONTROLLER_EPOCH for p in partitions}
-        self.controller_epoch = controller_epoch
-        now = self.time.milliseconds()
-        errors: dict[TopicPartition, int] = {}
-        leaders: list[Partition] = []
-        followers: list[Partition] = []
-        fetch: dict[TopicPartition, tuple[BrokerEndpoint, PartitionFetchState]] = {}
-        for lp in partitions:
-            tp = (lp.topic, lp.partition)
-            if self.local_broker_id not in lp.replicas:
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            try:
-                fetch_state = self._become_leader_or_follower(lp, live_brokers, topic_configs,
-                                                              now, errors, leaders, followers)
-            except KafkaStorageError as e:
-                # the log dir is offline (its failure is the broker's to handle): the
-                # controller learns this replica cannot serve (Kafka answers the same)
-                log.error("cannot take %s-%d as %s: %s", lp.topic, lp.partition,
-                          "leader" if lp.state.leader == self.local_broker_id else "follower",
-                          e)
-                errors[tp] = Errors.KAFKA_STORAGE_ERROR
-                continue
-            if fetch_state is not None:
-                fetch[tp] = fetch_state
-        # Kafka's state-change log, in one line per request
-        log.info("LeaderAndIsr (controller epoch %d): leading %s; following %s; fetching %s "
-                 "(leaders known: %s)", controller_epoch,
-                 [f"{p.topic}-{p.index}@{p.leader_epoch}" for p in leaders] or "-",
-                 [f"{p.topic}-{p.index}@{p.leader_epoch}->{p.leader_id}"
-                  for p in followers] or "-",
-                 sorted(f"{t}-{i}" for t, i in fetch) or "-", sorted(live_brokers))
-        if self.fetcher_manager is not None:
-            self.fetcher_manager.remove_fetcher_for_partitions(
-                [(p.topic, p.index) for p in leaders]
-                + [(p.topic, p.index) for p in followers if (p.topic, p.index) not in fetch])
-            if fetch:
-                self.fetcher_manager.add_fetcher_for_partitions(fetch)
-        for p in leaders + followers:
-            self.partition_changed((p.topic, p.index))
-        for listener in self.leadership_listeners:
-            listener(leaders, followers)
-        return errors
-
-    def _become_leader_or_follower(
-            self, lp: LeaderAndIsrPartition, live_brokers: Mapping[int, BrokerEndpoint],
-            topic_configs: Mapping[str, dict[str, str]] | None, now: int,
-            errors: dict[TopicPartition, int], leaders: list[Partition],
-            followers: list[Partition]) -> tuple[BrokerEndpoint, PartitionFetchState] | None:
-        """One partition of a LeaderAndIsr: its error goes to ``errors``, the partition to
-        ``leaders`` or ``followers``; returns where to fetch from if it must (re)start."""
-        tp = (lp.topic, lp.partition)
-        partition = self.partitions.get(tp)
-        if partition is None:
-            overrides = (topic_configs or {}).get(lp.topic)
-            if overrides is None:
-                info = self.metadata.topics.get(lp.topic)
-                overrides = info.configs if info is not None else {}
-            lg = self.log_manager.get_or_create_log(
-                lp.topic, lp.partition, self.topic_configs.log_config(overrides))
-            partition = self.partitions[tp] = Partition(
-                lp.topic, lp.partition, lg, self.local_broker_id, self.alter_isr_manager)
-        elif lp.state.leader_epoch <= partition.leader_epoch:
-            errors[tp] = Errors.STALE_CONTROLLER_EPOCH
-            return None
-        if lp.state.leader == self.local_broker_id:
-            partition.make_leader(lp.state, list(lp.replicas), now)
-            errors[tp] = Errors.NONE
-            leaders.append(partition)
-            return None
-        leader = live_brokers.get(lp.state.leader)
-        if leader is None and not partition.is_leader:
-            # Kafka's rule: a follower changes state only when its new leader is among the
-            # live brokers.  Recording the epoch without a leader to fetch from would make
-            # the controller's next request with that epoch look stale, and the replica
-            # would never fetch; left as it is, that request applies.
-            log.warning("%s-%d: leader %d (epoch %d) is not a live broker here yet; "
-                        "waiting for the controller's next LeaderAndIsr", lp.topic,
-                        lp.partition, lp.state.leader, lp.state.leader_epoch)
-            errors[tp] = Errors.NONE
-            return None
-        changed = partition.make_follower(lp.state, list(lp.replicas))
-        errors[tp] = Errors.NONE
-        followers.append(partition)
-        if changed and leader is not None and not partition.log.offline:
-            return leader, PartitionFetchState(partition.log.log_end_offset,
-                                               lp.state.leader_epoch)
-        return None
+        """Kafka's ``becomeLeaderOrFollower`` (``ReplicaStateChanges``)."""
+        return self.state_changes.become_leader_or_follower(
+            controller_epoch, partitions, live_brokers, topic_configs)
 
     def stop_replicas(self, controller_epoch: int,
                       partitions: Sequence[tuple[TopicPartition, int, bool]]
                       ) -> dict[TopicPartition, int]:
-        """Kafka's ``stopReplicas``: stop fetching for each (partition, leader epoch,
-        delete) and, with delete, remove it and its log.  A leader epoch of -2 means the
-        topic is being deleted; an older epoch than held is refused
-        (FENCED_LEADER_EPOCH)."""
-        if controller_epoch < self.controller_epoch:
-            return {tp: Errors.STALE_CONTROLLER_EPOCH for tp, _, _ in partitions}
-        self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, int] = {}
-        stopped: list[TopicPartition] = []
-        for tp, leader_epoch, delete in partitions:
-            partition = self.partitions.get(tp)
-            if partition is not None and 0 <= leader_epoch < partition.leader_epoch:
-                errors[tp] = Errors.FENCED_LEADER_EPOCH
-                continue
-            errors[tp] = Errors.NONE
-            stopped.append(tp)
-            if delete and partition is not None:
-                del self.partitions[tp]
-                self.log_manager.delete_log(*tp)
-            elif partition is not None:
-                partition.stop()
-        if self.fetcher_manager is not None:
-            self.fetcher_manager.remove_fetcher_for_partitions(stopped)
-        for tp in stopped:
-            self.partition_changed(tp)
-        return errors
+        """Kafka's ``stopReplicas`` (``ReplicaStateChanges``)."""
+        return self.state_changes.stop_replicas(controller_epoch, partitions)
 
     def maybe_shrink_isrs(self) -> int:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): drop the

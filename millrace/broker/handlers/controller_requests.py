@@ -27,7 +27,7 @@ from millrace.broker.metadata import BrokerRegistration, PartitionState
 from millrace.broker.metadata.metadata_cache import PartitionMetadata
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.replica_fetcher import BrokerEndpoint
-from millrace.broker.replica_manager import LeaderAndIsrPartition
+from millrace.broker.replica_state_changes import LeaderAndIsrPartition
 from millrace.broker.services import ClusterServices
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
