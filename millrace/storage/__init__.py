@@ -5,7 +5,8 @@ Modules: ``config`` (LogConfig), ``index`` (OffsetIndex, TimeIndex), ``segment``
 (LogSegment), ``log_loader`` (opening and recovering a partition dir), ``local_log``
 (LocalLog: a partition dir's segment list, log end, recovery point), ``log`` (Log, one
 partition), ``log_manager`` (LogManager, all log dirs), ``log_dir_failure_channel``
-(LogDirFailureChannel: where I/O errors take a log dir offline), ``checkpoint`` (checkpoint files),
+(LogDirFailureChannel: where I/O errors take a log dir offline; LogDirErrorHandler and
+``@reports_io_errors``: how a log reports them), ``checkpoint`` (checkpoint files),
 ``cleaner`` (LogCleaner), ``info`` (FetchDataInfo, LogAppendInfo, ...),
 ``leader_epoch_cache`` (LeaderEpochFileCache: where each leader epoch starts, the
 ``leader-epoch-checkpoint`` file); idempotence:

@@ -52,31 +52,19 @@ offsets) and background threads (retention, flush, the cleaner).  Every access t
 released: segment files are only appended to, and deleted segments keep their descriptors
 open for ``file.delete.delay.ms``, so a pending read stays valid.
 
-I/O errors (Java: ``LocalLog.maybeHandleIOException``): every method that writes is marked
-``@_reports_io_errors``: an ``OSError`` (ENOSPC, EIO, EROFS...) out of it -- raw, or
-already wrapped in ``KafkaStorageError`` by a segment or the epoch cache -- marks the log's
-parent dir offline in the ``LogDirFailureChannel`` and reaches the caller as
-``KafkaStorageError``.  From then on every log of that dir refuses reads and writes
-(``_check_open``), so a write that hit the error is never acknowledged and none after it
-is attempted.  A segment append that failed has already cut its partial write, so the
-file still ends on a batch boundary.
+I/O errors (``log_dir_failure_channel.py``): a method that writes is marked
+``@reports_io_errors``; its first I/O error takes the log dir offline, and every log of
+that dir then refuses reads and writes with ``KafkaStorageError``.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec, TypeVar
 
-from millrace.common.errors import (
-    InvalidRecordError,
-    KafkaError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-)
+from millrace.common.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.record.batch import (
     iter_batches,
@@ -99,7 +87,11 @@ from millrace.storage.info import (
 )
 from millrace.storage.leader_epoch_cache import EpochEntry, LeaderEpochFileCache
 from millrace.storage.local_log import LocalLog
-from millrace.storage.log_dir_failure_channel import LogDirFailureChannel, io_error_of
+from millrace.storage.log_dir_failure_channel import (
+    LogDirErrorHandler,
+    LogDirFailureChannel,
+    reports_io_errors,
+)
 from millrace.storage.log_loader import (
     load_log,
     parse_topic_partition_name,
@@ -118,28 +110,6 @@ from millrace.storage.validator import analyze_follower_batches, validate_leader
 
 log = logging.getLogger("millrace.storage")
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _reports_io_errors(what: str) -> Callable[[Callable[Concatenate[Log, _P], _R]],
-                                              Callable[Concatenate[Log, _P], _R]]:
-    """Mark a writing method of ``Log``: an I/O error out of it takes the log dir offline
-    and is raised as ``KafkaStorageError`` (see the module docstring)."""
-    def decorate(method: Callable[Concatenate[Log, _P], _R]) -> Callable[Concatenate[Log, _P], _R]:
-        @functools.wraps(method)
-        def wrapper(self: Log, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-            try:
-                return method(self, *args, **kwargs)
-            except (OSError, KafkaStorageError) as e:
-                cause = io_error_of(e)
-                if cause is None:
-                    raise
-                raise self._io_failed(what, cause) from cause
-        return wrapper
-    return decorate
-
-
 class Log:
     """A partition log.  Thread-safe (see the module docstring)."""
 
@@ -152,7 +122,8 @@ class Log:
         self.topic, self.partition = parse_topic_partition_name(os.path.basename(path))
         # the log dir this partition dir lives in, and where its I/O errors are reported
         self.parent_dir = os.path.dirname(path)
-        self._failure_channel = failure_channel
+        self.log_dir_errors = LogDirErrorHandler(failure_channel, self.parent_dir,
+                                                 f"{self.topic}-{self.partition}")
         os.makedirs(path, exist_ok=True)
         self._lock = threading.RLock()
         self._time = time
@@ -272,7 +243,7 @@ class Log:
         ``assign(epoch, log_end_offset)`` on becoming leader, KAFKA-7415)."""
         return self._epoch_cache
 
-    @_reports_io_errors("leader epoch checkpoint")
+    @reports_io_errors("leader epoch checkpoint")
     def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Record that ``leader_epoch`` starts at ``start_offset`` (a new leader does it
         before writing anything, KAFKA-7415); the checkpoint file is rewritten."""
@@ -298,25 +269,13 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"log {self.dir} is closed")
-        if self.offline:
-            raise KafkaStorageError(
-                f"log dir {self.parent_dir} of {self.topic}-{self.partition} is offline: "
-                f"{self._failure_channel.offline_reason(self.parent_dir)}"  # type: ignore[union-attr]
-            )
+        self.log_dir_errors.check_online()
 
     @property
     def offline(self) -> bool:
         """The log dir had an I/O error: nothing is read from or written to this log any
         more in this process."""
-        ch = self._failure_channel
-        return ch is not None and ch.has_offline_log_dir(self.parent_dir)
-
-    def _io_failed(self, what: str, error: OSError) -> KafkaError:
-        """Report an I/O error of this log's dir; the error to raise to the caller."""
-        message = f"{what} of {self.topic}-{self.partition} in {self.parent_dir} failed"
-        if self._failure_channel is not None:
-            self._failure_channel.maybe_add_offline_log_dir(self.parent_dir, message, error)
-        return KafkaStorageError(f"{message}: {error}")
+        return self.log_dir_errors.offline
 
     # ------------------------------------------------------------------ producer state
     @property
@@ -345,7 +304,7 @@ class Log:
                 return 0
             return self._producer_state.remove_expired_producers(now)
 
-    @_reports_io_errors("producer snapshot")
+    @reports_io_errors("producer snapshot")
     def take_producer_snapshot(self, sync: bool = False) -> str:
         """Write a producer state snapshot at the log end now; returns its path."""
         with self._lock:
@@ -354,7 +313,7 @@ class Log:
             return self._producer_state.take_snapshot(sync=sync)
 
     # ------------------------------------------------------------------ appends
-    @_reports_io_errors("append")
+    @reports_io_errors("append")
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None,
                          origin: AppendOrigin = AppendOrigin.CLIENT, *,
@@ -450,7 +409,7 @@ class Log:
                              dup.timestamp if log_append else -1, self._log_start_offset, 0, 0,
                              0, leader_epoch)
 
-    @_reports_io_errors("follower append")
+    @reports_io_errors("follower append")
     def append_as_follower(self, records: bytes | bytearray | memoryview,
                            now_ms: int | None = None) -> LogAppendInfo:
         """Append batches whose offsets are already assigned (replication).  A trailing
@@ -493,7 +452,7 @@ class Log:
             return self._roll(first_offset, now)
         return self._local.active_segment
 
-    @_reports_io_errors("segment roll")
+    @reports_io_errors("segment roll")
     def roll(self, now_ms: int | None = None) -> LogSegment:
         """Start a new active segment at the log end (no-op if the active one is empty)."""
         with self._lock:
@@ -613,7 +572,7 @@ class Log:
             return self._local.find_offset_by_timestamp(timestamp, self._log_start_offset)
 
     # ------------------------------------------------------------------ truncation
-    @_reports_io_errors("truncation")
+    @reports_io_errors("truncation")
     def truncate_to(self, offset: int) -> bool:
         """Remove every record at or after ``offset`` (replication: a follower cutting a
         divergent tail).  Returns False if there was nothing to remove."""
@@ -637,7 +596,7 @@ class Log:
             self._update_first_unstable_offset()
             return True
 
-    @_reports_io_errors("truncation")
+    @reports_io_errors("truncation")
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start an empty log at ``new_offset``."""
         with self._lock:
@@ -655,7 +614,7 @@ class Log:
         self._hw_metadata = self._lso_metadata = None
 
     # ------------------------------------------------------------------ deletion
-    @_reports_io_errors("delete records")
+    @reports_io_errors("delete records")
     def delete_records_before(self, offset: int, now_ms: int | None = None) -> int:
         """DeleteRecords: move the log start offset to ``offset`` (-1 = high watermark) and
         delete segments entirely below it.  Returns the new log start offset (low watermark)."""
@@ -679,7 +638,7 @@ class Log:
                                       "log start offset", now_ms)
             return self._log_start_offset
 
-    @_reports_io_errors("retention")
+    @reports_io_errors("retention")
     def delete_old_segments(self, now_ms: int | None = None) -> int:
         """Retention: delete closed segments past retention.ms (by their largest timestamp)
         or beyond retention.bytes, and those below the log start offset.  The active
@@ -758,7 +717,7 @@ class Log:
             return [(s, s.size, s.largest_timestamp) for s in self._local.segments]
 
     # ------------------------------------------------------------------ flush / close
-    @_reports_io_errors("flush")
+    @reports_io_errors("flush")
     def flush(self, upto: int | None = None) -> None:
         """fsync every segment holding offsets in [recovery point, ``upto``) (default: the
         log end), then move the recovery point to ``upto``."""

@@ -18,6 +18,15 @@ that dir's partitions offline and keeps serving the others; when *all* of a brok
 dirs are offline it halts ("Shutdown broker because all log dirs in ... have failed").
 A millrace broker has one log dir, so the first failure is the last.
 
+How a log reports (Java: ``LocalLog.maybeHandleIOException``): every method of ``Log``
+that writes is marked ``@reports_io_errors(what)``: an ``OSError`` (ENOSPC, EIO, EROFS...)
+out of it -- raw, or already wrapped in ``KafkaStorageError`` by a segment or the epoch
+cache -- marks the log's parent dir offline here (``LogDirErrorHandler.io_failed``) and
+reaches the caller as ``KafkaStorageError``.  From then on every log of that dir refuses
+reads and writes (``check_online``), so a write that hit the error is never acknowledged
+and none after it is attempted.  A segment append that failed has already cut its partial
+write, so the file still ends on a batch boundary.
+
 Thread-safe: appends run on the event-loop thread, flushes, retention and the cleaner
 on others.  Listeners are called on the reporting thread, once per dir, outside the
 lock; they must hand the work to their own thread (the broker uses
@@ -26,12 +35,19 @@ lock; they must hand the work to their own thread (the broker uses
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
+
+from millrace.common.errors import KafkaError, KafkaStorageError
 
 log = logging.getLogger("millrace.storage")
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 # (log dir, message, the error): called once, when the dir goes offline
 OfflineLogDirListener = Callable[[str, str, BaseException | None], None]
@@ -97,3 +113,62 @@ class LogDirFailureChannel:
     def offline_log_dirs(self) -> list[str]:
         with self._lock:
             return sorted(self._offline)
+
+
+class LogDirErrorHandler:
+    """One log's side of the channel: whether its dir is offline, and the report of an
+    I/O error in it (Java: ``UnifiedLog``'s ``logDirFailureChannel`` and ``parentDir``).
+    Without a channel (a log opened by a tool) nothing is ever offline."""
+
+    def __init__(self, channel: LogDirFailureChannel | None, log_dir: str, name: str) -> None:
+        self.channel = channel
+        self.log_dir = log_dir  # the log dir a partition dir lives in
+        self.name = name  # "<topic>-<partition>", for the messages
+
+    @property
+    def offline(self) -> bool:
+        ch = self.channel
+        return ch is not None and ch.has_offline_log_dir(self.log_dir)
+
+    def check_online(self) -> None:
+        """Raise ``KafkaStorageError`` if the dir is offline."""
+        if self.offline:
+            raise KafkaStorageError(
+                f"log dir {self.log_dir} of {self.name} is offline: "
+                f"{self.channel.offline_reason(self.log_dir)}"  # type: ignore[union-attr]
+            )
+
+    def io_failed(self, what: str, error: OSError) -> KafkaError:
+        """Report an I/O error of this log's dir; the error to raise to the caller."""
+        message = f"{what} of {self.name} in {self.log_dir} failed"
+        if self.channel is not None:
+            self.channel.maybe_add_offline_log_dir(self.log_dir, message, error)
+        return KafkaStorageError(f"{message}: {error}")
+
+
+class InLogDir(Protocol):
+    """What ``reports_io_errors`` needs of the object whose methods it marks."""
+
+    @property
+    def log_dir_errors(self) -> LogDirErrorHandler: ...
+
+
+_S = TypeVar("_S", bound=InLogDir)
+
+
+def reports_io_errors(what: str) -> Callable[[Callable[Concatenate[_S, _P], _R]],
+                                             Callable[Concatenate[_S, _P], _R]]:
+    """Mark a writing method of a log: an I/O error out of it takes the log dir offline
+    and is raised as ``KafkaStorageError`` (see the module docstring)."""
+    def decorate(method: Callable[Concatenate[_S, _P], _R]) -> Callable[Concatenate[_S, _P], _R]:
+        @functools.wraps(method)
+        def wrapper(self: _S, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return method(self, *args, **kwargs)
+            except (OSError, KafkaStorageError) as e:
+                cause = io_error_of(e)
+                if cause is None:
+                    raise
+                raise self.log_dir_errors.io_failed(what, cause) from cause
+        return wrapper
+    return decorate

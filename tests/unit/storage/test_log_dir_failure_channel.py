@@ -1,14 +1,23 @@
 """``LogDirFailureChannel``: a dir goes offline once, on its first I/O error, and every
-listener hears of it exactly once (also one registered after the failure)."""
+listener hears of it exactly once (also one registered after the failure).  A log's
+``LogDirErrorHandler`` and ``@reports_io_errors``: an I/O error out of a marked method
+takes the dir offline and reaches the caller as ``KafkaStorageError``; other errors pass
+unchanged."""
 
 from __future__ import annotations
 
 import errno
 import threading
 
+import pytest
+
 from millrace.common.errors import KafkaStorageError
 from millrace.storage import LogDirFailureChannel
-from millrace.storage.log_dir_failure_channel import io_error_of
+from millrace.storage.log_dir_failure_channel import (
+    LogDirErrorHandler,
+    io_error_of,
+    reports_io_errors,
+)
 
 ENOSPC = OSError(errno.ENOSPC, "No space left on device")
 
@@ -79,3 +88,49 @@ def test_io_error_of_tells_io_errors_from_other_storage_errors() -> None:
     except KafkaStorageError as wrapped:
         assert io_error_of(wrapped) is ENOSPC
     assert io_error_of(KafkaStorageError("log /x is closed")) is None
+
+
+class _Writer:
+    def __init__(self, errors: LogDirErrorHandler, error: BaseException) -> None:
+        self.log_dir_errors = errors
+        self.error = error
+
+    @reports_io_errors("append")
+    def append(self, n: int) -> int:
+        raise self.error
+
+
+def test_an_io_error_out_of_a_marked_method_takes_the_dir_offline() -> None:
+    channel = LogDirFailureChannel()
+    errors = LogDirErrorHandler(channel, "/data/a", "t-0")
+    errors.check_online()
+    with pytest.raises(KafkaStorageError, match=r"append of t-0 in /data/a failed: "
+                       r"\[Errno 28\]") as raised:
+        _Writer(errors, ENOSPC).append(1)
+    assert raised.value.__cause__ is ENOSPC
+    assert errors.offline and channel.offline_log_dirs == ["/data/a"]
+    with pytest.raises(KafkaStorageError, match="log dir /data/a of t-0 is offline: "
+                       "append of t-0 in /data/a failed"):
+        errors.check_online()
+    # a sibling log of the same dir is offline too
+    assert LogDirErrorHandler(channel, "/data/a", "t-1").offline
+
+
+def test_errors_that_are_not_io_pass_through_unreported() -> None:
+    channel = LogDirFailureChannel()
+    errors = LogDirErrorHandler(channel, "/data/a", "t-0")
+    closed = KafkaStorageError("log /data/a/t-0 is closed")
+    with pytest.raises(KafkaStorageError) as raised:
+        _Writer(errors, closed).append(1)
+    assert raised.value is closed
+    with pytest.raises(ValueError):
+        _Writer(errors, ValueError("bug")).append(1)
+    assert not errors.offline and channel.offline_log_dirs == []
+
+
+def test_without_a_channel_an_io_error_is_raised_but_nothing_goes_offline() -> None:
+    errors = LogDirErrorHandler(None, "/data/a", "t-0")
+    with pytest.raises(KafkaStorageError, match="append of t-0 in /data/a failed"):
+        _Writer(errors, ENOSPC).append(1)
+    assert not errors.offline
+    errors.check_online()
