@@ -22,7 +22,8 @@ CRC), the active segment is rolled if needed and the whole buffer is written wit
 
 Idempotence (``producer_state.py``): each log has a ``ProducerStateManager``.  A client
 batch with a producer id is checked against its producer's epoch and sequence before
-anything is written; a retry of one of the producer's last 5 batches is not written again
+anything is written (``producer_state_analysis.py``, batch by batch as offsets are
+assigned); a retry of one of the producer's last 5 batches is not written again
 and the append returns the original batch's offsets (``num_batches == 0`` tells it was a
 duplicate); a gap raises OutOfOrderSequenceError, a stale epoch InvalidProducerEpochError.
 The state is updated only after the write.  Snapshots are taken on every roll and on close;
@@ -98,14 +99,15 @@ from millrace.storage.log_loader import (
     rebuild_producer_state,
 )
 from millrace.storage.log_transactions import LogTransactions, end_txn_marker
-from millrace.storage.producer_state import BatchMetadata, ProducerAppendInfo, ProducerState
+from millrace.storage.producer_state import BatchMetadata, ProducerState
+from millrace.storage.producer_state_analysis import ProducerStateAnalysis
 from millrace.storage.producer_state_manager import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerStateManager,
     VerificationGuard,
 )
 from millrace.storage.segment import AppendedBatch, LogSegment
-from millrace.storage.transaction_index import AbortedTxn, CompletedTxn
+from millrace.storage.transaction_index import AbortedTxn
 from millrace.storage.validator import analyze_follower_batches, validate_leader_batches
 
 log = logging.getLogger("millrace.storage")
@@ -341,37 +343,21 @@ class Log:
         if log_append:
             for pos, _ in headers:
                 set_log_append_time(buf, pos, now)
-        client = origin == AppendOrigin.CLIENT
         with self._lock:
             self._check_open()
             first = offset = self._local.log_end_offset
             entries: list[AppendedBatch] = []
             max_ts, off_of_max, count = -1, first, 0
-            producers: dict[int, ProducerAppendInfo] | None = None
-            completed: list[CompletedTxn] = []
+            producers = ProducerStateAnalysis(self._producer_state, self._txns, origin,
+                                              verification_guard, require_verification)
             for pos, h in headers:
                 last = offset + h.last_offset_delta
                 ts = now if log_append else h.max_timestamp
-                pid = h.producer_id
-                if pid >= 0:
-                    if client:
-                        entry = self._producer_state.last_entry(pid)
-                        dup = None if entry is None else entry.find_duplicate_batch(
-                            h.producer_epoch, h.base_sequence, h.last_sequence)
-                        if dup is not None:
-                            return self._duplicate_append_info(pid, dup, log_append,
-                                                               leader_epoch)
-                    if require_verification:
-                        self._txns.check_verified(h, verification_guard)
-                    if producers is None:
-                        producers = {}
-                    pinfo = producers.get(pid)
-                    if pinfo is None:
-                        pinfo = producers[pid] = self._producer_state.prepare_update(pid, origin)
-                    txn = pinfo.append(h, offset, last, ts,
-                                       end_txn_marker(buf, pos) if h.is_control else None)
-                    if txn is not None:
-                        completed.append(txn)
+                if h.producer_id >= 0:
+                    dup = producers.analyze(buf, pos, h, offset, last, ts)
+                    if dup is not None:
+                        return self._duplicate_append_info(h.producer_id, dup, log_append,
+                                                           leader_epoch)
                 set_base_offset(buf, pos, offset)
                 set_partition_leader_epoch(buf, pos, leader_epoch)
                 entries.append(AppendedBatch(pos, h.size, last, ts))
@@ -384,11 +370,7 @@ class Log:
                     self._epoch_cache.assign(leader_epoch, first)
                 self._maybe_roll(len(buf), max_ts, offset - 1, first, now)
                 self._local.append(buf, entries, offset - 1)
-                if producers:
-                    for pinfo in producers.values():
-                        self._producer_state.update(pinfo)
-                    self._txns.clear_verification_guards(h for _, h in headers)
-                    self._txns.complete_txns(completed, self._log_start_offset)
+                producers.update(headers, self._log_start_offset)
                 self._producer_state.update_map_end_offset(offset)
             info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,
                                  now if log_append else -1, self._log_start_offset, count,
