@@ -19,6 +19,7 @@ from millrace.common.errors import (
     OutOfOrderSequenceError,
 )
 from millrace.common.time import MockTime
+from millrace.record.batch import iter_batches
 from millrace.storage import AppendOrigin, Log, LogConfig, LogManager
 from millrace.storage.producer_snapshot import (
     CorruptSnapshotError,
@@ -532,3 +533,24 @@ def test_manager_without_log(tmp_path: Path) -> None:
     other = ProducerStateManager(str(tmp_path))
     other.truncate_and_reload(0, 5, T0, force=True)
     assert other.map_end_offset == 5 and other.producers == psm.producers
+
+
+def test_batches_are_rewritten_in_place_only_up_to_the_one_refused(tmp_path: Path) -> None:
+    """The producer checks run batch by batch before each header is rewritten
+    (``ProducerStateAnalysis``): the batches before a duplicate or a refused batch already
+    carry their offsets, that batch and the ones after it the header the producer sent."""
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(3), 0)
+    log.append_as_leader(pbatch(0, 2), 0)
+    for tail in (pbatch(0, 2), pbatch(7)):  # a duplicate, then a sequence gap
+        buf = bytearray(batch(1) + tail + batch(1))
+        if tail == pbatch(0, 2):
+            assert log.append_as_leader(buf, 5).num_batches == 0
+        else:
+            with pytest.raises(OutOfOrderSequenceError):
+                log.append_as_leader(buf, 5)
+        headers = [h for _, h in iter_batches(buf)]
+        assert [h.base_offset for h in headers] == [5, 0, 0]
+        assert [h.partition_leader_epoch for h in headers] == [5, -1, -1]
+    assert log.log_end_offset == 5
+    log.close()
