@@ -137,6 +137,9 @@ class CopierProcess:
 
     def kill(self) -> None:
         assert self.proc is not None
+        code = self.proc.poll()     # running, or done; anything else is no kill to hide
+        assert code in (None, 0), (f"copier {self.tid} had ended with status {code}:\n"
+                                   + self.log.read_text()[-3000:])
         self.proc.kill()
         self.exit_codes.append(self.proc.wait(WAIT))
 
@@ -152,12 +155,17 @@ class CopierProcess:
         self.exit_codes.append(code)
         return code
 
-    def restart_if_stalled(self, bounces: BrokerBounces) -> None:
-        """A copier that ended with ``EXIT_STALLED`` is restarted, if a broker bounce
-        explains its stall (else the test fails: the stall is not the client bug)."""
-        if self.proc is not None and self.proc.poll() == EXIT_STALLED:
-            self.exit_codes.append(EXIT_STALLED)
-            self.restart_after_stall(bounces)
+    def supervise(self, bounces: BrokerBounces) -> None:
+        """Between bounces a copier is running or done (0: everything copied); one that
+        ended with ``EXIT_STALLED`` is restarted if a broker bounce explains its stall.
+        Any other end fails the test."""
+        code = None if self.proc is None else self.proc.poll()
+        if code is None or code == 0:
+            return
+        self.exit_codes.append(code)
+        assert code == EXIT_STALLED, (f"copier {self.tid} ended with status {code}:\n"
+                                      + self.log.read_text()[-3000:])
+        self.restart_after_stall(bounces)
 
     def restart_after_stall(self, bounces: BrokerBounces) -> None:
         stall = self.events()[-1]
@@ -307,7 +315,7 @@ def wait_progress(cluster: LocalCluster, group: str, records: int, when: str,
                   copiers: list[CopierProcess], bounces: BrokerBounces) -> None:
     def copied() -> bool:
         for copier in copiers:
-            copier.restart_if_stalled(bounces)
+            copier.supervise(bounces)
         return group_progress(live_bootstrap(cluster), group) >= records
     wait_until(f"{records} records copied {when}", copied,
                timeout=4 * WAIT, diagnostics=lambda: log_tails(cluster))
@@ -351,7 +359,7 @@ def test_copier_copies_exactly_once_through_bounces(fresh_cluster: ClusterFactor
             if kind == "copier kill -9":
                 # in the middle of a transaction when DescribeTransactions catches one
                 # open (its records may be written already: they must never be read)
-                victim.restart_if_stalled(bounces)
+                victim.supervise(bounces)
                 caught = kill_in_transaction(live_bootstrap(cluster), victim)
                 kind += " (in a transaction)" if caught else ""
                 victim.start()
