@@ -1,10 +1,10 @@
 """``TransactionMarkerChannelManager``: writes a finished transaction's markers on the
 leaders of its partitions, then lets the coordinator record the transaction complete.
 
-Java counterpart: ``TransactionMarkerChannelManager`` + ``TransactionMarkerRequestCompletion-
-Handler``.  The wire is the interface: each leader gets a real WriteTxnMarkers v1 request
-(producer id/epoch, commit or abort, coordinator epoch, its partitions) -- also when the
-leader is this broker, which then answers through its own listener, as Kafka does.
+Java counterpart: ``TransactionMarkerChannelManager`` (with its per-broker
+``TxnMarkerQueue``) + ``TransactionMarkerRequestCompletionHandler``.  The wire is the
+interface: each leader gets a real WriteTxnMarkers v1 request -- also when the leader is
+this broker, which then answers through its own listener, as Kafka does.
 
 One task per transaction (``add_txn_markers_to_send``), in rounds:
 
@@ -13,7 +13,8 @@ One task per transaction (``add_txn_markers_to_send``), in rounds:
    coordinator resends them after loading);
 2. drop partitions whose topic or partition no longer exists in the metadata (the
    producer could not have written there either);
-3. group the rest by current leader and send one request per leader, concurrently;
+3. group the rest by current leader and queue one marker (producer id/epoch, commit or
+   abort, coordinator epoch, its partitions on that leader) per leader, concurrently;
    partitions without a leader wait for the next round;
 4. per partition: NONE (and UNSUPPORTED_FOR_MESSAGE_FORMAT / UNSUPPORTED_VERSION, as
    Kafka) is done; retriable errors (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS*,
@@ -23,8 +24,16 @@ One task per transaction (``add_txn_markers_to_send``), in rounds:
    producer epoch or coordinator took over: this coordinator gives the transaction up.
 5. when no partition is left, ``on_complete(entry)`` (which writes CompleteCommit/Abort).
 
-Owned by the event-loop thread.  Kafka batches the markers of many transactions per
-leader into one request; here each transaction sends its own (same wire, more requests).
+Batching (``TxnMarkerQueue``, one per destination broker): at most one WriteTxnMarkers
+request is in flight to a broker; markers queued for it meanwhile, by any number of
+transactions, all go out in its next request, one ``markers[]`` entry each.  The response
+is split by producer id (as Kafka's ``errorsByProducerId``), so a request never carries
+two markers of one producer id -- a second one waits for the request after.  Each
+transaction gets back only its own marker's per-partition errors; an unreachable broker
+fails every marker of that request, each transaction retrying on its own.  A marker
+whose transaction's task was cancelled (superseded or stopped) is skipped when drained.
+
+Owned by the event-loop thread.
 """
 
 from __future__ import annotations
@@ -54,18 +63,101 @@ _RETRY = frozenset({Errors.NOT_LEADER_OR_FOLLOWER, Errors.NOT_ENOUGH_REPLICAS,
                     Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.KAFKA_STORAGE_ERROR})
 
 
-def marker_request(entry: TxnMarkerEntry, partitions: list[tuple[str, int]]
+PartitionErrors = dict[tuple[str, int], int]
+_Queued = tuple[TxnMarkerEntry, list[tuple[str, int]], asyncio.Future[PartitionErrors]]
+
+
+def marker_request(markers: list[tuple[TxnMarkerEntry, list[tuple[str, int]]]]
                    ) -> WriteTxnMarkersRequest:
+    """One request carrying, per transaction, its marker for the given partitions."""
     cls = WriteTxnMarkersRequest
-    by_topic: dict[str, list[int]] = {}
-    for topic, partition in sorted(partitions):
-        by_topic.setdefault(topic, []).append(partition)
-    return cls(markers=[cls.WritableTxnMarker(
-        producer_id=entry.producer_id, producer_epoch=entry.producer_epoch,
-        transaction_result=entry.committed,
-        topics=[cls.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
-                for t, ps in by_topic.items()],
-        coordinator_epoch=entry.coordinator_epoch)])
+    writable = []
+    for entry, partitions in markers:
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        writable.append(cls.WritableTxnMarker(
+            producer_id=entry.producer_id, producer_epoch=entry.producer_epoch,
+            transaction_result=entry.committed,
+            topics=[cls.WritableTxnMarker.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()],
+            coordinator_epoch=entry.coordinator_epoch))
+    return cls(markers=writable)
+
+
+class TxnMarkerQueue:
+    """The markers waiting for one destination broker and the task sending them: one
+    request in flight at a time, the next one carrying everything queued meanwhile.
+
+    Owned by the event-loop thread."""
+
+    def __init__(self, destination: int, send: SendMarkers) -> None:
+        self.destination = destination
+        self._send = send
+        self._queued: list[_Queued] = []
+        self._sender: asyncio.Task[None] | None = None
+
+    def add_markers(self, entry: TxnMarkerEntry, partitions: list[tuple[str, int]]
+                    ) -> asyncio.Future[PartitionErrors]:
+        """Queue ``entry``'s marker for ``partitions``; the future gets its
+        per-partition errors, or the exception of an unreachable broker."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[PartitionErrors] = loop.create_future()
+        self._queued.append((entry, partitions, future))
+        if self._sender is None:
+            self._sender = loop.create_task(self._drain())
+        return future
+
+    async def _drain(self) -> None:
+        try:
+            while batch := self._take_batch():
+                await self._send_batch(batch)
+        finally:
+            self._sender = None
+
+    def _take_batch(self) -> list[_Queued]:
+        batch: list[_Queued] = []
+        later: list[_Queued] = []
+        producer_ids: set[int] = set()
+        for queued in self._queued:
+            entry, _, future = queued
+            if future.done():  # its transaction's task was cancelled
+                continue
+            if entry.producer_id in producer_ids:
+                later.append(queued)
+            else:
+                producer_ids.add(entry.producer_id)
+                batch.append(queued)
+        self._queued = later
+        return batch
+
+    async def _send_batch(self, batch: list[_Queued]) -> None:
+        request = marker_request([(entry, partitions) for entry, partitions, _ in batch])
+        try:
+            try:
+                response = await self._send(self.destination, request)
+            except Exception as exc:
+                for *_, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                return
+            errors = _errors_by_producer_id(response)
+            for entry, _, future in batch:
+                if not future.done():
+                    future.set_result(errors.get(entry.producer_id, {}))
+        finally:  # the sender was cancelled: nobody answers these
+            for *_, future in batch:
+                future.cancel()
+
+    async def close(self) -> None:
+        sender = self._sender
+        if sender is not None:
+            sender.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sender
+        for *_, future in self._queued:
+            future.cancel()
+        self._queued.clear()
 
 
 class TransactionMarkerChannelManager:
@@ -80,6 +172,7 @@ class TransactionMarkerChannelManager:
         self._backoff_s = backoff_ms / 1000
         self._max_backoff_s = max_backoff_ms / 1000
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._queues: dict[int, TxnMarkerQueue] = {}
 
     @property
     def in_flight(self) -> frozenset[str]:
@@ -105,6 +198,14 @@ class TransactionMarkerChannelManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        for queue in self._queues.values():
+            await queue.close()
+
+    def _queue_for_broker(self, broker_id: int) -> TxnMarkerQueue:
+        queue = self._queues.get(broker_id)
+        if queue is None:
+            queue = self._queues[broker_id] = TxnMarkerQueue(broker_id, self._send)
+        return queue
 
     # ------------------------------------------------------------------ one transaction
     async def _run(self, entry: TxnMarkerEntry) -> None:
@@ -133,7 +234,8 @@ class TransactionMarkerChannelManager:
 
     async def send_round(self, entry: TxnMarkerEntry, partitions: set[tuple[str, int]]
                          ) -> set[tuple[str, int]] | None:
-        """One request per leader; the partitions still to do, or None to give up."""
+        """One marker per leader, each queued for that leader's next request; the
+        partitions still to do, or None to give up."""
         by_leader: dict[int, list[tuple[str, int]]] = {}
         retry: set[tuple[str, int]] = set()
         for tp in partitions:
@@ -144,7 +246,8 @@ class TransactionMarkerChannelManager:
                 by_leader.setdefault(state.leader, []).append(tp)
         leaders = list(by_leader)
         answers = await asyncio.gather(
-            *(self._send(node, marker_request(entry, by_leader[node])) for node in leaders),
+            *(self._queue_for_broker(node).add_markers(entry, by_leader[node])
+              for node in leaders),
             return_exceptions=True)
         abandon = False
         for node, answer in zip(leaders, answers, strict=True):
@@ -154,9 +257,8 @@ class TransactionMarkerChannelManager:
                     log.warning("WriteTxnMarkers to broker %d failed: %r", node, answer)
                 retry.update(sent)
                 continue
-            errors = _partition_errors(answer, entry.producer_id)
             for tp in sent:
-                code = errors.get(tp, Errors.UNKNOWN_SERVER_ERROR)
+                code = answer.get(tp, Errors.UNKNOWN_SERVER_ERROR)
                 if code in _DONE:
                     continue
                 if code in _ABANDON:
@@ -172,15 +274,13 @@ class TransactionMarkerChannelManager:
         return info is not None and 0 <= partition < info.partitions
 
 
-def _partition_errors(response: WriteTxnMarkersResponse, producer_id: int
-                      ) -> dict[tuple[str, int], int]:
-    errors: dict[tuple[str, int], int] = {}
+def _errors_by_producer_id(response: WriteTxnMarkersResponse) -> dict[int, PartitionErrors]:
+    errors: dict[int, PartitionErrors] = {}
     for marker in response.markers:
-        if marker.producer_id != producer_id:
-            continue
+        mine = errors.setdefault(marker.producer_id, {})
         for topic in marker.topics:
             for p in topic.partitions:
-                errors[(topic.name, p.partition_index)] = p.error_code
+                mine[(topic.name, p.partition_index)] = p.error_code
     return errors
 
 
