@@ -14,7 +14,8 @@ Theory of operation.  The fetcher keeps a queue of these; ``poll`` drains them u
   compaction or control records are stepped over;
 * with ``read_committed`` the response lists aborted transactions ``(producer id, first
   offset)``.  Walking in offset order, a producer becomes "aborted" when a batch reaches
-  its first offset; its transactional batches are skipped until its ABORT marker is seen.
+  its first offset; its transactional batches are skipped until its ABORT marker is seen
+  (``AbortedTransactionFilter``, the walk the log cleaner uses too).
 
 A deserialization failure raises ``RecordDeserializationError`` with the position left on
 the failing record, so the application can seek past it.
@@ -33,7 +34,6 @@ Owned by the application thread (created on whichever thread completed the fetch
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,12 +44,11 @@ from millrace.client.serialization import Deserializer
 from millrace.common.errors import CorruptBatchError, CorruptRecordError
 from millrace.record import (
     AnyRecordBatch,
-    ControlRecordType,
     MemoryRecords,
     RecordBatch,
     TimestampType,
-    parse_control_record,
 )
+from millrace.record.aborted_transactions import AbortedTransactionFilter
 from millrace.record.default_record import SPEEDUPS, decode_records_as, py_decode_record_run
 
 READ_COMMITTED = 1
@@ -60,7 +59,7 @@ _RECORD_FIELDS = ("offset", "timestamp", "key", "value", "headers", "serialized_
 
 
 class CompletedFetch:
-    __slots__ = ("_aborted_pids", "_aborted_txns", "_batch", "_batches", "_corrupt",
+    __slots__ = ("_aborted_filter", "_batch", "_batches", "_corrupt",
                  "_index", "_key_deserializer", "_leader_epoch", "_records", "_run", "_ts_type",
                  "_value_deserializer", "check_crcs", "error_code", "fetch_offset",
                  "high_watermark", "initialized", "is_consumed", "isolation_level",
@@ -96,12 +95,9 @@ class CompletedFetch:
         self._ts_type = TimestampType.CREATE_TIME
         self._leader_epoch: int | None = None
         self._corrupt: Exception | None = None
-        self._aborted_pids: set[int] = set()
-        self._aborted_txns: list[tuple[int, int]] = []
-        if isolation_level == READ_COMMITTED and data.aborted_transactions:
-            self._aborted_txns = [(t.first_offset, t.producer_id)
-                                  for t in data.aborted_transactions]
-            heapq.heapify(self._aborted_txns)
+        self._aborted_filter = AbortedTransactionFilter(
+            (t.producer_id, t.first_offset) for t in data.aborted_transactions or ()
+        ) if isolation_level == READ_COMMITTED else None
 
     def __repr__(self) -> str:
         return (f"CompletedFetch({self.partition}, fetch_offset={self.fetch_offset}, "
@@ -160,7 +156,7 @@ class CompletedFetch:
             if not self.raw:
                 return None
             self._batches = MemoryRecords(self.raw).batches()
-        read_committed = self.isolation_level == READ_COMMITTED
+        aborted_filter = self._aborted_filter
         while True:
             batch = next(self._batches, None)
             if batch is None:
@@ -169,8 +165,8 @@ class CompletedFetch:
                 continue  # wholly before the position (e.g. a legacy wrapper)
             if self.check_crcs:
                 batch.validate()
-            if read_committed and batch.producer_id >= 0 and \
-                    self._skip_for_transactions(batch):
+            if aborted_filter is not None and batch.producer_id >= 0 and \
+                    aborted_filter.is_batch_aborted(batch):
                 self.next_fetch_offset = batch.next_offset
                 continue
             if batch.is_control:
@@ -216,20 +212,6 @@ class CompletedFetch:
                                r.headers, -1 if r.key is None else len(r.key),
                                -1 if r.value is None else len(r.value), epoch)
                 for r in batch.record_list()]
-
-    def _skip_for_transactions(self, batch: AnyRecordBatch) -> bool:
-        """read_committed bookkeeping; True if the batch belongs to an aborted transaction."""
-        txns = self._aborted_txns
-        last = batch.last_offset
-        while txns and txns[0][0] <= last:
-            self._aborted_pids.add(heapq.heappop(txns)[1])
-        pid = batch.producer_id
-        if batch.is_control:
-            records = batch.record_list()
-            if records and parse_control_record(records[0].key) is ControlRecordType.ABORT:
-                self._aborted_pids.discard(pid)
-            return False
-        return batch.is_transactional and pid in self._aborted_pids
 
     # ------------------------------------------------------------------ records
     def fetch_records(self, max_records: int) -> list[ConsumerRecord[Any, Any]]:
