@@ -4,18 +4,24 @@ For logs whose ``cleanup.policy`` includes ``compact``, only the latest record o
 is kept.  Each log has a *first dirty offset* (``cleaner-offset-checkpoint`` in its log
 dir): records below it were compacted before, records from it on are new.  A log is
 cleanable up to its first *uncleanable* segment: the active segment, a segment not entirely
-below the high watermark, or one with records younger than ``min.compaction.lag.ms``.
+below the last stable offset (the high watermark, or the first offset of the oldest
+transaction still open or not yet replicated: an open transaction's records must not be
+compacted before its outcome is known), or one with records younger than
+``min.compaction.lag.ms``.
 
 ``clean_once(now_ms)`` picks the log with the largest dirty ratio (dirty bytes / cleanable
 bytes) at or above ``min.cleanable.dirty.ratio`` (or one holding tombstones that have
 expired), then:
 
-1. builds the offset map: key -> offset of its latest record in the dirty range;
+1. builds the offset map: key -> offset of its latest record in the dirty range, leaving
+   out control batches and the records of aborted transactions, so an aborted record never
+   shadows the committed one before it;
 2. groups the cleanable segments so each group fits one segment (``segment.bytes``, 32-bit
    relative offsets) and rewrites each group into ``<base>.log.cleaned``: a record survives
    if no later record has its key; a tombstone (null value) also needs to be younger than
-   ``delete.retention.ms`` (by its timestamp); records without a key are dropped, control
-   batches kept;
+   ``delete.retention.ms`` (by its timestamp); records without a key are dropped, the data
+   batches of aborted transactions are dropped whole (read_committed never sees them), and
+   control batches are kept with the segments' ``.txnindex`` entries;
 3. fsyncs the new segment, renames it ``.swap`` and swaps it in under the log's lock (old
    segments become ``.deleted``); a crash at any point is finished or undone by the loader.
 
@@ -26,10 +32,20 @@ the original base offset, codec, timestamp type, producer id/epoch (sequence shi
 run) and partition leader epoch.  Every rewritten batch therefore satisfies
 ``lastOffsetDelta + 1 == recordsCount``.
 
+Transactions.  Which batches are aborted is decided by the read_committed walk the consumer
+uses (``AbortedTransactionFilter``): batches in offset order against the aborted
+transactions ``(producer id, first offset)`` the log collects from its ``.txnindex`` files
+for the range (Java: ``CleanedTransactionMetadata``).  Each walk starts at a segment base
+and takes the transactions whose marker lies at or after it, so a transaction that began
+in an earlier segment is still recognised.  Everything cleaned is below the last stable
+offset, so every transaction it holds is complete (its marker may lie further on).
+
 Not done (yet): the dedupe-buffer size cap (the map holds every dirty key), max.compaction.lag.ms,
-removal of aborted transactional data (its control batches and ``.txnindex`` entries are
-carried into the cleaned segment, so read_committed still filters it), and empty-batch
-retention of producer state.  The
+removal of transaction markers (Kafka drops a marker once its transaction has no data left
+and ``delete.retention.ms`` has passed, with its ``.txnindex`` entry; here every control
+batch and every entry is carried into the cleaned segment for ever), and empty-batch
+retention of producer state (Kafka keeps a producer's last batch, emptied, so its state
+can be rebuilt from the log).  The
 "expired tombstones" eligibility is remembered in memory only.
 
 I/O errors: an ``OSError`` while cleaning or writing the checkpoint takes the log dir
@@ -51,6 +67,7 @@ from dataclasses import dataclass
 
 from millrace.common.errors import CorruptBatchError, KafkaStorageError
 from millrace.common.time import SYSTEM_TIME, Time
+from millrace.record.aborted_transactions import AbortedTransactionFilter
 from millrace.record.batch import (
     BatchHeader,
     Record,
@@ -178,12 +195,12 @@ class LogCleaner:
         stats = lg.segment_stats()
         segs = [st[0] for st in stats]
         first_dirty = self.first_dirty_offset(lg)
-        hw = lg.high_watermark
+        lso = lg.last_stable_offset
         lag = cfg.min_compaction_lag_ms
         clean_bytes = dirty_bytes = 0
         cleanable: list[LogSegment] = []
         for (seg, size, largest_ts), nxt in zip(stats, segs[1:]):
-            if nxt.base_offset > hw or (lag > 0 and now - largest_ts < lag):
+            if nxt.base_offset > lso or (lag > 0 and now - largest_ts < lag):
                 break
             cleanable.append(seg)
             if nxt.base_offset <= first_dirty:
@@ -223,8 +240,8 @@ class LogCleaner:
         c = self._candidate(lg, now)
         if c is None and force and lg.config.compact and not lg.closed:
             segs = lg.segments
-            hw = lg.high_watermark
-            cleanable = tuple(s for s, n in itertools.pairwise(segs) if n.base_offset <= hw)
+            lso = lg.last_stable_offset
+            cleanable = tuple(s for s, n in itertools.pairwise(segs) if n.base_offset <= lso)
             if cleanable:
                 c = _Candidate(lg, self.first_dirty_offset(lg),
                                segs[len(cleanable)].base_offset, cleanable, 0.0)
@@ -240,8 +257,10 @@ class LogCleaner:
             stats = [0, 0, 0, 0]  # bytes read, bytes written, records read, records kept
             deadline = [1 << 62]
             after = 0
+            # one walk, in offset order, across every group
+            aborted = _aborted_transaction_filter(lg, c.segments[0].base_offset, c.end_offset)
             for group in groups:
-                new = self._clean_group(lg, group, key_map, c.first_dirty, now, stats, deadline)
+                new = self._clean_group(lg, group, key_map, aborted, now, stats, deadline)
                 if new is None:
                     return None
                 after += 1
@@ -268,15 +287,23 @@ class LogCleaner:
 
     @staticmethod
     def _build_offset_map(c: _Candidate) -> dict[bytes, int]:
+        """key -> offset of its latest record in [first dirty, end), leaving out control
+        batches and the records of aborted transactions (an aborted record must never
+        shadow a committed one)."""
         key_map: dict[bytes, int] = {}
+        aborted: AbortedTransactionFilter | None = None
         for seg, nxt_base in zip(c.segments, [s.base_offset for s in c.segments[1:]]
                                  + [c.end_offset]):
             if nxt_base <= c.first_dirty:
                 continue
+            if aborted is None:  # the walk starts at the first segment read
+                aborted = _aborted_transaction_filter(c.log, seg.base_offset, c.end_offset)
             for h, data in _iter_segment_batches(seg):
-                if h.is_control or h.last_offset < c.first_dirty:
+                batch = RecordBatch(data, 0)
+                if aborted.is_batch_aborted(batch) or h.is_control \
+                        or h.last_offset < c.first_dirty:
                     continue
-                for rec in RecordBatch(data, 0).records():
+                for rec in batch.records():
                     if rec.key is not None and rec.offset >= c.first_dirty:
                         key_map[rec.key] = rec.offset
         return key_map
@@ -295,8 +322,8 @@ class LogCleaner:
         return groups
 
     def _clean_group(self, lg: Log, group: list[LogSegment], key_map: dict[bytes, int],
-                     first_dirty: int, now: int, stats: list[int], deadline: list[int]
-                     ) -> LogSegment | None:
+                     aborted: AbortedTransactionFilter, now: int, stats: list[int],
+                     deadline: list[int]) -> LogSegment | None:
         cfg = lg.config
         base = group[0].base_offset
         for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX):
@@ -312,10 +339,14 @@ class LogCleaner:
             for seg in group:
                 for h, data in _iter_segment_batches(seg):
                     stats[0] += len(data)
+                    batch = RecordBatch(data, 0)
+                    if aborted.is_batch_aborted(batch):
+                        stats[2] += h.records_count  # never visible to read_committed
+                        continue
                     if h.is_control:
                         self._add(buf, entries, data, h.last_offset, h.max_timestamp)
                         continue
-                    records = RecordBatch(data, 0).record_list()
+                    records = batch.record_list()
                     stats[2] += len(records)
                     kept = []
                     for r in records:
@@ -331,8 +362,7 @@ class LogCleaner:
                         self._add(buf, entries, data, h.last_offset, h.max_timestamp)
                     else:
                         for run in _runs(kept):
-                            batch = _rebuild(h, run)
-                            self._add(buf, entries, batch, run[-1].offset,
+                            self._add(buf, entries, _rebuild(h, run), run[-1].offset,
                                       max(r.timestamp for r in run))
                     if len(buf) >= _WRITE_CHUNK:
                         new.append(buf, entries)
@@ -342,6 +372,7 @@ class LogCleaner:
                 new.append(buf, entries)
                 stats[1] += len(buf)
             # every control batch is kept, so every aborted transaction stays indexed
+            # (its marker still ends it for a read_committed walk; its data is gone)
             for seg in group:
                 for txn in seg.txn_index.entries:
                     new.txn_index.append(txn)
@@ -365,6 +396,14 @@ class LogCleaner:
              last_offset: int, max_ts: int) -> None:
         entries.append(AppendedBatch(len(buf), len(data), last_offset, max_ts))
         buf += data
+
+
+def _aborted_transaction_filter(lg: Log, start: int, end: int) -> AbortedTransactionFilter:
+    """The read_committed walk for batches read in offset order from ``start`` (a
+    segment's base) up to ``end``, over the aborted transactions of the log's
+    ``.txnindex`` files overlapping that range (Java: ``collectAbortedTransactions``)."""
+    return AbortedTransactionFilter(
+        (t.producer_id, t.first_offset) for t in lg.collect_aborted_transactions(start, end))
 
 
 def _runs(records: list[Record]) -> list[list[Record]]:
