@@ -14,7 +14,7 @@ from millrace.broker.group.service import GroupCoordinatorService
 from millrace.protocol import ApiKey, InitProducerIdRequest
 from millrace.record import RecordBatch, iter_batches
 from millrace.record.control import build_end_txn_marker
-from millrace.storage import AppendOrigin
+from millrace.storage import AppendOrigin, LogCleaner
 from tests.unit.broker.brokergen import Broker
 from tests.unit.broker.group.groupgen import fetch_req, txn_commit_req
 
@@ -113,6 +113,55 @@ def test_txn_offset_commit_end_to_end_in_process(tmp_path: Path) -> None:
         batches = [RecordBatch(everything, pos) for pos, _ in iter_batches(everything)]
         assert [(b.is_control, b.is_transactional) for b in batches] == [
             (False, True), (True, True), (False, True)]
+
+    try:
+        asyncio.run(main())
+    finally:
+        broker.close()
+
+
+def test_an_aborted_txn_offset_commit_does_not_erase_the_committed_offset_when_compacted(
+        tmp_path: Path) -> None:
+    """The cleaner must not let an aborted TxnOffsetCommit shadow the committed offset of
+    the same (group, partition): the group coordinator replaying the compacted
+    ``__consumer_offsets`` still loads the committed one."""
+    broker = Broker(str(tmp_path / "logs"))
+
+    async def main() -> None:
+        broker.create_topic("t", 1)
+        service = broker.services.group_coordinator
+        await service.start()
+        try:
+            init = await broker.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+                transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
+                producer_epoch=-1))
+            pid, epoch = init.producer_id, init.producer_epoch
+            for offset, committed in ((10, True), (20, False)):
+                got = await broker.call(ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit_req(
+                    "g", {("t", 0): offset}, pid, epoch))
+                assert errors(got) == {("t", 0): NONE}
+                write_marker(broker, pid, epoch, committed=committed)
+        finally:
+            await service.stop()
+
+        log = broker.partition(OFFSETS).log
+        assert log.config.compact
+        log.roll()
+        assert LogCleaner(broker.services.log_manager).clean_log(log) is not None
+        data = log.read(0, 1 << 20).read()
+        assert [(h.is_control, h.last_offset) for _, h in iter_batches(data)] == [
+            (False, 0), (True, 1), (True, 3)]  # the aborted commit's batch is gone
+
+        again = GroupCoordinatorService(broker.config, broker.time, ReplicatedOffsetsLog(
+            broker.services.replica_manager, broker.services.metadata, 1))
+        await again.start()
+        try:
+            group = again.coordinator.group("g")
+            assert group is not None
+            assert {tp: o.offset for tp, o in group.offsets.items()} == {("t", 0): 10}
+            assert group.pending_txn_offsets == {}
+        finally:
+            await again.stop()
 
     try:
         asyncio.run(main())
