@@ -18,8 +18,11 @@ the lag per partition from the source's latest offsets, the rows the writer upse
 With ``trigger="available-now"`` run returns when every query has processed what the
 topic held when it started; with ``processing-time`` it runs until ``stop()``, SIGINT or
 SIGTERM (or, with ``until_caught_up=True``, until every query reports no lag), then
-stops the queries cleanly.  A failed query stops the others and raises ``PipelineError``
-with the writer's or Spark's message on one line.
+stops the queries cleanly: each once Spark has reported every micro-batch its writer
+committed (``_stop_when_reported``) -- Spark writes its commit log and reports a batch
+only after the writer's commit, and a stop in between would leave a batch in the database
+that the summary never counts.  A failed query stops the others and raises
+``PipelineError`` with the writer's or Spark's message on one line.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ SHARED_CHECKPOINT = "shared-query"  # not a valid table name: never a sink's own
 # how long a sink query may take to create its sources before the next one starts anyway
 SOURCE_INIT_TIMEOUT_S = 120.0
 QUERY_ID_WAIT_S = 120.0
+STOP_GRACE_S = 30.0  # how long a stop waits for Spark to report committed batches
 
 
 def _await_sources(query: StreamingQuery, timeout_s: float = SOURCE_INIT_TIMEOUT_S) -> None:
@@ -241,6 +245,21 @@ class SinkWriter:
                          watermark_delay_ms=plan.watermark_delay_ms)
 
 
+
+def _stop_when_reported(t: _Tracked, grace_s: float = STOP_GRACE_S) -> None:
+    """Stop ``t``'s query once Spark has reported the last micro-batch its writer
+    committed (at most ``grace_s`` later).  The writer runs on Spark's callback thread;
+    ``list`` copies its batch ids in one step."""
+    deadline = time.monotonic() + grace_s
+    while t.query.isActive and time.monotonic() < deadline:
+        last = t.query.lastProgress
+        reported = -1 if last is None else int(last["batchId"])
+        if max(list(t.writer.outcomes), default=-1) <= reported:
+            break
+        time.sleep(0.02)
+    t.query.stop()
+
+
 def offsets_lag(source: dict[str, Any]) -> dict[str, int]:
     """"topic-partition" -> latestOffset - endOffset from one source's progress."""
     def load(value: Any) -> Any:
@@ -388,7 +407,7 @@ class Pipeline:
                 return False
             if self._stop.is_set() or (deadline is not None and time.monotonic() > deadline):
                 for t in tracked:
-                    t.query.stop()
+                    _stop_when_reported(t)
                 for t in tracked:
                     self._report(t, progress, drain=True)
                 return True
