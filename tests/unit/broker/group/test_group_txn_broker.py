@@ -48,6 +48,15 @@ def write_marker(broker: Broker, producer_id: int, epoch: int, committed: bool) 
         listener(OFFSETS, 0, producer_id, committed)
 
 
+async def idempotent_producer(broker: Broker) -> tuple[int, int]:
+    """A producer id and epoch from InitProducerId without a transactional id."""
+    init = await broker.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
+        producer_epoch=-1))
+    assert init.error_code == NONE and init.producer_id >= 0
+    return init.producer_id, init.producer_epoch
+
+
 def test_txn_offset_commit_end_to_end_in_process(tmp_path: Path) -> None:
     broker = Broker(str(tmp_path / "logs"))
 
@@ -56,11 +65,7 @@ def test_txn_offset_commit_end_to_end_in_process(tmp_path: Path) -> None:
         service = broker.services.group_coordinator
         await service.start()
         try:
-            init = await broker.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
-                transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
-                producer_epoch=-1))
-            pid, epoch = init.producer_id, init.producer_epoch
-            assert init.error_code == NONE and pid >= 0
+            pid, epoch = await idempotent_producer(broker)
 
             got = await broker.call(ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit_req(
                 "g", {("t", 0): 10, ("t", 1): 11, ("nope", 0): 1}, pid, epoch))
@@ -132,10 +137,7 @@ def test_an_aborted_txn_offset_commit_does_not_erase_the_committed_offset_when_c
         service = broker.services.group_coordinator
         await service.start()
         try:
-            init = await broker.call(ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
-                transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
-                producer_epoch=-1))
-            pid, epoch = init.producer_id, init.producer_epoch
+            pid, epoch = await idempotent_producer(broker)
             for offset, committed in ((10, True), (20, False)):
                 got = await broker.call(ApiKey.TXN_OFFSET_COMMIT, 3, txn_commit_req(
                     "g", {("t", 0): offset}, pid, epoch))
