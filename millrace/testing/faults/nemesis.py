@@ -278,13 +278,35 @@ class KillLeaderWithLaggingFollowers(_RestartOnHeal):
 
     name = "kill-leader-lagging-followers"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.partition = ("", -1)
+        self.followers: list[int] = []
+
     def hold_seconds(self, ctx: NemesisContext) -> float:
         return 1.0
+
+    def heal(self, ctx: NemesisContext) -> None:
+        """Restart the victim once one of the followers leads the partition.  A victim
+        back before that -- inside its ZooKeeper session, or before the controller it
+        hosted has failed over -- is handed its leadership back with its log whole (no
+        election happened), and what it took alone is not lost after all.  If no follower
+        is elected in time (the ISR shrank to the victim), it is restarted anyway."""
+        deadline = time.monotonic() + 3 * ctx.zk_session_timeout_s + 30
+        while time.monotonic() < deadline:
+            try:
+                if ctx.probe.leader(*self.partition) in self.followers:
+                    break
+            except Exception:  # a broker coming or going: ask again
+                pass
+            time.sleep(0.2)
+        super().heal(ctx)
 
     def inject(self, ctx: NemesisContext) -> str:
         topic, p = ctx.random_partition()
         leader, replicas, _ = ctx.probe.partitions()[(topic, p)]
         followers = [r for r in replicas if r != leader]
+        self.partition, self.followers = (topic, p), followers
         for f in followers:
             ctx.cluster.pause_broker(f)
             ctx.probe.avoid.add(f)
