@@ -18,6 +18,8 @@ __all__ = [
     "AlterPartitionReassignmentsResponse",
     "AlterPartitionRequest",
     "AlterPartitionResponse",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ControlledShutdownRequest",
@@ -42,6 +44,8 @@ __all__ = [
     "DescribeProducersResponse",
     "DescribeTransactionsRequest",
     "DescribeTransactionsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "ElectLeadersRequest",
     "ElectLeadersResponse",
     "EndTxnRequest",
@@ -2660,6 +2664,116 @@ class ListPartitionReassignmentsResponse(Struct):
         error_code: int = ...,
         error_message: str | None = ...,
         topics: list[OngoingTopicReassignment] = ...,
+    ) -> None: ...
+
+
+class DescribeUserScramCredentialsRequest(Struct):
+    class UserName(Struct):
+        name: str
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+        ) -> None: ...
+    users: list[UserName] | None
+    def __init__(
+        self,
+        *,
+        users: list[UserName] | None = ...,
+    ) -> None: ...
+
+
+class DescribeUserScramCredentialsResponse(Struct):
+    class DescribeUserScramCredentialsResult(Struct):
+        class CredentialInfo(Struct):
+            mechanism: int
+            iterations: int
+            def __init__(
+                self,
+                *,
+                mechanism: int = ...,
+                iterations: int = ...,
+            ) -> None: ...
+        user: str
+        error_code: int
+        error_message: str | None
+        credential_infos: list[CredentialInfo]
+        def __init__(
+            self,
+            *,
+            user: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            credential_infos: list[CredentialInfo] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        results: list[DescribeUserScramCredentialsResult] = ...,
+    ) -> None: ...
+
+
+class AlterUserScramCredentialsRequest(Struct):
+    class ScramCredentialDeletion(Struct):
+        name: str
+        mechanism: int
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            mechanism: int = ...,
+        ) -> None: ...
+    class ScramCredentialUpsertion(Struct):
+        name: str
+        mechanism: int
+        iterations: int
+        salt: bytes
+        salted_password: bytes
+        def __init__(
+            self,
+            *,
+            name: str = ...,
+            mechanism: int = ...,
+            iterations: int = ...,
+            salt: bytes = ...,
+            salted_password: bytes = ...,
+        ) -> None: ...
+    deletions: list[ScramCredentialDeletion]
+    upsertions: list[ScramCredentialUpsertion]
+    def __init__(
+        self,
+        *,
+        deletions: list[ScramCredentialDeletion] = ...,
+        upsertions: list[ScramCredentialUpsertion] = ...,
+    ) -> None: ...
+
+
+class AlterUserScramCredentialsResponse(Struct):
+    class AlterUserScramCredentialsResult(Struct):
+        user: str
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            user: str = ...,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AlterUserScramCredentialsResult] = ...,
     ) -> None: ...
 
 

@@ -6,7 +6,8 @@ The value classes and codecs are built from these in ``millrace.protocol.api``.
 Besides the client APIs, the cluster's own: the controller-to-broker APIs of ZooKeeper
 mode (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown -- Kafka 3.x only),
 AlterPartition (leader to controller) and the admin APIs the controller answers
-(ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments).  Declaring a
+(ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
+AlterUserScramCredentials).  Declaring a
 message does not make the broker serve it: that takes a registered handler
 (``millrace.broker.api_version_manager``).
 """
@@ -19,6 +20,7 @@ from millrace.protocol.messages import (
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
     create_partitions,
@@ -31,6 +33,7 @@ from millrace.protocol.messages import (
     describe_groups,
     describe_producers,
     describe_transactions,
+    describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
@@ -69,6 +72,7 @@ _MODULES = (
     write_txn_markers, txn_offset_commit, describe_configs, alter_configs,
     sasl_authenticate, create_partitions, delete_groups, elect_leaders,
     incremental_alter_configs, alter_partition_reassignments, list_partition_reassignments,
+    describe_user_scram_credentials, alter_user_scram_credentials,
     alter_partition, describe_cluster, describe_producers, describe_transactions,
     list_transactions,
 )

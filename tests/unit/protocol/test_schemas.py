@@ -41,6 +41,8 @@ EXPECTED_APIS = {
     "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit", "WriteTxnMarkers", "OffsetForLeaderEpoch",
     "DescribeProducers", "SaslHandshake", "SaslAuthenticate",
     "DescribeTransactions", "ListTransactions",  # issue 15 (admin side of transactions)
+    # security: SCRAM credential management (KIP-554)
+    "DescribeUserScramCredentials", "AlterUserScramCredentials",
 }
 
 # The cluster's APIs (issue 13): inter-broker and controller-admin, with their version and
@@ -72,6 +74,7 @@ REQUIRED_VERSIONS = {
     "AddPartitionsToTxn": (0, 5), "AddOffsetsToTxn": (0, 4), "EndTxn": (0, 5),
     "TxnOffsetCommit": (0, 5), "WriteTxnMarkers": (1, 2), "DescribeCluster": (0, 2),
     "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2), "DescribeProducers": (0, 0),
+    "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
 }
 
 # The first flexible version of each API (reference section 1, "1st flexible").
@@ -84,6 +87,7 @@ FIRST_FLEXIBLE = {
     "OffsetForLeaderEpoch": 4, "AddPartitionsToTxn": 3, "AddOffsetsToTxn": 3, "EndTxn": 3,
     "TxnOffsetCommit": 3, "WriteTxnMarkers": 1, "DescribeCluster": 0,
     "SaslAuthenticate": 2, "DescribeProducers": 0,
+    "DescribeUserScramCredentials": 0, "AlterUserScramCredentials": 0,
 }
 
 
@@ -282,7 +286,7 @@ def test_cluster_api_ranges_match_kafka_3_8(name: str) -> None:
 def test_exactly_the_apis_of_the_issues() -> None:
     names = {api.name for api in API.values()}
     assert names == EXPECTED_APIS | set(CLUSTER_APIS)
-    assert len(API) == 33 + 10
+    assert len(API) == 33 + 10 + 2
     assert {k.name for k in ApiKey} == {
         re.sub(r"(?<!^)(?=[A-Z])", "_", n).upper() for n in names}
     assert [ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
