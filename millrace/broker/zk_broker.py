@@ -42,6 +42,7 @@ from millrace.broker.partition import Partition
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.security.credential_cache import USER_CONFIG_TYPE
 from millrace.broker.services import BrokerServices, ClusterServices
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.transaction.service import TransactionCoordinatorService
@@ -51,6 +52,7 @@ from millrace.broker.zk_alter_isr_manager import ZkAlterIsrManager
 from millrace.common.errors import BrokerNotAvailableError, Errors
 from millrace.common.time import Time
 from millrace.protocol.types import ControlledShutdownRequest
+from millrace.security.sanitizer import desanitize
 from millrace.storage import LogConfig, LogManager
 
 log = logging.getLogger("millrace.broker")
@@ -143,8 +145,11 @@ def start_config_change_listener(services: BrokerServices,
     """Every broker applies topic config changes made through any broker: each change
     writes ``/config/changes/config_change_<n>`` naming ``topics/<t>``; on a new
     notification the broker re-reads that topic's overrides and updates its logs
-    (Kafka's ZkConfigManager).  Notifications present at start-up were already read with
-    the topics' configs."""
+    (Kafka's ZkConfigManager).  A notification naming ``users/<sanitized user>`` makes
+    the broker re-read that user's SCRAM credentials into its ``CredentialCache``
+    (Kafka's UserConfigHandler; ``users/<u>/clients/<c>`` is a quota entity, ignored).
+    Notifications present at start-up were already read with the topics' configs and
+    the credentials."""
     cluster = services.cluster
     assert cluster is not None
     metadata = services.metadata
@@ -174,11 +179,26 @@ def start_config_change_listener(services: BrokerServices,
         entities = await loop.run_in_executor(None, read_new)
         if entities:
             apply(entities)
+            for user in changed_users(entities):
+                await services.credentials.reload_user(user)
 
     def notified(_seqs: list[str]) -> None:  # kazoo's thread
         loop.call_soon_threadsafe(lambda: loop.create_task(on_change()))
 
     cluster.zk.watch_config_changes(notified)
+
+
+def changed_users(entity_paths: list[str]) -> list[str]:
+    """The users (desanitized) whose own entity the notifications name, once each."""
+    users = []
+    for entity in entity_paths:
+        kind, _, name = entity.partition("/")
+        if kind == USER_CONFIG_TYPE and name and "/" not in name:
+            try:
+                users.append(desanitize(name))
+            except ValueError:
+                log.warning("ignoring a config change of a malformed user entity %r", name)
+    return list(dict.fromkeys(users))
 
 
 def watch_session(services: BrokerServices, loop: asyncio.AbstractEventLoop) -> None:

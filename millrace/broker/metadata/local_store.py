@@ -4,7 +4,9 @@ Without ZooKeeper the broker is the whole cluster: it is the only registered bro
 controller, and the leader and whole ISR of every partition (leader epoch 0).  What must
 survive a restart lives in its first log dir: ``meta.properties`` (Kafka's file:
 version, node.id, cluster.id) and ``millrace-metadata.json`` (topics with ids,
-partition counts and config overrides; the producer-id block high mark).  Writes are
+partition counts and config overrides; the producer-id block high mark; user entity
+configs -- the SCRAM credentials, in the same ``key -> value`` form ZooKeeper's
+``/config/users/<user>`` holds).  Writes are
 atomic (temp file, fsync, rename, fsync dir) so a crash leaves either the old or the
 new state.
 
@@ -95,6 +97,7 @@ class LocalMetadataStore(ClusterMetadata):
         self._topics: dict[str, TopicInfo] = {}
         self._registration: BrokerRegistration | None = None
         self.producer_id_block_end = 0  # ids below this were handed out (or reserved)
+        self._user_configs: dict[str, dict[str, str]] = {}
         os.makedirs(log_dir, exist_ok=True)
         self._cluster_id = ensure_meta_properties(log_dir, node_id, cluster_id)
         self._load()
@@ -139,12 +142,16 @@ class LocalMetadataStore(ClusterMetadata):
                              {str(k): str(v) for k, v in t.get("configs", {}).items()})
             self._topics[info.name] = info
         self.producer_id_block_end = int(data.get("producer_id_block_end", 0))
+        self._user_configs = {str(user): {str(k): str(v) for k, v in configs.items()}
+                              for user, configs in data.get("users", {}).items()}
 
     def _save(self) -> None:
         data = {"version": 1, "producer_id_block_end": self.producer_id_block_end,
                 "topics": [
             {"name": t.name, "id": str(t.topic_id), "partitions": t.partitions,
              "configs": t.configs} for t in sorted(self._topics.values(), key=lambda t: t.name)]}
+        if self._user_configs:
+            data["users"] = {u: self._user_configs[u] for u in sorted(self._user_configs)}
         atomic_write(os.path.join(self.log_dir, self.FILE),
                      json.dumps(data, indent=1).encode())
 
@@ -192,3 +199,19 @@ class LocalMetadataStore(ClusterMetadata):
         self.producer_id_block_end = start + count
         self._save()
         return start, self.producer_id_block_end
+
+    # ------------------------------------------------------------------ user entities
+    def user_configs(self, user: str) -> dict[str, str]:
+        """A user entity's configs (SCRAM credentials by mechanism name); {} if none."""
+        return dict(self._user_configs.get(user, {}))
+
+    def users_with_configs(self) -> list[str]:
+        return sorted(self._user_configs)
+
+    def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
+        """Replace a user's configs (an empty mapping removes the entity), durably."""
+        if configs:
+            self._user_configs[user] = dict(configs)
+        else:
+            self._user_configs.pop(user, None)
+        self._save()
