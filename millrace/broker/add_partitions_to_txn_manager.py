@@ -42,6 +42,7 @@ from millrace.broker.delayed_produce import PartitionResponse
 from millrace.broker.group.group_metadata_manager import partition_for
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.partition import Partition
+from millrace.broker.security.inter_broker import PLAINTEXT_CHANNEL, ChannelSecurity
 from millrace.broker.transaction.topic import TRANSACTION_STATE_TOPIC
 from millrace.common.errors import BrokerNotAvailableError, CorruptBatchError, Errors
 from millrace.protocol.types import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -121,13 +122,14 @@ def translate_response(response: AddPartitionsToTxnResponse,
 class AddPartitionsToTxnManager:
     def __init__(self, metadata: ClusterMetadata, node_id: int, num_txn_partitions: int, *,
                  request_timeout_ms: int = 30_000,
-                 send: SendAddPartitions | None = None) -> None:
+                 send: SendAddPartitions | None = None,
+                 security: ChannelSecurity = PLAINTEXT_CHANNEL) -> None:
         self._metadata = metadata
         self._num_txn_partitions = num_txn_partitions
         self._channels = BrokerChannels(
             lambda node: metadata.broker_endpoint(node),
             client_id=f"broker-{node_id}-add-partitions-to-txn",
-            request_timeout_ms=request_timeout_ms)
+            request_timeout_ms=request_timeout_ms, security=security)
         self._send = send or self._send_over_channel
 
     def coordinator_node(self, transactional_id: str) -> int | None:

@@ -10,6 +10,11 @@ failure closes the socket and raises ``BrokerNotAvailableError`` so the caller b
 and retries on a fresh connection.  Versions are fixed by the caller: both ends are
 millrace brokers of the same release.
 
+A channel connects with the inter-broker listener's security (``ChannelSecurity``: TLS
+and/or SASL, see ``security/inter_broker.py``): the TLS handshake and the SASL exchange
+happen on connect, before the first request; a failure of either is a failed send like
+any other.
+
 Owned by the event-loop thread; one task uses a channel at a time (``send`` holds a lock).
 """
 
@@ -21,17 +26,29 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from millrace.common.errors import BrokerNotAvailableError, ProtocolDecodeError
+from millrace.broker.security.inter_broker import (
+    PLAINTEXT_CHANNEL,
+    ChannelSecurity,
+    authenticate,
+)
+from millrace.common.errors import (
+    BrokerNotAvailableError,
+    ProtocolDecodeError,
+    SaslAuthenticationError,
+)
 from millrace.protocol import NEED_DATA, ClientConnection, Response
+
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 log = logging.getLogger(__name__)
 
 
 class BrokerChannel:
     def __init__(self, node_id: int, host: str, port: int, *, client_id: str,
-                 request_timeout_ms: int = 30_000, max_frame_size: int = 100 * 1024 * 1024
-                 ) -> None:
+                 request_timeout_ms: int = 30_000, max_frame_size: int = 100 * 1024 * 1024,
+                 security: ChannelSecurity = PLAINTEXT_CHANNEL) -> None:
         self.node_id = node_id
+        self.security = security
         self.host = host
         self.port = port
         self._client_id = client_id
@@ -56,7 +73,7 @@ class BrokerChannel:
             try:
                 return await asyncio.wait_for(self._round_trip(body, version), self._timeout_s)
             except (OSError, TimeoutError, ProtocolDecodeError, asyncio.IncompleteReadError,
-                    ConnectionError) as e:
+                    ConnectionError, SaslAuthenticationError) as e:
                 self.close()
                 raise BrokerNotAvailableError(
                     f"request to broker {self.node_id} at {self.host}:{self.port} failed: "
@@ -64,8 +81,17 @@ class BrokerChannel:
 
     async def _round_trip(self, body: Any, version: int) -> Any:
         if self._writer is None:
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            security = self.security
+            if security.ssl_context is not None:
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=security.ssl_context, server_hostname=self.host,
+                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+            else:
+                self._reader, self._writer = await asyncio.open_connection(self.host,
+                                                                           self.port)
             self._conn = ClientConnection(self._client_id, self._max_frame)
+            if security.uses_sasl:
+                await authenticate(self._reader, self._writer, self._conn, security)
         assert self._reader is not None and self._conn is not None
         _, data = self._conn.send_request(body, version)
         self._writer.write(data)
@@ -95,7 +121,9 @@ class BrokerChannels:
     on another address is reached there."""
 
     def __init__(self, endpoint: Callable[[int], tuple[str, int] | None], *, client_id: str,
-                 request_timeout_ms: int) -> None:
+                 request_timeout_ms: int, security: ChannelSecurity = PLAINTEXT_CHANNEL
+                 ) -> None:
+        self._security = security
         self._endpoint = endpoint
         self._client_id = client_id
         self._timeout_ms = request_timeout_ms
@@ -110,7 +138,7 @@ class BrokerChannels:
         if channel is None:
             channel = self._channels[node] = BrokerChannel(
                 node, *address, client_id=self._client_id,
-                request_timeout_ms=self._timeout_ms)
+                request_timeout_ms=self._timeout_ms, security=self._security)
         else:
             channel.update_endpoint(*address)
         return await channel.send(body, version)

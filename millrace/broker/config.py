@@ -33,6 +33,47 @@ BROKER_CONFIG = (
     .define("listener.security.protocol.map", "string",
             "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL")
     .define("inter.broker.listener.name", "string", None, nullable=True)
+    .define("security.inter.broker.protocol", "string", "PLAINTEXT",
+            one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))
+    .define("control.plane.listener.name", "string", None, nullable=True)
+    # SASL (reference security.md 3.3); each may be listener- or mechanism-prefixed
+    .define("sasl.enabled.mechanisms", "list", ["GSSAPI"])
+    .define("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI")
+    .define("sasl.jaas.config", "password", None, nullable=True)
+    .define("sasl.server.callback.handler.class", "string", None, nullable=True)
+    .define("sasl.login.class", "string", None, nullable=True)
+    .define("sasl.login.callback.handler.class", "string", None, nullable=True)
+    .define("sasl.kerberos.service.name", "string", None, nullable=True)
+    .define("connections.max.reauth.ms", "long", 0, at_least(0))
+    .define("connection.failed.authentication.delay.ms", "int", 100, at_least(0))
+    .define("sasl.server.max.receive.size", "int", 524288, at_least(1))
+    .define("principal.builder.class", "string", None, nullable=True)
+    # TLS (reference security.md 2.1); each may be listener-prefixed
+    .define("ssl.keystore.type", "string", None, nullable=True,
+            doc="PEM or PKCS12 (JKS is refused with how to convert it); unset: PKCS12 for "
+                "a .p12/.pfx file, else PEM")
+    .define("ssl.keystore.location", "string", None, nullable=True)
+    .define("ssl.keystore.password", "password", None, nullable=True)
+    .define("ssl.key.password", "password", None, nullable=True)
+    .define("ssl.keystore.key", "password", None, nullable=True)
+    .define("ssl.keystore.certificate.chain", "string", None, nullable=True)
+    .define("ssl.truststore.type", "string", None, nullable=True)
+    .define("ssl.truststore.location", "string", None, nullable=True)
+    .define("ssl.truststore.password", "password", None, nullable=True)
+    .define("ssl.truststore.certificates", "string", None, nullable=True)
+    .define("ssl.protocol", "string", "TLSv1.3")
+    .define("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"])
+    .define("ssl.cipher.suites", "list", [])
+    .define("ssl.client.auth", "string", "none", one_of("none", "requested", "required"))
+    .define("ssl.endpoint.identification.algorithm", "string", "https")
+    .define("ssl.principal.mapping.rules", "string", "DEFAULT")
+    .define("ssl.keymanager.algorithm", "string", None, nullable=True)
+    .define("ssl.trustmanager.algorithm", "string", None, nullable=True)
+    .define("ssl.secure.random.implementation", "string", None, nullable=True)
+    .define("ssl.provider", "string", None, nullable=True)
+    .define("ssl.engine.factory.class", "string", None, nullable=True)
+    .define("ssl.allow.dn.changes", "boolean", False)
+    .define("ssl.allow.san.changes", "boolean", False)
     .define("log.dirs", "list", None, nullable=True)
     .define("log.dir", "string", "/tmp/kafka-logs")
     .define("num.partitions", "int", 1, at_least(1))
@@ -134,15 +175,38 @@ BROKER_CONFIG = (
 )
 
 
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Kafka's mechanism-scoped keys (listener.name.<l>.<mechanism>.<key>)
+MECHANISM_SCOPED = ("sasl.jaas.config", "sasl.login.class", "sasl.login.callback.handler.class",
+                    "sasl.server.callback.handler.class", "connections.max.reauth.ms")
+LISTENER_PREFIX = "listener.name."
+
+
 @dataclass(frozen=True)
 class Listener:
+    """One ``NAME://host:port`` of ``listeners`` / ``advertised.listeners`` with the
+    security protocol the map gives its name."""
+
     name: str
     host: str
     port: int
+    protocol: str = "PLAINTEXT"
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-def parse_listener(spec: str, key: str) -> Listener:
-    """``PLAINTEXT://host:port`` -> Listener (empty host = all interfaces)."""
+def parse_listener(spec: str, key: str,
+                   protocol_map: dict[str, str] | None = None) -> Listener:
+    """``PLAINTEXT://host:port`` -> Listener (empty host = all interfaces).  The name
+    must be in ``protocol_map`` (``listener.security.protocol.map``) unless it is itself
+    a protocol name."""
     if "://" not in spec:
         raise ConfigError(f"Invalid value {spec} for configuration {key}: "
                           "expected NAME://host:port")
@@ -150,28 +214,166 @@ def parse_listener(spec: str, key: str) -> Listener:
     host, sep, port = rest.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"Invalid value {spec} for configuration {key}: bad port")
-    return Listener(name.upper(), host.strip("[]"), int(port))
+    name = name.upper()
+    pmap = protocol_map if protocol_map is not None else {p: p for p in PROTOCOLS}
+    protocol = pmap.get(name)
+    if protocol is None:
+        raise ConfigError(f"Invalid value {spec} for configuration {key}: no security "
+                          f"protocol defined for listener {name} in "
+                          "listener.security.protocol.map")
+    return Listener(name, host.strip("[]"), int(port), protocol)
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL`` pairs, each name once."""
+    out: dict[str, str] = {}
+    for item in (x.strip() for x in text.split(",")):
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not sep or not name or protocol not in PROTOCOLS:
+            raise ConfigError(f"Invalid value {item} for configuration "
+                              "listener.security.protocol.map: expected NAME:PROTOCOL with "
+                              f"a protocol among {', '.join(PROTOCOLS)}")
+        if name in out:
+            raise ConfigError(f"Invalid value {text} for configuration "
+                              f"listener.security.protocol.map: {name} appears twice")
+        out[name] = protocol
+    return out
 
 
 class KafkaConfig:
-    """Typed view of the broker's settings (``config["log.dirs"]`` or the properties)."""
+    """Typed view of the broker's settings (``config["log.dirs"]`` or the properties).
+
+    Listener-scoped settings (``listener.name.<listener>.<key>``, and for SASL settings
+    ``listener.name.<listener>.<mechanism>.<key>``) override the plain key on that
+    listener only: ``listener_value`` resolves them as Kafka does."""
 
     def __init__(self, props: dict[str, Any]) -> None:
         self.originals = dict(props)
-        self.values = BROKER_CONFIG.parse(props)
+        scoped = {k: v for k, v in props.items() if k.startswith(LISTENER_PREFIX)}
+        self.values = BROKER_CONFIG.parse(props, ignore=scoped)
         v = self.values
         node = v["node.id"] if v["node.id"] >= 0 else v["broker.id"]
         self.node_id: int = node if node >= 0 else 0
-        self.listeners = [parse_listener(s, "listeners") for s in v["listeners"]]
+        self.protocol_map = parse_protocol_map(v["listener.security.protocol.map"])
+        self.listeners = [parse_listener(s, "listeners", self.protocol_map)
+                          for s in v["listeners"]]
         if not self.listeners:
             raise ConfigError("Invalid value for configuration listeners: none given")
+        names = [ls.name for ls in self.listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"Invalid value {','.join(v['listeners'])} for configuration "
+                              "listeners: each listener name must appear once")
         adv = v["advertised.listeners"]
         self.advertised_listeners = (
-            [parse_listener(s, "advertised.listeners") for s in adv] if adv else self.listeners)
+            [parse_listener(s, "advertised.listeners", self.protocol_map) for s in adv]
+            if adv else self.listeners)
+        for a in self.advertised_listeners:
+            if a.name not in names:
+                raise ConfigError(f"Invalid value for configuration advertised.listeners: "
+                                  f"{a.name} is not one of the listeners ({', '.join(names)})")
+            if a.host in ("0.0.0.0", "::"):
+                raise ConfigError("Invalid value for configuration advertised.listeners: "
+                                  f"{a.name} advertises the wildcard address {a.host}")
+        self.inter_broker_listener_name = self._inter_broker_listener()
+        self.listener_overrides = self._listener_overrides(scoped, names)
+        self._check_sasl()
         self.log_dirs: list[str] = v["log.dirs"] or [v["log.dir"]]
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed "
                               "group.max.session.timeout.ms")
+
+    # ------------------------------------------------------------------ listeners
+    def _inter_broker_listener(self) -> str:
+        v = self.values
+        name = v["inter.broker.listener.name"]
+        if name is not None:
+            if "security.inter.broker.protocol" in self.originals:
+                raise ConfigError("Only one of inter.broker.listener.name and "
+                                  "security.inter.broker.protocol should be set")
+            name = name.strip().upper()
+        else:
+            name = v["security.inter.broker.protocol"]
+        if name not in {a.name for a in self.advertised_listeners}:
+            raise ConfigError(
+                f"The inter-broker listener {name} (inter.broker.listener.name / "
+                "security.inter.broker.protocol) must be one of the advertised listeners: "
+                + ", ".join(a.name for a in self.advertised_listeners))
+        return str(name)
+
+    @staticmethod
+    def _listener_overrides(scoped: dict[str, Any], names: list[str]) -> dict[str, Any]:
+        """Validate ``listener.name.<l>.[<mech>.]<key>`` keys; values converted."""
+        out: dict[str, Any] = {}
+        lowered = {n.lower() for n in names}
+        mechanisms = {m.lower() for m in (*SASL_MECHANISMS, "GSSAPI", "OAUTHBEARER")}
+        for key, value in scoped.items():
+            listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+            if listener.lower() not in lowered:
+                raise ConfigError(f"Unknown configuration key: {key} (no listener named "
+                                  f"{listener.upper()} in listeners)")
+            mech, _, inner = rest.partition(".")
+            if mech in mechanisms and inner in MECHANISM_SCOPED:
+                target = inner
+            else:
+                target = rest
+            if target not in BROKER_CONFIG.keys or target.startswith(LISTENER_PREFIX):
+                raise ConfigError(f"Unknown configuration key: {key}")
+            converted = BROKER_CONFIG.convert(target, value)
+            out[f"{LISTENER_PREFIX}{listener.lower()}.{rest}"] = converted
+        return out
+
+    def listener(self, name: str) -> Listener:
+        return next(ls for ls in self.listeners if ls.name == name)
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        """The advertised endpoint other brokers reach this one on."""
+        return next(a for a in self.advertised_listeners
+                    if a.name == self.inter_broker_listener_name)
+
+    def listener_value(self, listener: str, key: str, mechanism: str | None = None) -> Any:
+        """``key`` as seen on ``listener`` (and ``mechanism``): the most specific of
+        ``listener.name.<l>.<mech>.<key>``, ``listener.name.<l>.<key>``, ``<key>``."""
+        base = f"{LISTENER_PREFIX}{listener.lower()}."
+        if mechanism is not None:
+            k = f"{base}{mechanism.lower()}.{key}"
+            if k in self.listener_overrides:
+                return self.listener_overrides[k]
+        k = base + key
+        if k in self.listener_overrides:
+            return self.listener_overrides[k]
+        return self.values[key]
+
+    def listener_has(self, listener: str, key: str) -> bool:
+        """Whether ``key`` is set with the listener's prefix (Kafka honours
+        ``ssl.client.auth`` on a SASL_SSL listener only in that form)."""
+        return f"{LISTENER_PREFIX}{listener.lower()}.{key}" in self.listener_overrides
+
+    def _check_sasl(self) -> None:
+        for ls in self.listeners:
+            if not ls.uses_sasl:
+                continue
+            enabled = self.listener_value(ls.name, "sasl.enabled.mechanisms")
+            unsupported = [m for m in enabled if m.upper() not in SASL_MECHANISMS]
+            if unsupported or not enabled:
+                raise ConfigError(
+                    f"Invalid value {','.join(enabled)} for configuration "
+                    f"sasl.enabled.mechanisms (listener {ls.name}): millrace supports "
+                    f"{', '.join(SASL_MECHANISMS)}; GSSAPI (Kafka's default) and "
+                    "OAUTHBEARER are not supported")
+        ib = self.listener(self.inter_broker_listener_name)
+        if ib.uses_sasl:
+            mech = self.values["sasl.mechanism.inter.broker.protocol"].upper()
+            enabled = [m.upper() for m in
+                       self.listener_value(ib.name, "sasl.enabled.mechanisms")]
+            if mech not in enabled:
+                raise ConfigError(
+                    f"sasl.mechanism.inter.broker.protocol {mech} must be included in "
+                    f"sasl.enabled.mechanisms of the inter-broker listener {ib.name} "
+                    f"({', '.join(enabled)})")
 
     @classmethod
     def from_text(cls, text: str, overrides: dict[str, str] | None = None) -> KafkaConfig:

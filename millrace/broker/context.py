@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from millrace.protocol import Api, RequestHeader
+from millrace.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from millrace.broker.services import BrokerServices
@@ -19,6 +20,8 @@ class RequestContext:
     client_port: int
     services: BrokerServices
     listener: str = "PLAINTEXT"
+    principal: KafkaPrincipal = ANONYMOUS
+    security_protocol: str = "PLAINTEXT"
 
     @property
     def version(self) -> int:

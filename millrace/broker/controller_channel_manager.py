@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from millrace.broker.broker_channel import BrokerChannel
+from millrace.broker.security.inter_broker import PLAINTEXT_CHANNEL, ChannelSecurity
 from millrace.broker.tasks import stop_task
 from millrace.common.errors import BrokerNotAvailableError
 
@@ -66,7 +67,9 @@ class _BrokerQueue:
 
 class ControllerChannelManager:
     def __init__(self, controller_id: int, *, request_timeout_ms: int = 30_000,
-                 retry_backoff_ms: int = 100) -> None:
+                 retry_backoff_ms: int = 100,
+                 security: ChannelSecurity = PLAINTEXT_CHANNEL) -> None:
+        self._security = security
         self._controller_id = controller_id
         self._timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
@@ -79,7 +82,7 @@ class ControllerChannelManager:
             return
         channel = BrokerChannel(node_id, host, port,
                                 client_id=f"controller-{self._controller_id}",
-                                request_timeout_ms=self._timeout_ms)
+                                request_timeout_ms=self._timeout_ms, security=self._security)
         self._brokers[node_id] = _BrokerQueue(channel, self._retry_backoff_ms)
 
     async def remove_broker(self, node_id: int) -> None:

@@ -61,7 +61,8 @@ from millrace.broker.controller.zk_writes import (
     ZkWriteResult,
 )
 from millrace.broker.controller_channel_manager import ControllerChannelManager
-from millrace.broker.metadata import BrokerRegistration, TopicInfo
+from millrace.broker.metadata import SECURITY_PROTOCOL_IDS, BrokerRegistration, Endpoint, TopicInfo
+from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.tasks import stop_task
 from millrace.broker.zk import KafkaZkClient, zk_data
 from millrace.broker.zk.errors import (
@@ -224,8 +225,11 @@ class ControllerService:
             ep = b.broker.endpoint(self._listener) or (b.broker.endpoints[0]
                                                         if b.broker.endpoints else None)
             if ep is not None:
-                out.append(BrokerRegistration(b.broker.id, ep.host, ep.port, b.broker.rack,
-                                              b.epoch))
+                out.append(BrokerRegistration(
+                    b.broker.id, ep.host, ep.port, b.broker.rack, b.epoch,
+                    endpoints=tuple(Endpoint(e.listener_name, e.host, e.port,
+                                             e.security_protocol)
+                                    for e in b.broker.endpoints)))
         return out
 
     def _read_failover_state(self, epoch: int, epoch_zk_version: int) -> FailoverState:
@@ -255,7 +259,8 @@ class ControllerService:
         controller = self.controller = KafkaController(
             self.broker_id, ControllerConfig.from_config(self._config))
         self.channels = ControllerChannelManager(
-            self.broker_id, request_timeout_ms=self._config["controller.socket.timeout.ms"])
+            self.broker_id, request_timeout_ms=self._config["controller.socket.timeout.ms"],
+            security=inter_broker_security(self._config))
         for b in state.brokers:
             self.channels.add_broker(b.node_id, b.host, b.port)
         zk = self._zk
@@ -517,8 +522,11 @@ def update_metadata_request(r: UpdateMetadata, listener: str) -> UpdateMetadataR
                live_brokers=[cls.UpdateMetadataBroker(
                    id=b.node_id, rack=b.rack, endpoints=[
                        cls.UpdateMetadataBroker.UpdateMetadataEndpoint(
-                           port=b.port, host=b.host, listener=listener,
-                           security_protocol=0)]) for b in r.live_brokers])
+                           port=e.port, host=e.host, listener=e.listener,
+                           security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
+                       for e in (b.endpoints or (
+                           Endpoint(listener, b.host, b.port, "PLAINTEXT"),))])
+                   for b in r.live_brokers])
 
 
 def stop_replica_request(r: StopReplica) -> StopReplicaRequest:

@@ -13,6 +13,18 @@ before its body is buffered, and reading pauses while more than ``MAX_QUEUED`` r
 wait on one connection, so TCP back-pressure reaches a client that floods us.
 Connections idle for ``connections.max.idle.ms`` are closed.
 
+Security (each listener's ``ListenerSecurity``).  On an SSL / SASL_SSL listener the
+accepted socket first goes through a TLS handshake (``loop.start_tls``, bounded by
+``TLS_HANDSHAKE_TIMEOUT_S``); a handshake that fails closes the connection at once and is
+logged once with the peer and the reason, without holding up any other connection.  On
+an SSL listener the principal is the mapped DN of the client's certificate.  On a
+SASL_PLAINTEXT / SASL_SSL listener every frame before authentication completes goes, in
+order, through the connection's ``SaslServerAuthenticator`` undecoded (frames bounded by
+``sasl.server.max.receive.size``, reading paused while one waits); only then are frames
+decoded as requests.  Every request's ``RequestContext`` carries the connection's
+principal (``User:ANONYMOUS`` on PLAINTEXT), and the ``millrace.request`` logger
+(DEBUG) logs each completed request with it, as Kafka's request logger does.
+
 Thread ownership: everything here runs on the broker's event-loop thread.
 """
 
@@ -21,17 +33,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time as _time
 from collections import deque
 from typing import Any
 
 from millrace.broker.config import KafkaConfig
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import HANDLERS
+from millrace.broker.security.listener_security import ListenerSecurity, build_all
+from millrace.broker.security.sasl_server_authenticator import (
+    Action,
+    AuthStep,
+    SaslServerAuthenticator,
+)
 from millrace.broker.services import BrokerServices
 from millrace.common.errors import FrameTooLargeError, ProtocolDecodeError
 from millrace.common.time import Time
 from millrace.protocol import (
     NEED_DATA,
+    ApiKey,
     ApiVersionsFallback,
     Request,
     RequestDecodeError,
@@ -39,10 +59,24 @@ from millrace.protocol import (
     UnsupportedRequestError,
     api_versions_fallback_response,
 )
+from millrace.security.kafka_principal import ANONYMOUS, KafkaPrincipal
+from millrace.security.ssl_principal_mapper import NoMatchingRule
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("millrace.request")
 
 MAX_QUEUED = 64
+PRE_AUTH_QUEUED = 2  # frames waiting before authentication: reading pauses beyond this
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+
+class _Frame:
+    """A frame not decoded yet: it arrived before its connection was authenticated."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
 
 
 class BrokerConnection(asyncio.Protocol):
@@ -53,9 +87,17 @@ class BrokerConnection(asyncio.Protocol):
         self.listener = listener
         self.conn = ServerConnection(server.services.api_versions.enabled,
                                      server.config["socket.request.max.bytes"])
+        self.security: ListenerSecurity = server.listener_security[listener]
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.authenticator: SaslServerAuthenticator | None = None
+        if self.security.uses_sasl:
+            self.authenticator = SaslServerAuthenticator(self.security,
+                                                         self.conn.decode_request)
+            self.conn.max_frame_size = min(self.security.max_receive_size,
+                                           server.config["socket.request.max.bytes"])
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("", 0)
-        self.queue: deque[Request | ApiVersionsFallback] = deque()
+        self.queue: deque[Request | ApiVersionsFallback | _Frame] = deque()
         self.wakeup = asyncio.Event()
         self.worker: asyncio.Task[None] | None = None
         self.closed = False
@@ -70,12 +112,51 @@ class BrokerConnection(asyncio.Protocol):
         if isinstance(peer, tuple):
             self.peer = (str(peer[0]), int(peer[1]))
         self.server.connections.add(self)
-        self.worker = asyncio.get_running_loop().create_task(self._work())
+        loop = asyncio.get_running_loop()
+        if self.security.ssl_context is not None:
+            transport.pause_reading()  # nothing is read in clear on a TLS listener
+            self.worker = loop.create_task(self._start_tls(transport))
+        else:
+            self.worker = loop.create_task(self._work())
+
+    async def _start_tls(self, raw: asyncio.Transport) -> None:
+        loop = asyncio.get_running_loop()
+        assert self.security.ssl_context is not None
+        try:
+            tls = await loop.start_tls(raw, self, self.security.ssl_context, server_side=True,
+                                       ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as e:
+            reason = ("no handshake within the timeout" if isinstance(e, TimeoutError)
+                      else f"{type(e).__name__}: {e}")
+            log.warning("TLS handshake with %s:%s on listener %s failed: %s", *self.peer,
+                        self.listener, reason)
+            raw.close()
+            self.connection_lost(None)
+            return
+        if tls is None:  # closed during the handshake
+            self.connection_lost(None)
+            return
+        self.transport = tls
+        if self.security.protocol == "SSL":
+            try:
+                self.principal = self.security.ssl_principal(tls.get_extra_info("ssl_object"))
+            except NoMatchingRule as e:
+                log.warning("closing connection from %s:%s on listener %s: no "
+                            "ssl.principal.mapping.rules rule matches its certificate (%s)",
+                            *self.peer, self.listener, e)
+                self.close()
+                return
+        await self._work()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
         self.last_active = self.server.time.milliseconds()
+        if self.authenticator is not None and not self.authenticator.complete:
+            self._receive_unauthenticated(data)
+            return
         try:
             self.conn.receive_data(data)
             while True:
@@ -108,11 +189,36 @@ class BrokerConnection(asyncio.Protocol):
             self.paused = True
             self.transport.pause_reading()
 
+    def _receive_unauthenticated(self, data: bytes) -> None:
+        """Frames before authentication stay undecoded: the authenticator reads each in
+        the state the previous one left (a SASL v0 token is no request)."""
+        try:
+            self.conn.receive_data(data)
+            while True:
+                frame = self.conn.next_frame()
+                if frame is NEED_DATA:
+                    break
+                assert isinstance(frame, bytes)
+                self.queue.append(_Frame(frame))
+        except ProtocolDecodeError as e:  # FrameTooLargeError included
+            log.warning("closing connection from %s:%s on listener %s before "
+                        "authentication: %s (sasl.server.max.receive.size)", *self.peer,
+                        self.listener, e)
+            self.close()
+            return
+        if self.queue:
+            self.wakeup.set()
+        if len(self.queue) >= PRE_AUTH_QUEUED and not self.paused and \
+                self.transport is not None:
+            self.paused = True
+            self.transport.pause_reading()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server.connections.discard(self)
         self.wakeup.set()
-        if self.worker is not None and not self.worker.done():
+        if self.worker is not None and not self.worker.done() and \
+                self.worker is not asyncio.current_task():
             self.worker.cancel()
 
     # ------------------------------------------------------------------ request processing
@@ -139,6 +245,9 @@ class BrokerConnection(asyncio.Protocol):
                 if event is _CLOSE:
                     self.close()
                     return
+                if isinstance(event, _Frame):
+                    await self._serve_frame(event.data)
+                    continue
                 await self._serve(event)
         except asyncio.CancelledError:
             pass
@@ -146,11 +255,77 @@ class BrokerConnection(asyncio.Protocol):
             log.exception("connection %s:%s failed; closing it", *self.peer)
             self.close()
 
-    async def _serve(self, event: Request | ApiVersionsFallback) -> None:
+    async def _serve_frame(self, frame: bytes) -> None:
+        """A frame that arrived before authentication completed."""
+        authenticator = self.authenticator
+        assert authenticator is not None
+        if not authenticator.complete:
+            await self._apply(authenticator.receive(frame, self.server.time.milliseconds()))
+            return
+        try:  # authenticated meanwhile: an ordinary request
+            event = self.conn.decode_request(frame)
+        except (UnsupportedRequestError, RequestDecodeError) as e:
+            log.warning("closing connection from %s:%s: %s", *self.peer, e)
+            self.close()
+            return
+        await self._serve(event)
+
+    async def _apply(self, step: AuthStep) -> None:
+        if step.action is Action.SERVE:
+            assert step.request is not None
+            await self._serve(step.request, authenticating=True)
+        elif step.action is Action.REPLY:
+            assert step.data is not None
+            self._write([step.data])
+            authenticator = self.authenticator
+            if authenticator is not None and authenticator.complete and \
+                    authenticator.principal is not None:
+                if self.principal != authenticator.principal:
+                    log.debug("connection from %s:%s on listener %s authenticated as %s "
+                              "(SASL/%s)", *self.peer, self.listener,
+                              authenticator.principal, authenticator.mechanism)
+                self.principal = authenticator.principal
+                self.conn.max_frame_size = self.server.config["socket.request.max.bytes"]
+        elif step.action is Action.FAIL:
+            log.info("authentication of %s:%s on listener %s failed: %s", *self.peer,
+                     self.listener, step.reason)
+            if self.transport is not None and not self.paused:
+                self.paused = True
+                self.transport.pause_reading()
+            await asyncio.sleep(self.security.failed_authentication_delay_ms / 1000)
+            if step.data is not None:
+                self._write([step.data])
+            self.close()
+        else:
+            log.info("closing connection from %s:%s on listener %s: %s", *self.peer,
+                     self.listener, step.reason)
+            self.close()
+
+    async def _serve(self, event: Request | ApiVersionsFallback, *,
+                     authenticating: bool = False) -> None:
         if isinstance(event, ApiVersionsFallback):
             api_max = self.server.services.api_versions.enabled[18][1]
             self._write([api_versions_fallback_response(event.header.correlation_id, api_max)])
             return
+        authenticator = self.authenticator
+        if authenticator is not None and not authenticating:
+            now = self.server.time.milliseconds()
+            key = event.api.key
+            step: AuthStep | None = None
+            if key == ApiKey.SASL_HANDSHAKE:
+                step = authenticator.maybe_reauthenticate(event, now)
+            elif key == ApiKey.SASL_AUTHENTICATE and authenticator.reauthenticating:
+                step = authenticator.reauthenticate(event, now)
+            elif authenticator.session_expired(now):
+                log.info("closing connection from %s:%s on listener %s: the SASL session "
+                         "of %s expired (connections.max.reauth.ms) and %s v%d is no "
+                         "re-authentication", *self.peer, self.listener, self.principal,
+                         event.api.name, event.version)
+                self.close()
+                return
+            if step is not None:
+                await self._apply(step)
+                return
         handler = HANDLERS.get(event.api.key)
         if handler is None:  # advertised but not yet served: behave like an unknown key
             log.warning("no handler for %s; closing connection from %s:%s", event.api.name,
@@ -158,14 +333,23 @@ class BrokerConnection(asyncio.Protocol):
             self.close()
             return
         ctx = RequestContext(event.header, event.api, self.peer[0], self.peer[1],
-                             self.server.services, self.listener)
+                             self.server.services, self.listener, self.principal,
+                             self.security.protocol)
+        started = _time.monotonic() if request_log.isEnabledFor(logging.DEBUG) else 0.0
         try:
             body = await handler(ctx, event.body)
         except Exception:
-            log.exception("%s v%d from %s:%s (client %r) failed; closing the connection",
-                          event.api.name, event.version, *self.peer, ctx.client_id)
+            log.exception("%s v%d from %s:%s (client %r, %s) failed; closing the connection",
+                          event.api.name, event.version, *self.peer, ctx.client_id,
+                          self.principal)
             self.close()
             return
+        if started:
+            request_log.debug(
+                "Completed request: %s v%d correlation id %d from client %r at %s:%s "
+                "principal %s listener %s (%s) in %.2f ms", event.api.name, event.version,
+                event.correlation_id, ctx.client_id, *self.peer, self.principal,
+                self.listener, self.security.protocol, (_time.monotonic() - started) * 1000)
         if body is None:
             return
         parts = ServerConnection.encode_response_chunks(event, body)
@@ -216,7 +400,10 @@ class SocketServer:
         self.time = time
         self._services: BrokerServices | None = None
         self.connections: set[BrokerConnection] = set()
+        # Built first, so a bad keystore or JAAS text stops start-up before any bind.
+        self.listener_security: dict[str, ListenerSecurity] = build_all(config)
         self._servers: list[asyncio.Server] = []
+        self._server_listeners: list[str] = []
         self._reaper: asyncio.Task[None] | None = None
 
     @property
@@ -240,14 +427,23 @@ class SocketServer:
                 for bound in self._servers:
                     bound.close()
                 self._servers.clear()
+                self._server_listeners.clear()
                 raise ListenerBindError(
                     f"cannot listen on {listener.name}://{listener.host or '0.0.0.0'}:"
                     f"{listener.port} (listeners): {e.strerror or e}") from e
             self._servers.append(srv)
+            self._server_listeners.append(listener.name)
+
+    def bound_port_of(self, listener: str) -> int:
+        """The port ``listener`` is bound to (its configured port may be 0)."""
+        srv = self._servers[self._server_listeners.index(listener)]
+        return int(srv.sockets[0].getsockname()[1])
 
     async def start_serving(self, services: BrokerServices) -> None:
         """Accept connections, served by ``services``."""
         self._services = services
+        for security in self.listener_security.values():
+            security.scram_lookup = services.credentials.scram_credential
         for srv in self._servers:
             await srv.start_serving()
         self._reaper = asyncio.get_running_loop().create_task(self._reap_idle_connections())

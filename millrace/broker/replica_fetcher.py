@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from millrace.broker.broker_channel import BrokerChannel
 from millrace.broker.config import KafkaConfig
 from millrace.broker.partition import Partition
+from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.tasks import stop_task
 from millrace.common.errors import (
     BrokerNotAvailableError,
@@ -97,7 +98,8 @@ class ReplicaFetcherThread:
         self._time = time
         self.channel = BrokerChannel(leader.node_id, leader.host, leader.port,
                                      client_id=f"broker-{broker_id}-fetcher-{name}",
-                                     request_timeout_ms=config["replica.socket.timeout.ms"])
+                                     request_timeout_ms=config["replica.socket.timeout.ms"],
+                                     security=inter_broker_security(config))
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopped = False

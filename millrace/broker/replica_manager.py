@@ -56,6 +56,7 @@ from millrace.broker.partition import AlterIsrManager, Partition
 from millrace.broker.purgatory import DelayedOperationPurgatory
 from millrace.broker.replica_fetcher import BrokerEndpoint, ReplicaFetcherManager
 from millrace.broker.replica_state_changes import LeaderAndIsrPartition, ReplicaStateChanges
+from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.txn_marker_writer import (
     TXN_MARKER_TIMEOUT_MS,
@@ -168,7 +169,8 @@ class ReplicaManager:
         self.add_partitions_to_txn_manager: AddPartitionsToTxnManager | None = \
             AddPartitionsToTxnManager(
                 metadata, config.node_id, config["transaction.state.log.num.partitions"],
-                request_timeout_ms=config["controller.socket.timeout.ms"])
+                request_timeout_ms=config["controller.socket.timeout.ms"],
+                security=inter_broker_security(config))
         self._unsafe_ack_delay_ms = int(os.environ.get(UNSAFE_ACK_BEFORE_APPEND_ENV) or 0)
         self._unsafe_pending: dict[TopicPartition, int] = {}
         if self._unsafe_ack_delay_ms:

@@ -42,11 +42,12 @@ from millrace.broker.config import KafkaConfig
 from millrace.broker.group.offsets_log import ReplicatedOffsetsLog
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import load_all
-from millrace.broker.metadata import BrokerRegistration, LocalMetadataStore
+from millrace.broker.metadata import BrokerRegistration, Endpoint, LocalMetadataStore
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.security.credential_cache import build_local_credential_cache
 from millrace.broker.services import BrokerServices
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.transaction.service import TransactionCoordinatorService
@@ -122,7 +123,8 @@ class KafkaServer:
             producer_id_manager=producer_id_manager,
             api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
             transaction_coordinator=TransactionCoordinatorService(
-                config, time, txn_log, metadata, producer_id_manager.generate_producer_id))
+                config, time, txn_log, metadata, producer_id_manager.generate_producer_id),
+            credentials=build_local_credential_cache(config, metadata))
 
     async def startup(self) -> None:
         cfg = self.config
@@ -150,10 +152,14 @@ class KafkaServer:
 
         services.log_manager.failure_channel.add_listener(offline)
         bound = socket_server.bound_addresses()
-        adv = cfg.advertised_listeners[0]
-        host = adv.host or "localhost"
-        port = adv.port or bound[0][1]
-        registration = BrokerRegistration(cfg.node_id, host, port, cfg["broker.rack"])
+        endpoints = tuple(
+            Endpoint(a.name, a.host or "localhost",
+                     a.port or socket_server.bound_port_of(a.name), a.protocol)
+            for a in cfg.advertised_listeners)
+        inter = next(e for e in endpoints if e.listener == cfg.inter_broker_listener_name)
+        host, port = inter.host, inter.port
+        registration = BrokerRegistration(cfg.node_id, host, port, cfg["broker.rack"],
+                                          endpoints=endpoints)
         await loop.run_in_executor(None, services.metadata.register_broker, registration)
         for bound_host, bound_port in bound:
             log.info("listening on %s:%d", bound_host, bound_port)

@@ -22,6 +22,7 @@ from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.security.credential_cache import CredentialCache
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.transaction.service import TransactionCoordinatorService
 from millrace.broker.zk import KafkaZkClient
@@ -55,4 +56,5 @@ class BrokerServices:
     producer_id_manager: ProducerIdManager
     api_versions: ApiVersionManager
     transaction_coordinator: TransactionCoordinatorService
+    credentials: CredentialCache  # SCRAM credentials the SASL listeners check
     cluster: ClusterServices | None = None  # None: the single-node embedded broker

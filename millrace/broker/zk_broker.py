@@ -42,7 +42,11 @@ from millrace.broker.partition import Partition
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
-from millrace.broker.security.credential_cache import USER_CONFIG_TYPE
+from millrace.broker.security.credential_cache import (
+    USER_CONFIG_TYPE,
+    build_zk_credential_cache,
+)
+from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.services import BrokerServices, ClusterServices
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.transaction.service import TransactionCoordinatorService
@@ -70,7 +74,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
     zk.create_top_level_paths()
     cluster_id = zk.create_or_get_cluster_id(config["cluster.id"])
     ensure_meta_properties(config.log_dirs[0], config.node_id, cluster_id)
-    listener = config.listeners[0].name
+    listener = config.inter_broker_listener_name
     cache = MetadataCache(config.node_id)
     metadata = ZkClusterMetadata(zk, cache, cluster_id, listener)
     topic_configs = TopicConfigs(config)
@@ -109,6 +113,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
         producer_id_manager=producer_id_manager,
         api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
         transaction_coordinator=txn,
+        credentials=build_zk_credential_cache(config, zk),
         cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
                                 fetcher_manager=rm.fetcher_manager, zk=zk))
 
@@ -237,7 +242,7 @@ async def start_controller(services: BrokerServices) -> ControllerService:
     cluster = services.cluster
     assert cluster is not None
     controller = ControllerService(services.config, services.time, cluster.zk,
-                                   services.config.listeners[0].name)
+                                   services.config.inter_broker_listener_name)
     cluster.controller = controller
     await controller.startup()
     return controller
@@ -259,7 +264,8 @@ async def controlled_shutdown(services: BrokerServices) -> bool:
             continue
         channel = BrokerChannel(broker.node_id, broker.host, broker.port,
                                 client_id=f"broker-{config.node_id}-shutdown",
-                                request_timeout_ms=config["controller.socket.timeout.ms"])
+                                request_timeout_ms=config["controller.socket.timeout.ms"],
+                                security=inter_broker_security(config))
         try:
             response = await channel.send(ControlledShutdownRequest(
                 broker_id=config.node_id, broker_epoch=cluster.broker_epoch),

@@ -183,11 +183,32 @@ class ServerConnection:
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._frames.receive_data(data)
 
+    @property
+    def max_frame_size(self) -> int:
+        return self._frames.max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        """Change the limit for frames not yet begun (SASL bounds frames by
+        ``sasl.server.max.receive.size`` until authentication completes)."""
+        self._frames.max_frame_size = size
+
+    def next_frame(self) -> bytes | _NeedData:
+        """The next whole frame, undecoded: SASL v0 tokens are raw frames, and a broker
+        authenticating a connection decides how to read each frame only when it gets to
+        it."""
+        return self._frames.next_frame()
+
     def next_event(self) -> Request | ApiVersionsFallback | _NeedData:
         frame = self._frames.next_frame()
         if frame is NEED_DATA:
             return NEED_DATA
         assert isinstance(frame, bytes)
+        return self.decode_request(frame)
+
+    def decode_request(self, frame: bytes) -> Request | ApiVersionsFallback:
+        """One frame (as ``next_frame`` gave it) -> a request event, with the errors of
+        ``next_event``."""
         # Read the version-independent prefix first: it decides everything else.
         prefix, _ = read_request_header(frame, known_version=0)
         api = API.get(prefix.api_key)

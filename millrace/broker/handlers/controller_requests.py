@@ -23,7 +23,12 @@ import uuid
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
-from millrace.broker.metadata import BrokerRegistration, PartitionState
+from millrace.broker.metadata import (
+    SECURITY_PROTOCOL_NAMES,
+    BrokerRegistration,
+    Endpoint,
+    PartitionState,
+)
 from millrace.broker.metadata.metadata_cache import PartitionMetadata
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.replica_fetcher import BrokerEndpoint
@@ -122,13 +127,18 @@ async def handle_update_metadata(ctx: RequestContext,
     if error:
         return UpdateMetadataResponse(error_code=error)
     assert cluster is not None
-    listener = ctx.services.config.listeners[0].name
+    listener = ctx.services.config.inter_broker_listener_name
     brokers = []
     for b in body.live_brokers:
         endpoint = next((e for e in b.endpoints if e.listener == listener),
                         b.endpoints[0] if b.endpoints else None)
         if endpoint is not None:
-            brokers.append(BrokerRegistration(b.id, endpoint.host, endpoint.port, b.rack))
+            brokers.append(BrokerRegistration(
+                b.id, endpoint.host, endpoint.port, b.rack,
+                endpoints=tuple(Endpoint(e.listener, e.host, e.port,
+                                         SECURITY_PROTOCOL_NAMES.get(e.security_protocol,
+                                                                     "PLAINTEXT"))
+                                for e in b.endpoints)))
     partitions = [PartitionMetadata(
         t.topic_name, p.partition_index,
         PartitionState(p.leader, p.leader_epoch, tuple(p.isr), p.controller_epoch,

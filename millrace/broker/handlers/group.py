@@ -73,10 +73,7 @@ def _find(ctx: RequestContext, key: str, key_type: int) -> tuple[int, str | None
     else:
         return (Errors.INVALID_REQUEST, f"Unknown coordinator type {key_type}", -1, "", -1)
     node = services.config.node_id
-    for broker in services.metadata.brokers():
-        if broker.node_id == node:
-            return Errors.NONE, None, node, broker.host, broker.port
-    return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+    return _coordinator_endpoint(ctx, node)
 
 
 def _partition_leader(ctx: RequestContext, topic: str, partition: int
@@ -108,9 +105,18 @@ def _partition_leader(ctx: RequestContext, topic: str, partition: int
     state = metadata.partition_state(topic, partition)
     if state is None or state.leader < 0:
         return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
-    for broker in metadata.brokers():
-        if broker.node_id == state.leader:
-            return Errors.NONE, None, broker.node_id, broker.host, broker.port
+    return _coordinator_endpoint(ctx, state.leader)
+
+
+def _coordinator_endpoint(ctx: RequestContext, node: int
+                          ) -> tuple[int, str | None, int, str, int]:
+    """Broker ``node`` as the coordinator, on the listener the request came in on."""
+    for broker in ctx.services.metadata.brokers():
+        if broker.node_id == node:
+            endpoint = broker.endpoint_for(ctx.listener)
+            if endpoint is None:
+                return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
+            return Errors.NONE, None, node, endpoint[0], endpoint[1]
     return Errors.COORDINATOR_NOT_AVAILABLE, None, -1, "", -1
 
 

@@ -29,16 +29,22 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 _Partition = MetadataResponse.MetadataResponseTopic.MetadataResponsePartition
 
 
-def _partitions(ctx: RequestContext, info: TopicInfo) -> list[_Partition]:
+def _partitions(ctx: RequestContext, info: TopicInfo, on_listener: set[int]
+                ) -> list[_Partition]:
+    """``on_listener``: the live brokers that have the request's listener.  A leader
+    without it is LISTENER_NOT_FOUND (v6+; LEADER_NOT_AVAILABLE before), as in Kafka."""
     metadata = ctx.services.metadata
     live = {b.node_id for b in metadata.brokers()}
+    missing = Errors.LISTENER_NOT_FOUND if ctx.version >= 6 else Errors.LEADER_NOT_AVAILABLE
     out = []
     for i in range(info.partitions):
         replicas = info.replicas(i)
         state = metadata.partition_state(info.name, i)
         leader = state.leader if state is not None else -1
+        error = (Errors.LEADER_NOT_AVAILABLE if leader < 0 else
+                 missing if leader in live and leader not in on_listener else Errors.NONE)
         out.append(_Partition(
-            error_code=Errors.NONE if leader >= 0 else Errors.LEADER_NOT_AVAILABLE,
+            error_code=error,
             partition_index=i, leader_id=leader,
             leader_epoch=state.leader_epoch if state is not None else -1,
             replica_nodes=list(replicas), isr_nodes=list(state.isr) if state else [],
@@ -52,8 +58,13 @@ async def handle_metadata(ctx: RequestContext, body: MetadataRequest) -> Metadat
     metadata = services.metadata
     cls = MetadataResponse
     v = ctx.version
-    brokers = [cls.MetadataResponseBroker(node_id=b.node_id, host=b.host, port=b.port,
-                                          rack=b.rack) for b in metadata.brokers()]
+    brokers = []
+    for b in metadata.brokers():
+        endpoint = b.endpoint_for(ctx.listener)
+        if endpoint is not None:
+            brokers.append(cls.MetadataResponseBroker(node_id=b.node_id, host=endpoint[0],
+                                                      port=endpoint[1], rack=b.rack))
+    on_listener = {b.node_id for b in brokers}
     requested = body.topics
     all_topics = requested is None or (v == 0 and not requested)
     allow_create = body.allow_auto_topic_creation if v >= 4 else True
@@ -94,7 +105,7 @@ async def handle_metadata(ctx: RequestContext, body: MetadataRequest) -> Metadat
                 continue
         topics.append(cls.MetadataResponseTopic(
             error_code=Errors.NONE, name=info.name, topic_id=info.topic_id,
-            is_internal=info.internal, partitions=_partitions(ctx, info),
+            is_internal=info.internal, partitions=_partitions(ctx, info, on_listener),
             topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
     return cls(throttle_time_ms=0, brokers=brokers, cluster_id=metadata.cluster_id,
                controller_id=metadata.controller_id, topics=topics,
@@ -108,7 +119,8 @@ async def handle_describe_cluster(ctx: RequestContext, body: DescribeClusterRequ
     cls = DescribeClusterResponse
     return cls(throttle_time_ms=0, error_code=Errors.NONE, error_message=None, endpoint_type=1,
                cluster_id=metadata.cluster_id, controller_id=metadata.controller_id,
-               brokers=[cls.DescribeClusterBroker(broker_id=b.node_id, host=b.host,
-                                                  port=b.port, rack=b.rack, is_fenced=False)
-                        for b in metadata.brokers()],
+               brokers=[cls.DescribeClusterBroker(broker_id=b.node_id, host=ep[0],
+                                                  port=ep[1], rack=b.rack, is_fenced=False)
+                        for b in metadata.brokers()
+                        if (ep := b.endpoint_for(ctx.listener)) is not None],
                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED)

@@ -8,8 +8,11 @@ broker.  A ZooKeeper-backed store implements the same interface for a cluster.
 
 from millrace.broker.metadata.cluster_metadata import (
     INTERNAL_TOPICS,
+    SECURITY_PROTOCOL_IDS,
+    SECURITY_PROTOCOL_NAMES,
     BrokerRegistration,
     ClusterMetadata,
+    Endpoint,
     PartitionState,
     TopicInfo,
     validate_topic_name,
@@ -18,8 +21,11 @@ from millrace.broker.metadata.local_store import LocalMetadataStore
 
 __all__ = [
     "INTERNAL_TOPICS",
+    "SECURITY_PROTOCOL_IDS",
+    "SECURITY_PROTOCOL_NAMES",
     "BrokerRegistration",
     "ClusterMetadata",
+    "Endpoint",
     "LocalMetadataStore",
     "PartitionState",
     "TopicInfo",

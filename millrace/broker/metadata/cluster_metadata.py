@@ -74,13 +74,44 @@ class PartitionState:
     partition_epoch: int = 0
 
 
+# SecurityProtocol's wire ids (UpdateMetadata endpoints)
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One advertised listener of a broker: clients are answered with the endpoint of
+    the listener their request came in on."""
+
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
+    """A live broker.  ``host``/``port`` are its inter-broker endpoint (what replica
+    fetchers, the controller and transaction markers connect to); ``endpoints`` are all
+    its advertised listeners (empty: just ``host``/``port`` on the inter-broker
+    listener)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = 0
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint_for(self, listener: str) -> tuple[str, int] | None:
+        """(host, port) of the broker on ``listener``, None if it has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        for e in self.endpoints:
+            if e.listener == listener:
+                return e.host, e.port
+        return None
 
 
 class ClusterMetadata(ABC):

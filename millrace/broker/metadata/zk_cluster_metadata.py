@@ -63,9 +63,10 @@ class ZkClusterMetadata(ClusterMetadata):
     # ------------------------------------------------------------------ brokers
     def register_broker(self, registration: BrokerRegistration) -> None:
         self._registration = registration
-        info = BrokerInfo(registration.node_id,
-                          (EndPoint(registration.host, registration.port, self._listener),),
-                          registration.rack)
+        endpoints = tuple(EndPoint(e.host, e.port, e.listener, e.security_protocol)
+                          for e in registration.endpoints) or (
+            EndPoint(registration.host, registration.port, self._listener),)
+        info = BrokerInfo(registration.node_id, endpoints, registration.rack)
         self.broker_epoch = self.zk.register_broker(info)
         log.info("registered broker %d at %s:%d (broker epoch %d)", registration.node_id,
                  registration.host, registration.port, self.broker_epoch)

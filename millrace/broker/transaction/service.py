@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from millrace.broker.config import KafkaConfig
 from millrace.broker.coordinator_runtime import CoordinatorRuntime
 from millrace.broker.metadata import ClusterMetadata
+from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.transaction.coordinator import (
     EndTxnResult,
     TransactionConfig,
@@ -91,7 +92,8 @@ class TransactionCoordinatorService:
             TransactionConfig.from_kafka_config(config), txn_log.num_partitions(),
             generate_producer_id)
         self._sender = send_markers or BrokerMarkerSender(
-            metadata, config.node_id, config["controller.socket.timeout.ms"])
+            metadata, config.node_id, config["controller.socket.timeout.ms"],
+            security=inter_broker_security(config))
         self.markers = TransactionMarkerChannelManager(
             metadata, self._sender, is_current=self.coordinator.is_current,
             on_complete=self._markers_written)

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable
 
 from millrace.broker.broker_channel import BrokerChannels
 from millrace.broker.metadata import ClusterMetadata
+from millrace.broker.security.inter_broker import PLAINTEXT_CHANNEL, ChannelSecurity
 from millrace.broker.transaction.coordinator import TxnMarkerEntry
 from millrace.common.errors import BrokerNotAvailableError, Errors
 from millrace.protocol.types import WriteTxnMarkersRequest, WriteTxnMarkersResponse
@@ -289,10 +290,11 @@ class BrokerMarkerSender:
     the metadata's broker registrations."""
 
     def __init__(self, metadata: ClusterMetadata, node_id: int,
-                 request_timeout_ms: int = 30_000) -> None:
+                 request_timeout_ms: int = 30_000,
+                 security: ChannelSecurity = PLAINTEXT_CHANNEL) -> None:
         self._channels = BrokerChannels(
             metadata.broker_endpoint, client_id=f"broker-{node_id}-txn-marker-sender",
-            request_timeout_ms=request_timeout_ms)
+            request_timeout_ms=request_timeout_ms, security=security)
 
     async def __call__(self, node: int, request: WriteTxnMarkersRequest
                        ) -> WriteTxnMarkersResponse:
