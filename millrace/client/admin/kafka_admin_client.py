@@ -28,6 +28,7 @@ from millrace.client.admin import (
     _groups,
     _leaders,
     _reassignments,
+    _scram,
     _topics,
     _transactions,
 )
@@ -59,6 +60,8 @@ from millrace.client.admin.types import (
     TransactionDescription,
     TransactionListing,
     TransactionState,
+    UserScramCredentialAlteration,
+    UserScramCredentialsDescription,
 )
 from millrace.client.errors import IllegalStateError
 from millrace.common.time import SYSTEM_TIME, Time
@@ -308,6 +311,30 @@ class KafkaAdminClient:
         transactions only, those their coordinator no longer ends itself."""
         with self._lock:
             _transactions.abort_transaction(self._net, spec, self._deadline(timeout_ms))
+
+
+    # ------------------------------------------------------------------ SCRAM credentials
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *,
+                                        timeout_ms: int | None = None
+                                        ) -> AdminResult[str, UserScramCredentialsDescription]:
+        """The SCRAM credentials (mechanism and iterations, never salt or keys) of
+        ``users``, or of every user holding one (DescribeUserScramCredentials, KIP-554;
+        Java ``describeUserScramCredentials``).  A user without credentials fails with
+        ``ResourceNotFoundError``."""
+        with self._lock:
+            return _scram.describe_user_scram_credentials(self._net, users,
+                                                          self._deadline(timeout_ms))
+
+    def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration],
+                                     *, timeout_ms: int | None = None
+                                     ) -> AdminResult[str, None]:
+        """Create, replace or delete SCRAM credentials (AlterUserScramCredentials,
+        KIP-554; Java ``alterUserScramCredentials``): ``UserScramCredentialUpsertion``
+        (the salted password is computed here) and ``UserScramCredentialDeletion``; one
+        result per user, the user's alterations applied all or none."""
+        with self._lock:
+            return _scram.alter_user_scram_credentials(self._net, alterations,
+                                                       self._deadline(timeout_ms))
 
 
 AdminClient = KafkaAdminClient

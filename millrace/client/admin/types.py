@@ -9,7 +9,9 @@ offset with the log end offset and lag), ``PartitionAssignmentState`` (one row o
 ``kafka-consumer-groups --describe``) and ``ClusterDescription``; ``ElectionType`` for
 ``elect_leaders``.  Transactions: ``TransactionListing``, ``TransactionDescription``
 (``TransactionState``), ``PartitionProducerState`` of ``ProducerState``s and the
-``AbortTransactionSpec`` request.
+``AbortTransactionSpec`` request.  SCRAM credentials (KIP-554): ``ScramMechanism``,
+``ScramCredentialInfo``, ``UserScramCredentialsDescription`` and the alterations
+``UserScramCredentialUpsertion`` / ``UserScramCredentialDeletion``.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ __all__ = [
     "ConsumerGroupState", "ElectionType", "GroupOffset", "ListOffsetsResultInfo",
     "MemberAssignment", "MemberDescription", "NewPartitions", "NewTopic", "Node",
     "OffsetAndMetadata", "OffsetSpec", "PartitionAssignmentState",
-    "PartitionProducerState", "ProducerState", "TopicDescription", "TopicListing",
-    "TopicPartition", "TopicPartitionInfo", "TransactionDescription", "TransactionListing",
-    "TransactionState",
+    "PartitionProducerState", "ProducerState", "ScramCredentialInfo", "ScramMechanism",
+    "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
+    "TransactionDescription", "TransactionListing", "TransactionState",
+    "UserScramCredentialAlteration", "UserScramCredentialDeletion",
+    "UserScramCredentialUpsertion", "UserScramCredentialsDescription",
 ]
 
 
@@ -453,3 +457,66 @@ class AbortTransactionSpec:
     producer_id: int
     producer_epoch: int
     coordinator_epoch: int
+
+
+# ---------------------------------------------------------------------- SCRAM credentials
+class ScramMechanism(IntEnum):
+    """Java admin ``ScramMechanism``: a SCRAM mechanism by the type byte KIP-554's APIs
+    carry (UNKNOWN: a type this client does not know)."""
+
+    UNKNOWN = 0
+    SCRAM_SHA_256 = 1
+    SCRAM_SHA_512 = 2
+
+    @property
+    def mechanism_name(self) -> str:
+        """``SCRAM-SHA-256``, ``SCRAM-SHA-512`` (``UNKNOWN`` for UNKNOWN)."""
+        return self.name.replace("_", "-")
+
+    @classmethod
+    def from_mechanism_name(cls, name: str) -> ScramMechanism:
+        return next((m for m in cls if m and m.mechanism_name == name.upper()), cls.UNKNOWN)
+
+    @classmethod
+    def from_type(cls, type_id: int) -> ScramMechanism:
+        return cls(type_id) if type_id in cls._value2member_map_ else cls.UNKNOWN
+
+
+@dataclass(frozen=True)
+class ScramCredentialInfo:
+    """Java ``ScramCredentialInfo``: a credential's mechanism and iteration count (all a
+    describe ever reveals)."""
+
+    mechanism: ScramMechanism
+    iterations: int = 4096
+
+
+@dataclass(frozen=True)
+class UserScramCredentialsDescription:
+    """Java ``UserScramCredentialsDescription``: a user's SCRAM credentials."""
+
+    user: str
+    credential_infos: list[ScramCredentialInfo]
+
+
+@dataclass(frozen=True)
+class UserScramCredentialUpsertion:
+    """Java ``UserScramCredentialUpsertion``: set the user's credential of one mechanism.
+    The salted password is computed here, in the client (PBKDF2 of ``password`` with
+    ``salt``, a random one by default); the password never leaves the process."""
+
+    user: str
+    credential_info: ScramCredentialInfo
+    password: str | bytes = field(repr=False)
+    salt: bytes | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class UserScramCredentialDeletion:
+    """Java ``UserScramCredentialDeletion``: remove the user's credential of a mechanism."""
+
+    user: str
+    mechanism: ScramMechanism
+
+
+UserScramCredentialAlteration = UserScramCredentialUpsertion | UserScramCredentialDeletion
