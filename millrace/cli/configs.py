@@ -1,12 +1,19 @@
-"""``millrace configs describe|alter`` (kafka-configs habits).
+"""``millrace configs`` (kafka-configs habits): topic and broker configs, SCRAM users.
 
     millrace configs describe --entity-type topics --entity-name events [--all]
     millrace configs alter --entity-type topics --entity-name events \\
         --add-config retention.ms=60000,cleanup.policy=[compact,delete] --delete-config segment.ms
+    millrace configs --alter --entity-type users --entity-name alice \\
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+    millrace configs --describe --entity-type users [--entity-name alice]
 
-``describe`` shows the dynamic (overridden) configs unless ``--all`` is given; without
-``--entity-name`` it describes every topic or every broker.  ``alter`` is incremental:
-``--add-config`` sets keys, ``--delete-config`` removes overrides.
+Both forms work: the subcommands (``configs describe|alter``) and Kafka's flags
+(``configs --describe|--alter``), with the same options.  ``describe`` shows the
+dynamic (overridden) configs unless ``--all`` is given; without ``--entity-name`` it
+describes every topic, broker or SCRAM user.  ``alter`` is incremental: ``--add-config``
+sets keys, ``--delete-config`` removes overrides.  Users (SCRAM credentials) are handled
+by ``scram_users``; only they can also be written straight into ZooKeeper
+(``--zookeeper``).
 """
 
 from __future__ import annotations
@@ -24,19 +31,33 @@ from millrace.cli.common import (
     print_error,
     print_json,
 )
+from millrace.cli.scram_users import alter_users, describe_users
 
 if TYPE_CHECKING:
     from millrace.client.admin import ConfigEntry, ConfigResource, KafkaAdminClient
 
-ENTITY_TYPES = {"topics": "TOPIC", "topic": "TOPIC", "brokers": "BROKER", "broker": "BROKER"}
+ENTITY_TYPES = {"topics": "TOPIC", "topic": "TOPIC", "brokers": "BROKER", "broker": "BROKER",
+                "users": "USER", "user": "USER"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parent = connection_options()
-    configs = sub.add_parser("configs", help="describe and alter topic and broker configs",
-                             description="Describe and alter topic and broker configs.")
-    actions = configs.add_subparsers(dest="action", required=True, metavar="ACTION")
+    configs = sub.add_parser(
+        "configs", parents=[connection_options()],
+        help="describe and alter topic, broker and user (SCRAM) configs",
+        description="Describe and alter topic and broker configs and users' SCRAM "
+                    "credentials: `millrace configs describe|alter ...` or, as "
+                    "kafka-configs, `millrace configs --describe|--alter ...`.")
+    mode = configs.add_mutually_exclusive_group()
+    mode.add_argument("--describe", action="store_true", help="show configs (= describe)")
+    mode.add_argument("--alter", action="store_true", help="set or delete configs (= alter)")
+    _add_entity(configs, name_required=None)
+    _add_alter_options(configs)
+    configs.add_argument("--all", action="store_true",
+                         help="with --describe: every config, defaults included")
+    configs.set_defaults(func=by_flag)
+    actions = configs.add_subparsers(dest="action", metavar="ACTION")
 
+    parent = connection_options()
     p = actions.add_parser("describe", parents=[parent], help="show configs")
     _add_entity(p, name_required=False)
     p.add_argument("--all", action="store_true", help="every config, defaults included")
@@ -44,20 +65,55 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = actions.add_parser("alter", parents=[parent], help="set or delete configs")
     _add_entity(p, name_required=True)
-    p.add_argument("--add-config", action="append", metavar="K=V[,K2=V2]",
-                   help="configs to set; list values in brackets: k=[a,b] (repeatable)")
-    p.add_argument("--delete-config", action="append", metavar="K[,K2]",
-                   help="config overrides to remove (repeatable)")
-    p.add_argument("--validate-only", action="store_true", help="check, change nothing")
+    _add_alter_options(p)
     p.set_defaults(func=alter)
 
 
-def _add_entity(p: argparse.ArgumentParser, name_required: bool) -> None:
-    p.add_argument("--entity-type", required=True, choices=sorted(ENTITY_TYPES),
-                   metavar="{topics,brokers}", help="what to configure")
-    p.add_argument("--entity-name", required=name_required,
-                   help="the topic name or broker id" +
-                        ("" if name_required else " (default: all of them)"))
+def _add_entity(p: argparse.ArgumentParser, name_required: bool | None) -> None:
+    """``name_required`` None: the flag form, which checks it once it knows the mode."""
+    p.add_argument("--entity-type", required=name_required is not None,
+                   choices=sorted(ENTITY_TYPES), metavar="{topics,brokers,users}",
+                   help="what to configure")
+    p.add_argument("--entity-name", required=bool(name_required),
+                   help="the topic name, broker id or user name" +
+                        ("" if name_required else " (describe: default all of them)"))
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                   help="users only: read and write SCRAM credentials in this ZooKeeper "
+                        "directly, not through a broker (e.g. before any broker runs)")
+
+
+def _add_alter_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--add-config", action="append", metavar="K=V[,K2=V2]",
+                   help="configs to set; list values in brackets: k=[a,b]; users: "
+                        "SCRAM-SHA-256=[iterations=8192,password=SECRET] (repeatable)")
+    p.add_argument("--delete-config", action="append", metavar="K[,K2]",
+                   help="config overrides to remove; users: SCRAM-SHA-256 (repeatable)")
+    p.add_argument("--validate-only", action="store_true", help="check, change nothing")
+
+
+def by_flag(args: argparse.Namespace) -> int:
+    """The kafka-configs form: ``millrace configs --describe|--alter ...``."""
+    if not (args.describe or args.alter):
+        raise CommandError("give --describe or --alter (or the subcommand: millrace configs "
+                           "describe|alter ...)")
+    if args.entity_type is None:
+        raise CommandError("--entity-type is required")
+    if args.alter:
+        if not args.entity_name:
+            raise CommandError("--entity-name is required with --alter")
+        return alter(args)
+    if args.add_config or args.delete_config:
+        raise CommandError("--add-config and --delete-config go with --alter, not --describe")
+    return describe(args)
+
+
+def _is_users(args: argparse.Namespace) -> bool:
+    if ENTITY_TYPES[args.entity_type] == "USER":
+        return True
+    if args.zookeeper:
+        raise CommandError("--zookeeper is supported for --entity-type users only (SCRAM "
+                           "credentials); topics and brokers go through --bootstrap-server")
+    return False
 
 
 def _resources(admin: KafkaAdminClient, args: argparse.Namespace) -> list[ConfigResource]:
@@ -86,6 +142,8 @@ def entry_line(e: ConfigEntry) -> str:
 
 
 def describe(args: argparse.Namespace) -> int:
+    if _is_users(args):
+        return describe_users(args, lambda a: admin_client(a))
     status = 0
     out: list[dict[str, Any]] = []
     with admin_client(args) as admin:
@@ -118,6 +176,8 @@ def describe(args: argparse.Namespace) -> int:
 def alter(args: argparse.Namespace) -> int:
     from millrace.client.admin import AlterConfigOp, AlterConfigOpType
 
+    if _is_users(args):
+        return alter_users(args, lambda a: admin_client(a))
     sets = parse_configs(args.add_config, "--add-config", split=True)
     deletes = parse_names(args.delete_config)
     both = sorted(set(sets) & set(deletes))
