@@ -7,6 +7,12 @@ broker ``i`` on ``base_port + i - 1``, everything under ``--dir`` (``zookeeper/`
 restarts the same cluster with its topics, offsets and groups.  It prints where the
 cluster is (a JSON line with ``--output json``), then waits.
 
+``--security sasl_ssl`` makes it a secured development cluster (``DevSecurity``): a
+fresh CA and broker certificate under ``--dir/security``, SCRAM-SHA-512 users ``admin``
+(the brokers' own) and ``client`` created in ZooKeeper before any broker starts, every
+listener SASL_SSL (inter-broker traffic included), and a ready ``client.properties``
+whose path is printed -- pass it to any command with ``--command-config``.
+
 Stopping.  The children run in sessions of their own, so the terminal's Ctrl-C reaches
 only this process; on SIGINT or SIGTERM it stops the brokers one at a time with SIGTERM
 (each does a controlled shutdown: the controller moves its leaderships to the others
@@ -69,6 +75,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help=f"broker i listens on base-port + i - 1 (default {DEFAULT_BASE_PORT})")
     up.add_argument("--zookeeper-port", type=int, metavar="PORT",
                     help="ZooKeeper's client port (default: a free one)")
+    up.add_argument("--security", choices=("none", "sasl_ssl"), default="none",
+                    help="sasl_ssl: TLS + SCRAM-SHA-512 everywhere, with a generated CA, "
+                         "users and client.properties (default none: PLAINTEXT)")
     up.add_argument("--override", action="append", metavar="KEY=VALUE",
                     help="set one broker config key on every broker (repeatable)")
     up.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -153,7 +162,11 @@ def _say(text: str) -> None:
 
 
 def _describe_up(cluster: LocalCluster, directory: Path) -> dict[str, Any]:
+    security = cluster.security
     return {
+        "security_protocol": "SASL_SSL" if security is not None else "PLAINTEXT",
+        "client_properties": (str(security.client_properties_path)
+                              if security is not None else None),
         "bootstrap_servers": cluster.bootstrap,
         "zookeeper_connect": cluster.zookeeper_connect,
         "dir": str(directory),
@@ -223,14 +236,16 @@ def _stop(cluster: LocalCluster, signals: _Signals, timeout_s: float = 60.0) -> 
 
 
 def up_command(args: argparse.Namespace) -> int:
+    from millrace.launcher.dev_security import DevSecurity
     from millrace.launcher.local_cluster import LocalCluster
 
     overrides = up_overrides(args.brokers, parse_configs(args.override, "--override"))
     check_up_arguments(args.brokers, args.base_port, args.zookeeper_port)
     directory = args.dir.resolve()
+    security = DevSecurity.create(directory) if args.security == "sasl_ssl" else None
     cluster = LocalCluster(directory, args.brokers, base_port=args.base_port,
                            zookeeper_port=args.zookeeper_port, overrides=overrides,
-                           new_session=True)
+                           new_session=True, security=security)
     with _Signals() as signals:
         _say(f"starting ZooKeeper and {args.brokers} broker(s) in {directory} ...")
         try:
@@ -239,6 +254,8 @@ def up_command(args: argparse.Namespace) -> int:
             cluster.kill_all()
             raise CommandError(f"the cluster did not start: {str(e).splitlines()[0]} "
                                f"(logs in {directory})") from None
+        if security is not None:
+            security.write_client_properties(cluster.bootstrap)
         info = _describe_up(cluster, directory)
         if args.output == "json":
             print(json.dumps(info), flush=True)
@@ -247,6 +264,9 @@ def up_command(args: argparse.Namespace) -> int:
             for b in info["brokers"]:
                 print(f"broker {b['id']} 127.0.0.1:{b['port']} (log {b['log']})")
             print(f"bootstrap servers: {info['bootstrap_servers']}")
+            if security is not None:
+                print(f"security: SASL_SSL with SCRAM-SHA-512 on every listener; client "
+                      f"settings in {info['client_properties']} (--command-config)")
             print("Ctrl-C stops the cluster.", flush=True)
         try:
             _watch(cluster, signals)

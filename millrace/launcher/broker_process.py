@@ -48,13 +48,14 @@ class BrokerProcess(ChildProcess):
     def __init__(self, data_dir: Path | str, port: int | None = None,
                  overrides: dict[str, str] | None = None, start_timeout: float = 30.0,
                  *, new_session: bool = False, env: dict[str, str] | None = None,
-                 cgroup: Path | None = None) -> None:
+                 cgroup: Path | None = None, listener_protocol: str = "PLAINTEXT") -> None:
         self.data_dir = Path(data_dir)
+        self.listener_protocol = listener_protocol
         self.env = dict(env or {})  # added to this process's environment
         self.cgroup = cgroup
         self.port = port or free_port()
         self.overrides = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"{listener_protocol}://127.0.0.1:{self.port}",
             "log.dirs": str(self.data_dir / "logs"),
             "offsets.topic.num.partitions": "4",
             "group.initial.rebalance.delay.ms": "0",

@@ -11,6 +11,10 @@ restarted on the same port and log dir, which is what the fault scenarios need.
 child cgroup ``broker-<id>`` (created here), across restarts too: the network faults tell
 one broker's packets from another's by that cgroup (see ``BrokerProcess``).
 
+``security`` (a ``DevSecurity``) makes a secured cluster: every broker's only listener is
+SASL_SSL (inter-broker traffic included), and the SCRAM users are written into ZooKeeper
+before the first broker starts; ``client_properties`` is then what a client needs.
+
 A real deployment runs ``millrace broker`` with ``zookeeper.connect`` on each machine
 against an existing ZooKeeper ensemble instead.
 """
@@ -21,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 
 from millrace.launcher.broker_process import BrokerProcess, free_port
+from millrace.launcher.dev_security import DevSecurity
 from millrace.launcher.zookeeper_process import ZooKeeperProcess
 
 CHROOT = "/millrace"
@@ -32,7 +37,8 @@ class LocalCluster:
                  broker_overrides: dict[int, dict[str, str]] | None = None,
                  start_timeout: float = 60.0, new_session: bool = False,
                  env: dict[str, str] | None = None,
-                 broker_cgroups: Path | None = None) -> None:
+                 broker_cgroups: Path | None = None,
+                 security: DevSecurity | None = None) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
         self.directory = Path(directory)
@@ -49,6 +55,7 @@ class LocalCluster:
         self._broker_cgroups = Path(broker_cgroups) if broker_cgroups is not None else None
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
+        self.security = security
 
     @property
     def zookeeper_connect(self) -> str:
@@ -63,6 +70,7 @@ class LocalCluster:
         overrides = {
             "node.id": str(broker_id),
             "zookeeper.connect": self.zookeeper_connect,
+            **(self.security.broker_overrides() if self.security is not None else {}),
             **self._overrides,
             **self._per_broker.get(broker_id, {}),
         }
@@ -71,7 +79,8 @@ class LocalCluster:
             cgroup.mkdir(exist_ok=True)
         return BrokerProcess(self.directory / f"broker-{broker_id}", port, overrides,
                              start_timeout=self._start_timeout, new_session=self._new_session,
-                             env=self._env, cgroup=cgroup)
+                             env=self._env, cgroup=cgroup,
+                             listener_protocol="SASL_SSL" if self.security else "PLAINTEXT")
 
     def broker_cgroup(self, broker_id: int) -> Path | None:
         """The cgroup v2 directory broker ``broker_id`` runs in (None: no ``broker_cgroups``)."""
@@ -96,6 +105,8 @@ class LocalCluster:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.zookeeper.start()
         try:
+            if self.security is not None:
+                self.security.create_users(self.zookeeper_connect)
             for broker_id in range(1, self._count + 1):
                 self.brokers[broker_id] = self._broker(broker_id).start()
         except BaseException:
@@ -136,6 +147,12 @@ class LocalCluster:
 
     def running(self, broker_id: int) -> bool:
         return self.brokers[broker_id].running()
+
+    def client_properties(self) -> dict[str, str]:
+        """``bootstrap.servers`` and, for a secured cluster, the client user's settings."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.client_properties(self.bootstrap)
 
     # ------------------------------------------------------------------ all
     def stop(self) -> None:

@@ -28,6 +28,7 @@ if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
                 allow_module_level=True)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka.admin import AdminClient  # noqa: E402
 
 
 def free_port_range(count: int) -> int:
@@ -41,11 +42,12 @@ def free_port_range(count: int) -> int:
 class ClusterUp:
     """``millrace cluster up --output json`` in a child process."""
 
-    def __init__(self, directory: Path, brokers: int, base_port: int) -> None:
+    def __init__(self, directory: Path, brokers: int, base_port: int,
+                 *extra: str) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "millrace.cli.main", "cluster", "up", "--brokers",
              str(brokers), "--dir", str(directory), "--base-port", str(base_port),
-             "--output", "json"],
+             "--output", "json", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert self.proc.stdout is not None
@@ -168,3 +170,48 @@ def test_cluster_up_names_a_busy_port(tmp_path: Path) -> None:
         f"Error: port {base + 1} (for broker 2) is already in use on 127.0.0.1 -- another "
         "cluster still running? Choose others with --base-port / --zookeeper-port"]
     assert not (tmp_path / "c").exists()
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_text().splitlines()
+                if line and not line.startswith("#"))
+
+
+@pytest.mark.slow
+def test_cluster_up_with_sasl_ssl_prints_a_working_client_properties(tmp_path: Path) -> None:
+    directory = tmp_path / "secure"
+    base = free_port_range(1)
+    up = ClusterUp(directory, 1, base, "--security", "sasl_ssl")
+    try:
+        assert up.info["security_protocol"] == "SASL_SSL"
+        path = Path(up.info["client_properties"])
+        assert path.stat().st_mode & 0o777 == 0o600  # it holds a password
+        props = read_properties(path)
+        assert props["security.protocol"] == "SASL_SSL"
+        assert props["sasl.mechanism"] == "SCRAM-SHA-512"
+        producer = confluent_kafka.Producer({**props, "acks": "all"})
+        for i in range(5):
+            producer.produce("secured", f"s{i}".encode())
+        assert producer.flush(30) == 0
+        consumer = confluent_kafka.Consumer({**props, "group.id": "g",
+                                             "auto.offset.reset": "earliest"})
+        try:
+            consumer.subscribe(["secured"])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(got) < 5 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value())
+        finally:
+            consumer.close()
+        assert sorted(got) == [f"s{i}".encode() for i in range(5)]
+        # the port speaks TLS only: a PLAINTEXT client never gets metadata
+        plain = AdminClient({"bootstrap.servers": props[
+            "bootstrap.servers"]})
+        with pytest.raises(confluent_kafka.KafkaException):
+            plain.list_topics(timeout=3)
+        code, err = up.stop()
+        assert code == 0, err
+    finally:
+        up.kill()

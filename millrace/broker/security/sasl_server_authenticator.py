@@ -54,6 +54,7 @@ from millrace.security.errors import (
     IllegalSaslStateException,
     SaslAuthenticationException,
     UnsupportedSaslMechanismException,
+    generic_failure_message,
 )
 from millrace.security.kafka_principal import KafkaPrincipal
 from millrace.security.sasl import SaslServer
@@ -86,11 +87,6 @@ class AuthStep:
     data: bytes | None = None
     request: Request | ApiVersionsFallback | None = None
     reason: str = ""
-
-
-def generic_failure(mechanism: str) -> str:
-    return ("Authentication failed during authentication due to invalid credentials with "
-            f"SASL mechanism {mechanism}")
 
 
 class SaslServerAuthenticator:
@@ -212,7 +208,7 @@ class SaslServerAuthenticator:
         if isinstance(e, SaslAuthenticationException):
             return Errors.SASL_AUTHENTICATION_FAILED, str(e)
         # anything else would tell too much (e.g. whether the user exists)
-        return Errors.SASL_AUTHENTICATION_FAILED, generic_failure(self.mechanism)
+        return Errors.SASL_AUTHENTICATION_FAILED, generic_failure_message(self.mechanism)
 
     def _completed(self, now_ms: int) -> int:
         assert self._server is not None and self.mechanism is not None

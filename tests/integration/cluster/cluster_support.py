@@ -73,8 +73,9 @@ def wait_until(what: str, condition: Callable[[], T | None], timeout: float = WA
     pytest.fail(f"gave up after {timeout:.0f}s waiting for {what} (last: {last!r})\n{details}")
 
 
-def admin(bootstrap: str) -> AdminClient:
-    return AdminClient({"bootstrap.servers": bootstrap})
+def admin(bootstrap: str, config: dict[str, str] | None = None) -> AdminClient:
+    """``config``: client security settings (a secured cluster's ``client_properties``)."""
+    return AdminClient({"bootstrap.servers": bootstrap, **(config or {})})
 
 
 def partitions(client: AdminClient, topic: str) -> dict[int, PartitionView] | None:
@@ -219,11 +220,13 @@ class ContinuousProducer:
 
 
 def consume_all(bootstrap: str, topic: str, count: int, expected: int,
-                timeout: float = WAIT) -> dict[int, list[bytes]]:
+                timeout: float = WAIT, config: dict[str, str] | None = None
+                ) -> dict[int, list[bytes]]:
     """Read every partition from the beginning with a fresh assign()-ed consumer until
     ``expected`` records arrived and nothing more comes; values per partition in order."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         **(config or {})})
     consumer.assign([CkTopicPartition(topic, p, 0) for p in range(count)])
     got: dict[int, list[bytes]] = {p: [] for p in range(count)}
     seen = 0

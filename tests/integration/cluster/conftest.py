@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from cluster_support import FAST, ClusterFactory
 
+from millrace.launcher.dev_security import DevSecurity
 from millrace.launcher.local_cluster import LocalCluster
 from millrace.launcher.zookeeper_process import ZOOKEEPER_JAR
 
@@ -51,10 +52,13 @@ def fresh_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cl
     failed = request.session.testsfailed
 
     def start(brokers: int = 3, overrides: dict[str, str] | None = None,
-              broker_overrides: dict[int, dict[str, str]] | None = None) -> LocalCluster:
-        c = LocalCluster(tmp_path / f"cluster-{len(started)}", brokers,
+              broker_overrides: dict[int, dict[str, str]] | None = None,
+              secured: bool = False) -> LocalCluster:
+        directory = tmp_path / f"cluster-{len(started)}"
+        c = LocalCluster(directory, brokers,
                          overrides={**FAST, **(overrides or {})},
-                         broker_overrides=broker_overrides)
+                         broker_overrides=broker_overrides,
+                         security=DevSecurity.create(directory) if secured else None)
         started.append(c)
         return c.start()
 
