@@ -128,8 +128,10 @@ class BrokerConnection(asyncio.Protocol):
         except asyncio.CancelledError:
             raise
         except BaseException as e:
-            reason = ("no handshake within the timeout" if isinstance(e, TimeoutError)
-                      else f"{type(e).__name__}: {e}")
+            # asyncio aborts a handshake past its timeout with ConnectionAbortedError
+            timed_out = isinstance(e, TimeoutError | ConnectionAbortedError)
+            reason = (f"no handshake within the timeout ({TLS_HANDSHAKE_TIMEOUT_S:.0f} s)"
+                      if timed_out else f"{type(e).__name__}: {e}")
             log.warning("TLS handshake with %s:%s on listener %s failed: %s", *self.peer,
                         self.listener, reason)
             raw.close()
