@@ -11,6 +11,13 @@ after each poll.  Framing, correlation and decoding happen above, in the sans-I/
 A socketpair is registered too, so another thread can ``wakeup()`` a blocked ``poll``
 (the producer does this when a batch becomes sendable).
 
+This class is the PLAINTEXT transport, and its loop is the benchmarked hot path: TLS
+lives in the subclass ``SslSelector`` (``_ssl_selector``), which overrides the channel
+hooks (``_new_channel``, ``_connected_at_once``, ``_finish_connect``, ``_read``,
+``_flush``, ``close``) instead of adding branches here.  A channel counts as
+``connected`` -- reported in ``connected``, able to ``send`` -- once it can carry
+requests: after the TCP connect here, after the TLS handshake there.
+
 Owned by the network thread, except ``wakeup`` which any thread may call.
 """
 
@@ -84,17 +91,36 @@ class Selector:
         except OSError:
             sock.close()
             raise
-        channel = _Channel(node_id, sock)
-        if err == 0:
-            channel.connected = True
-            self._early_connected.append(node_id)
-            self._register(channel, selectors.EVENT_READ)
-        elif err in _IN_PROGRESS:
-            self._register(channel, selectors.EVENT_WRITE)
-        else:
+        if err != 0 and err not in _IN_PROGRESS:
             sock.close()
             raise OSError(err, os.strerror(err).lower())
+        channel = self._new_channel(node_id, sock, host)
         self._channels[node_id] = channel
+        if err == 0:
+            self._connected_at_once(channel)
+        else:
+            self._register(channel, selectors.EVENT_WRITE)
+
+    def register_connected(self, node_id: int, sock: socket.socket, host: str) -> None:
+        """Adopt a socket that is already connected (Java ``Selector.register``), e.g. one
+        end of a socketpair in a test; ``host`` is the name its peer is known by.  It is
+        reported in ``connected`` by the next ``poll`` (with TLS: after the handshake)."""
+        if node_id in self._channels:
+            raise ValueError(f"there is already a connection for node {node_id}")
+        sock.setblocking(False)
+        channel = self._new_channel(node_id, sock, host)
+        self._channels[node_id] = channel
+        self._connected_at_once(channel)
+
+    def _new_channel(self, node_id: int, sock: socket.socket, host: str) -> _Channel:
+        """The channel of a new connection (``SslSelector`` makes TLS ones)."""
+        return _Channel(node_id, sock)
+
+    def _connected_at_once(self, channel: _Channel) -> None:
+        """``connect_ex`` succeeded without waiting (a local peer)."""
+        channel.connected = True
+        self._early_connected.append(channel.node_id)
+        self._register(channel, selectors.EVENT_READ)
 
     def _register(self, channel: _Channel, events: int) -> None:
         if channel.events == events:
@@ -197,8 +223,7 @@ class Selector:
             if channel.node_id not in self._channels:
                 continue  # closed while handling an earlier event
             if not channel.connected:
-                if mask & selectors.EVENT_WRITE:
-                    self._finish_connect(channel)
+                self._finish_connect(channel, mask)
                 continue
             if mask & selectors.EVENT_READ:
                 self._read(channel)
@@ -218,7 +243,10 @@ class Selector:
                 pass
         self._wakeup_pending = False
 
-    def _finish_connect(self, channel: _Channel) -> None:
+    def _finish_connect(self, channel: _Channel, mask: int) -> None:
+        """An event on a connection that is not usable yet (here: the TCP connect)."""
+        if not mask & selectors.EVENT_WRITE:
+            return
         err = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             self._fail(channel, os.strerror(err).lower())
