@@ -55,7 +55,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     configs.add_argument("--all", action="store_true",
                          help="with --describe: every config, defaults included")
     configs.set_defaults(func=by_flag)
-    actions = configs.add_subparsers(dest="action", metavar="ACTION")
+    actions = configs.add_subparsers(dest="action", metavar="ACTION",
+                                     action=_KeepOptionsGivenFirst)
 
     parent = connection_options()
     p = actions.add_parser("describe", parents=[parent], help="show configs")
@@ -67,6 +68,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_entity(p, name_required=True)
     _add_alter_options(p)
     p.set_defaults(func=alter)
+
+
+class _KeepOptionsGivenFirst(argparse._SubParsersAction):
+    """``configs --zookeeper Z alter ...``: an option given before the subcommand keeps
+    its value.  argparse copies the subcommand's whole namespace, defaults included, over
+    the parent's, which would silently drop it (and e.g. talk to the default broker)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        before = dict(vars(namespace))
+        super().__call__(parser, namespace, values, option_string)
+        sub = self._name_parser_map[values[0]]
+        for key, value in before.items():
+            given_first = value != parser.get_default(key)
+            if given_first and getattr(namespace, key, None) == sub.get_default(key):
+                setattr(namespace, key, value)
 
 
 def _add_entity(p: argparse.ArgumentParser, name_required: bool | None) -> None:

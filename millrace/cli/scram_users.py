@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from millrace.cli.common import (
     DEFAULT_TIMEOUT_MS,
     CommandError,
+    configure_client_logging,
     error_line,
     parse_names,
     print_error,
@@ -242,6 +243,7 @@ def zk_store(args: argparse.Namespace) -> Iterator[UserConfigStore]:
     from millrace.broker.security.credential_cache import ZkUserConfigStore
     from millrace.broker.zk import KafkaZkClient
 
+    configure_client_logging()
     timeout = args.timeout or DEFAULT_TIMEOUT_MS
     zk = KafkaZkClient(args.zookeeper, connection_timeout_ms=timeout)
     try:

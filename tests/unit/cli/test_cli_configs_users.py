@@ -170,6 +170,19 @@ def test_flag_form_parses_connection_options() -> None:
     assert args.func is configs_cmd.describe
 
 
+def test_options_before_the_subcommand_are_kept() -> None:
+    # argparse alone would let the subcommand's defaults overwrite them (a silent switch
+    # from ZooKeeper, or from the named broker, to the default broker)
+    args = build_parser().parse_args(
+        ["configs", "--zookeeper", "zk:2181", "-b", "b:1", "-o", "json", "alter",
+         "--entity-type", "users", "--entity-name", "alice"])
+    assert (args.func, args.zookeeper, args.bootstrap_server, args.output) == (
+        configs_cmd.alter, "zk:2181", "b:1", "json")
+    args = build_parser().parse_args(
+        ["configs", "-b", "b:1", "describe", "--entity-type", "users", "-b", "c:2"])
+    assert (args.bootstrap_server, args.zookeeper, args.output) == ("c:2", None, "table")
+
+
 # ---------------------------------------------------------------------- output
 def test_describe_users(admin: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["configs", "--describe", "--entity-type", "users"], capsys)
