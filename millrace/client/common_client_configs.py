@@ -7,7 +7,10 @@ keys.  Where a client's default differs in Kafka, the client says so with
 ``receive.buffer.bytes``).
 
 * ``COMMON_CLIENT_CONFIGS``: every client -- where the cluster is, who we are, how long a
-  request may take, how connections and metadata refreshes back off, socket buffers;
+  request may take, how connections and metadata refreshes back off, socket buffers, and
+  how connections are secured (``security.protocol``, ``ssl.*``, ``sasl.*``: librdkafka's
+  names for the TLS files, as Kafka's own clients read keystores instead; checked and
+  turned into a TLS context and SASL credentials by ``_client_security``);
 * ``METRICS_CONFIGS``: the clients that keep metrics (producer, consumer);
 * ``DEFAULT_API_TIMEOUT_CONFIGS``: the clients whose blocking calls take a default
   timeout (consumer, admin).
@@ -18,6 +21,25 @@ from __future__ import annotations
 from typing import Any
 
 from millrace.common.config import ConfigDef, at_least
+from millrace.common.errors import ConfigError
+from millrace.security.kafka_principal import SecurityProtocol
+
+ENDPOINT_IDENTIFICATION_ALGORITHMS = ("https", "none", "")
+
+
+def _security_protocol(name: str, value: str) -> None:
+    try:
+        SecurityProtocol.parse(value)
+    except ConfigError:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be "
+                          f"one of: {', '.join(p.name for p in SecurityProtocol)}") from None
+
+
+def _endpoint_identification(name: str, value: str) -> None:
+    if value.strip().lower() not in ENDPOINT_IDENTIFICATION_ALGORITHMS:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be "
+                          "one of: https, none (or empty)")
+
 
 COMMON_CLIENT_CONFIGS = (
     ConfigDef()
@@ -44,6 +66,37 @@ COMMON_CLIENT_CONFIGS = (
             doc="SO_SNDBUF of the sockets (-1: the operating system's default)")
     .define("receive.buffer.bytes", "int", 65536, at_least(-1),
             doc="SO_RCVBUF of the sockets (-1: the operating system's default)")
+    # ---- security (Kafka's CommonClientConfigs/SslConfigs/SaslConfigs; files as librdkafka)
+    .define("security.protocol", "string", "PLAINTEXT", _security_protocol,
+            doc="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (case-insensitive)")
+    .define("ssl.ca.location", "string", None, nullable=True,
+            doc="PEM file (or directory) of the CAs that sign the brokers' certificates "
+                "(default: the system's CAs)")
+    .define("ssl.ca.pem", "string", None, nullable=True,
+            doc="the same CAs as PEM text")
+    .define("ssl.certificate.location", "string", None, nullable=True,
+            doc="PEM file of this client's certificate chain (for brokers with "
+                "ssl.client.auth)")
+    .define("ssl.key.location", "string", None, nullable=True,
+            doc="PEM file of that certificate's private key")
+    .define("ssl.key.password", "password", None, nullable=True,
+            doc="the password of an encrypted ssl.key.location")
+    .define("ssl.endpoint.identification.algorithm", "string", "https",
+            _endpoint_identification,
+            doc="https: the broker's certificate must name the host connected to; "
+                "none (or empty): do not check the name")
+    .define("sasl.mechanism", "string", "GSSAPI",
+            doc="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default GSSAPI is not "
+                "supported)")
+    .define("sasl.mechanisms", "string", None, nullable=True,
+            doc="librdkafka's name for sasl.mechanism")
+    .define("sasl.username", "string", None, nullable=True,
+            doc="the SASL user (librdkafka); or username in sasl.jaas.config")
+    .define("sasl.password", "password", None, nullable=True,
+            doc="the SASL password (librdkafka); or password in sasl.jaas.config")
+    .define("sasl.jaas.config", "password", None, nullable=True,
+            doc="Java style: org.apache.kafka.common.security.scram.ScramLoginModule "
+                "required username=\"alice\" password=\"alice-secret\";")
 )
 
 METRICS_CONFIGS = (

@@ -34,6 +34,16 @@ class NoBrokerAvailableError(KafkaTimeoutError):
     """
 
 
+class SslAuthenticationError(MillraceError, ConnectionError):
+    """The TLS handshake with a broker failed: its certificate did not verify (unknown
+    CA, a host name it does not name), or it rejected ours.  Java's
+    ``SslAuthenticationException``: not retriable -- raised at once from the waiting call
+    (producer send, consumer poll, admin call), as a wrong SASL password is.  TLS failures
+    have no Kafka error code; the message carries OpenSSL's reason and the address."""
+
+    retriable: ClassVar[bool] = False
+
+
 class BufferExhaustedError(KafkaTimeoutError):
     """``send()`` waited ``max.block.ms`` for ``buffer.memory`` and none came free."""
 

@@ -27,6 +27,7 @@ whole, so ``fetch()`` needs no lock; everything else is guarded by ``_cond``.
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 import threading
@@ -37,7 +38,7 @@ from typing import NamedTuple
 from millrace.client._backoff import ExponentialBackoff
 from millrace.client.cluster import Cluster, Node, PartitionInfo, TopicPartition
 from millrace.client.errors import KafkaTimeoutError, NoBrokerAvailableError
-from millrace.common.errors import ConfigError, Errors, KafkaError, for_code
+from millrace.common.errors import ConfigError, Errors, KafkaError, MillraceError, for_code
 from millrace.protocol.types import MetadataResponse
 
 log = logging.getLogger(__name__)
@@ -89,15 +90,27 @@ class Reachability:
     """Whether any broker ever answered, and else why each address failed.
 
     The network thread reports connection failures and the first broker that answers
-    ApiVersions; callers' threads read it when a wait runs out, to say "no broker
-    reachable at <address> (<socket error>)" instead of blaming a topic.  Once a broker has
-    answered, later failures are ordinary retries and this stays quiet.
+    ApiVersions (and, with SASL, authenticates us); callers' threads read it when a wait
+    runs out, to say "no broker reachable at <address> (<socket error>)" instead of
+    blaming a topic.  Once a broker has answered, later failures are ordinary retries and
+    this stays quiet.
+
+    Authentication failures are different: a wrong password or an untrusted certificate
+    will not fix itself, so callers must not wait for their timeout (Java's
+    ``Metadata.fatalError``).  The network thread reports each one
+    (``authentication_failed``: a ``SaslAuthenticationError``, ``SslAuthenticationError``,
+    ...) whether or not a broker answered before; it stands until the next connection
+    attempt to that address (which may succeed: the credentials may have been created in
+    the meantime) or until any connection authenticates.  While one stands,
+    ``authentication_error`` returns it, ``error`` returns it and ``all_failed`` is
+    true, so every waiting call raises it at once.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._answered = False
         self._failures: dict[str, tuple[int, str]] = {}  # address -> (attempts, last reason)
+        self._auth_errors: dict[str, MillraceError] = {}  # address -> the failure
 
     @property
     def answered(self) -> bool:
@@ -109,10 +122,34 @@ class Reachability:
                 attempts, _ = self._failures.get(address, (0, ""))
                 self._failures[address] = (attempts + 1, reason)
 
+    def connecting(self, address: str) -> None:
+        """A new attempt on ``address``: its previous authentication failure is history."""
+        if self._auth_errors:
+            with self._lock:
+                self._auth_errors.pop(address, None)
+
+    def authentication_failed(self, address: str, error: MillraceError) -> None:
+        with self._lock:
+            self._auth_errors.pop(address, None)
+            self._auth_errors[address] = error  # last in the dict: the newest
+            if not self._answered:
+                attempts, _ = self._failures.get(address, (0, ""))
+                self._failures[address] = (attempts + 1, str(error))
+
+    def authentication_error(self) -> MillraceError | None:
+        """The newest standing authentication failure, if any (a fresh copy: each
+        caller raises its own, with its own traceback)."""
+        if not self._auth_errors:
+            return None
+        with self._lock:
+            error = next(reversed(self._auth_errors.values()), None)
+        return copy.copy(error)
+
     def broker_answered(self) -> None:
         with self._lock:
             self._answered = True
             self._failures.clear()
+            self._auth_errors.clear()
 
     def failed_attempts(self) -> int:
         """The fewest failed attempts over the addresses tried (0 if none failed yet)."""
@@ -120,13 +157,24 @@ class Reachability:
             return min((n for n, _ in self._failures.values()), default=0)
 
     def all_failed(self, addresses: Iterable[str], attempts: int) -> bool:
-        """No broker answered and each of ``addresses`` failed at least ``attempts`` times."""
+        """No broker answered and each of ``addresses`` failed at least ``attempts`` times
+        -- or an authentication failure stands (no point in trying longer)."""
         with self._lock:
+            if self._auth_errors:
+                return True
             return not self._answered and all(
                 self._failures.get(a, (0, ""))[0] >= attempts for a in addresses)
 
     def error(self, addresses: Iterable[str] = (), waited_ms: float | None = None
-              ) -> NoBrokerAvailableError | None:
+              ) -> MillraceError | None:
+        """A standing authentication failure; else ``unreachable_error``."""
+        auth = self.authentication_error()
+        if auth is not None:
+            return auth
+        return self.unreachable_error(addresses, waited_ms)
+
+    def unreachable_error(self, addresses: Iterable[str] = (), waited_ms: float | None = None
+                          ) -> NoBrokerAvailableError | None:
         """``NoBrokerAvailableError`` naming every failed address (and ``addresses`` not
         tried) if no broker has answered and some connection failed; else None."""
         with self._lock:
@@ -270,11 +318,26 @@ class Metadata:
         """Hook for subclasses (e.g. expire unused producer topics)."""
 
     # ------------------------------------------------------------------ waiting
+    def authentication_failed(self, address: str, error: MillraceError) -> None:
+        """The network thread could not authenticate to ``address``: record it (see
+        ``Reachability``) and wake the threads in ``await_update``."""
+        self.reachability.authentication_failed(address, error)
+        with self._cond:
+            self._cond.notify_all()
+
+    def authentication_error(self) -> MillraceError | None:
+        """A standing authentication failure, which waiting calls raise at once."""
+        return self.reachability.authentication_error()
+
     def await_update(self, last_version: int, timeout_ms: float) -> bool:
-        """Block until ``update_version > last_version`` (True) or the timeout (False)."""
+        """Block until ``update_version > last_version`` (True) or the timeout (False);
+        False at once while an authentication failure stands (``authentication_error``)."""
         deadline = _time.monotonic() + timeout_ms / 1000.0
+        reach = self.reachability
         with self._cond:
             while self._update_version <= last_version and not self._closed:
+                if reach.authentication_error() is not None:
+                    return False
                 remaining = deadline - _time.monotonic()
                 if remaining <= 0:
                     return False
@@ -295,8 +358,12 @@ class Metadata:
     def timeout_error(self, message: str, waited_ms: float | None = None) -> KafkaTimeoutError:
         """What a wait that ran out should raise: ``KafkaTimeoutError(message)`` -- or,
         when no broker ever answered, ``NoBrokerAvailableError`` naming the addresses and
-        their socket errors, the real cause (not the topic or group that was waited for)."""
-        unreachable = self.reachability.error(self.bootstrap_addresses, waited_ms)
+        their socket errors, the real cause (not the topic or group that was waited for).
+        A standing authentication failure is raised from here instead: it is the cause."""
+        auth = self.reachability.authentication_error()
+        if auth is not None:
+            raise auth
+        unreachable = self.reachability.unreachable_error(self.bootstrap_addresses, waited_ms)
         return unreachable if unreachable is not None else KafkaTimeoutError(message)
 
     def close(self) -> None:

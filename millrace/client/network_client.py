@@ -21,6 +21,27 @@ Sender, later the consumer -- work in three steps on the network thread:
 The metadata updater inside keeps ``Metadata`` fresh: when a refresh is due it sends a
 MetadataRequest to the least loaded node, connecting to one if need be.
 
+Security (Java ``ChannelBuilders``/``SaslClientAuthenticator``).  TLS is the selector's
+business (``SslSelector``): a connection is reported only after its handshake.  With
+SASL (``sasl`` credentials given), a connection whose ApiVersions is answered becomes
+AUTHENTICATING: ``SaslClientAuthenticator`` runs SaslHandshake and SaslAuthenticate as
+internal requests, and only when it completes is the node READY -- no caller's request
+ever precedes authentication.  A failed authentication (a SASL error answer, a TLS
+handshake the broker or we rejected) closes the connection and is recorded twice: on
+the node (``authentication_error(node)``: requests queued for it fail with it) and in
+``Metadata`` (``authentication_failed``), from which every waiting call -- a producer's
+metadata wait, a consumer's poll, an admin call -- raises it at once instead of waiting
+for its timeout.  Reconnects continue with the usual backoff.  A connection closed
+during SASL without an answer is not an authentication failure (Java: a broker older
+than 1.0, a firewall or a network problem); it is retried and named if the wait runs out.
+
+Re-authentication (KIP-368).  When the final SaslAuthenticate carries a session lifetime,
+the session is renewed by reconnecting: at a random 85-95% of the lifetime the node
+stops taking requests (DRAINING), and once its in-flight requests are answered the
+connection is closed and the next ``ready`` opens and authenticates a new one at once,
+without backoff and without failing anything.  This costs a TCP/TLS handshake per
+lifetime (typically hours) and needs no second, in-band SaslHandshake state machine.
+
 Owned by the network thread; only ``wakeup`` may be called from others.
 """
 
@@ -31,14 +52,22 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from millrace.client._client_security import SaslCredentials
 from millrace.client._connection_states import NEVER, ClusterConnectionStates, ConnectionState
 from millrace.client._in_flight_requests import InFlightRequests
+from millrace.client._sasl_authenticator import SaslClientAuthenticator
 from millrace.client._selector import Selector
 from millrace.client.api_versions import ApiVersions
 from millrace.client.cluster import Node
-from millrace.client.errors import IllegalStateError
+from millrace.client.errors import IllegalStateError, SslAuthenticationError
 from millrace.client.metadata import Metadata
-from millrace.common.errors import Errors, KafkaError, ProtocolDecodeError, UnsupportedVersionError
+from millrace.common.errors import (
+    Errors,
+    KafkaError,
+    MillraceError,
+    ProtocolDecodeError,
+    UnsupportedVersionError,
+)
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.protocol import API, NEED_DATA, ApiKey, ClientConnection, Response
 from millrace.protocol.api import REQUEST_CLASS_TO_API
@@ -47,7 +76,12 @@ log = logging.getLogger(__name__)
 
 CLIENT_SOFTWARE_NAME = "millrace"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
-_NOT_YET_READY = (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS)
+_NOT_YET_READY = (ConnectionState.CONNECTING, ConnectionState.CHECKING_API_VERSIONS,
+                  ConnectionState.AUTHENTICATING)
+# requests the client sends on its own while setting a connection up
+_SETUP_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+# a SASL session is renewed at a random point in this part of its lifetime (KIP-368)
+REAUTHENTICATE_AT = (0.85, 0.95)
 
 ResponseCallback = Callable[["ClientResponse"], None]
 
@@ -85,18 +119,21 @@ class ClientRequest:
 
 
 class ClientResponse:
-    __slots__ = ("body", "disconnected", "received_ms", "request", "timed_out",
-                 "version_mismatch")
+    __slots__ = ("authentication_error", "body", "disconnected", "received_ms", "request",
+                 "timed_out", "version_mismatch")
 
     def __init__(self, request: ClientRequest, received_ms: int, body: Any = None, *,
                  disconnected: bool = False, timed_out: bool = False,
-                 version_mismatch: KafkaError | None = None) -> None:
+                 version_mismatch: KafkaError | None = None,
+                 authentication_error: Exception | None = None) -> None:
         self.request = request
         self.received_ms = received_ms
         self.body = body
         self.disconnected = disconnected
         self.timed_out = timed_out
         self.version_mismatch = version_mismatch
+        # the node could not be authenticated (the request was never sent)
+        self.authentication_error = authentication_error
 
     @property
     def destination(self) -> int:
@@ -138,6 +175,7 @@ class NetworkClient:
         time: Time = SYSTEM_TIME,
         rng: random.Random | None = None,
         api_versions: ApiVersions | None = None,
+        sasl: SaslCredentials | None = None,
     ) -> None:
         self._metadata = metadata
         self._api_versions = api_versions or ApiVersions()  # shared with the producer
@@ -154,6 +192,8 @@ class NetworkClient:
         self._aborted: list[ClientResponse] = []
         self._updater = _MetadataUpdater(self, metadata)
         self._closed = False
+        self._sasl = sasl
+        self._next_reauthentication_ms = NEVER  # the earliest session renewal due
 
     # ------------------------------------------------------------------ readiness
     def ready(self, node: Node, now_ms: int) -> bool:
@@ -186,6 +226,11 @@ class NetworkClient:
 
     def is_blacked_out(self, node: Node, now_ms: int) -> bool:
         return self._states.is_blacked_out(node.id, now_ms)
+
+    def authentication_error(self, node_id: int) -> Exception | None:
+        """Why the last connection to the node failed to authenticate (None if it did not
+        fail so); requests waiting for the node should fail with it."""
+        return self._states.authentication_error(node_id)
 
     def api_versions(self, node_id: int) -> dict[int, tuple[int, int]]:
         s = self._states.get(node_id)
@@ -227,6 +272,7 @@ class NetworkClient:
         # Like Java's client, ignore bytes after a well-formed response body.
         connection = ClientConnection(self._client_id, allow_trailing=True)
         self._states.connecting(node.id, now_ms, node.host, node.port, connection)
+        self._metadata.reachability.connecting(f"{node.host}:{node.port}")
         try:
             log.debug("connecting to node %s", node)
             self._selector.connect(node.id, node.host, node.port)
@@ -322,11 +368,13 @@ class NetworkClient:
                 self._on_send_completed(token, now_ms)
         for node_id, data in selector.completed_receives:
             self._handle_receive(node_id, data, now_ms, received)
-        for node_id, reason in selector.disconnected.items():
-            self._process_disconnection(node_id, now_ms, reason, timed_out=False)
+        if selector.disconnected:
+            self._handle_disconnections(selector.disconnected, now_ms)
         for node_id in selector.connected:
             self._handle_connected(node_id, now_ms)
         self._handle_timeouts(now_ms)
+        if now_ms >= self._next_reauthentication_ms:
+            self._renew_sessions(now_ms)
         if self._aborted:
             received.extend(self._aborted)
             self._aborted = []
@@ -367,8 +415,11 @@ class NetworkClient:
                     raise ProtocolDecodeError(
                         f"response correlation id {event.correlation_id} does not match "
                         f"request {request.correlation_id}")
-                if request.api_key == ApiKey.API_VERSIONS and request.internal:
-                    self._handle_api_versions(node_id, request, event, now_ms)
+                if request.internal and request.api_key in _SETUP_APIS:
+                    if request.api_key == ApiKey.API_VERSIONS:
+                        self._handle_api_versions(node_id, request, event, now_ms)
+                    else:
+                        self._handle_sasl_response(node_id, request, event, now_ms)
                     if self._states.is_disconnected(node_id):
                         return
                     continue
@@ -403,11 +454,15 @@ class NetworkClient:
         self._send_api_versions(node_id, API[ApiKey.API_VERSIONS].versions.high, now_ms)
 
     def _send_api_versions(self, node_id: int, version: int, now_ms: int) -> None:
-        state = self._states.get(node_id)
-        assert state is not None
         body = API[ApiKey.API_VERSIONS].request.cls(
             client_software_name=CLIENT_SOFTWARE_NAME,
             client_software_version=CLIENT_SOFTWARE_VERSION)
+        self._send_internal(node_id, body, version, now_ms)
+
+    def _send_internal(self, node_id: int, body: Any, version: int, now_ms: int) -> None:
+        """Send a connection-setup request (ApiVersions, SASL) ahead of anything else."""
+        state = self._states.get(node_id)
+        assert state is not None
         request = ClientRequest(node_id, body, created_ms=now_ms,
                                 request_timeout_ms=self.request_timeout_ms)
         request.internal = True
@@ -438,27 +493,127 @@ class NetworkClient:
             self._api_versions.update_finalized_features(
                 body.finalized_features_epoch,
                 {f.name: f.max_version_level for f in body.finalized_features})
+        if self._sasl is not None:
+            self._start_authentication(node_id, state.api_versions, now_ms)
+        else:
+            self._ready(node_id, now_ms)
+
+    def _ready(self, node_id: int, now_ms: int) -> None:
+        state = self._states.get(node_id)
+        assert state is not None
+        authenticator = state.authenticator
         self._states.ready(node_id)
         self._metadata.reachability.broker_answered()
-        log.debug("node %d is ready", node_id)
+        if authenticator is not None and authenticator.session_lifetime_ms > 0:
+            lifetime = authenticator.session_lifetime_ms
+            at = now_ms + int(lifetime * self._random.uniform(*REAUTHENTICATE_AT))
+            state.reauthenticate_at_ms = at
+            self._next_reauthentication_ms = min(self._next_reauthentication_ms, at)
+            log.debug("node %d is ready; SASL session of %d ms renewed in %d ms", node_id,
+                      lifetime, at - now_ms)
+        else:
+            log.debug("node %d is ready", node_id)
+
+    # ------------------------------------------------------------------ SASL
+    def _start_authentication(self, node_id: int, api_versions: dict[int, tuple[int, int]],
+                              now_ms: int) -> None:
+        assert self._sasl is not None
+        authenticator = SaslClientAuthenticator(self._sasl)
+        self._states.authenticating(node_id, authenticator)
+        try:
+            body, version = authenticator.handshake_request(api_versions)
+        except MillraceError as e:
+            self._authentication_failed(node_id, e, now_ms)
+            return
+        log.debug("node %d: authenticating with SASL %s", node_id, authenticator.mechanism)
+        self._send_internal(node_id, body, version, now_ms)
+
+    def _handle_sasl_response(self, node_id: int, request: ClientRequest, event: Response,
+                              now_ms: int) -> None:
+        state = self._states.get(node_id)
+        authenticator = state.authenticator if state is not None else None
+        if authenticator is None or state is None \
+                or state.state is not ConnectionState.AUTHENTICATING:
+            raise ProtocolDecodeError(f"unexpected {ApiKey(request.api_key).name} response")
+        following: tuple[Any, int] | None
+        try:
+            if request.api_key == ApiKey.SASL_HANDSHAKE:
+                following = authenticator.handle_handshake_response(event.body)
+            else:
+                following = authenticator.handle_authenticate_response(event.body)
+        except MillraceError as e:
+            self._authentication_failed(node_id, e, now_ms)
+            return
+        if following is None:
+            self._ready(node_id, now_ms)
+        else:
+            self._send_internal(node_id, following[0], following[1], now_ms)
+
+    def _authentication_failed(self, node_id: int, error: MillraceError, now_ms: int) -> None:
+        self._selector.close(node_id)
+        self._process_disconnection(node_id, now_ms, str(error), timed_out=False,
+                                    authentication_error=error)
+
+    def _renew_sessions(self, now_ms: int) -> None:
+        """Retire connections whose SASL session is due (see the module docstring)."""
+        next_due = NEVER
+        for node_id in self._states.node_ids():
+            state = self._states.get(node_id)
+            if state is None or state.state not in (ConnectionState.READY,
+                                                    ConnectionState.DRAINING):
+                continue
+            if state.reauthenticate_at_ms > now_ms:
+                next_due = min(next_due, state.reauthenticate_at_ms)
+            elif self._in_flight.count(node_id):
+                state.state = ConnectionState.DRAINING  # answers still to come
+                next_due = now_ms
+            else:
+                log.debug("node %d: SASL session due for renewal; reconnecting", node_id)
+                self._selector.close(node_id)
+                self._states.closed_for_reauthentication(node_id, now_ms)
+        self._next_reauthentication_ms = next_due
+
+    def _handle_disconnections(self, disconnected: dict[int, str], now_ms: int) -> None:
+        tls_failures: dict[int, str] | None = getattr(self._selector, "handshake_failures",
+                                                      None)
+        for node_id, reason in disconnected.items():
+            error: MillraceError | None = None
+            if tls_failures and node_id in tls_failures:
+                state = self._states.get(node_id)
+                where = f" ({state.host}:{state.port})" if state is not None else ""
+                error = SslAuthenticationError(f"{tls_failures[node_id]}{where}")
+            self._process_disconnection(node_id, now_ms, reason, timed_out=False,
+                                        authentication_error=error)
 
     def _process_disconnection(self, node_id: int, now_ms: int, reason: str, *,
-                               timed_out: bool) -> None:
+                               timed_out: bool,
+                               authentication_error: MillraceError | None = None) -> None:
         state = self._states.get(node_id)
-        was_connecting = state is not None and state.state is ConnectionState.CONNECTING
-        if state is not None and state.state in _NOT_YET_READY:
-            # never got as far as an ApiVersions answer: for "no broker reachable at ..."
-            self._metadata.reachability.connection_failed(f"{state.host}:{state.port}",
-                                                          reason)
-        self._states.disconnected(node_id, now_ms)
-        if was_connecting:
-            assert state is not None
-            log.warning("connection to node %d (%s:%d) could not be established: %s",
+        previous = state.state if state is not None else ConnectionState.DISCONNECTED
+        if state is not None and authentication_error is not None:
+            log.warning("connection to node %d (%s:%d) failed authentication: %s",
                         node_id, state.host, state.port, reason)
+            self._states.authentication_failed(node_id, now_ms, authentication_error)
+            self._metadata.authentication_failed(f"{state.host}:{state.port}",
+                                                 authentication_error)
         else:
-            log.debug("node %d disconnected: %s", node_id, reason)
+            if state is not None and previous in _NOT_YET_READY:
+                # never got as far as a usable connection: "no broker reachable at ..."
+                self._metadata.reachability.connection_failed(f"{state.host}:{state.port}",
+                                                              reason)
+            self._states.disconnected(node_id, now_ms)
+            if state is not None and previous is ConnectionState.CONNECTING:
+                log.warning("connection to node %d (%s:%d) could not be established: %s",
+                            node_id, state.host, state.port, reason)
+            elif state is not None and previous is ConnectionState.AUTHENTICATING:
+                log.warning("connection to node %d (%s:%d) was closed during SASL "
+                            "authentication (%s): the broker may be older than 1.0 and "
+                            "reject the credentials, a firewall may block it, or the "
+                            "network failed", node_id, state.host, state.port, reason)
+            else:
+                log.debug("node %d disconnected: %s", node_id, reason)
         for request in self._in_flight.clear_all(node_id):
-            if request.internal and request.api_key == ApiKey.API_VERSIONS:
+            if request.internal and request.api_key in _SETUP_APIS:
                 continue
             self._aborted.append(ClientResponse(request, now_ms, disconnected=True,
                                                 timed_out=timed_out))

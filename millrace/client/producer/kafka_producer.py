@@ -362,6 +362,9 @@ class KafkaProducer(Generic[K, V]):
             metadata.await_update(version, max_wait_ms - elapsed)
             if self._closed:
                 raise IllegalStateError("Requested metadata update after close")
+            auth_error = metadata.authentication_error()
+            if auth_error is not None:  # a wrong password will not fix itself: no waiting
+                raise auth_error
             elapsed = (_time.monotonic() - begin) * 1000.0
             cluster = metadata.fetch()
             error = metadata.topic_error(topic)

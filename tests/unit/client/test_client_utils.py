@@ -37,4 +37,5 @@ def test_every_connection_setting_reaches_the_network_client(
         "max_in_flight_requests_per_connection": 3, "time": time,
         "reconnect_backoff_ms": 11, "reconnect_backoff_max_ms": 12, "request_timeout_ms": 13,
         "connection_setup_timeout_ms": 14, "connection_setup_timeout_max_ms": 15,
-        "send_buffer_bytes": 16, "receive_buffer_bytes": 17, "api_versions": api_versions}
+        "send_buffer_bytes": 16, "receive_buffer_bytes": 17, "api_versions": api_versions,
+        "sasl": None}

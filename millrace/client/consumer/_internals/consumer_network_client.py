@@ -23,7 +23,12 @@ thread (poll, commits, rebalances) and the heartbeat thread.  This class lets bo
   ``WakeupError``.
 
 Futures fail with ``DisconnectError`` (retriable) when the connection drops or the
-request times out, and with ``UnsupportedVersionError`` when no version fits.
+request times out, with ``UnsupportedVersionError`` when no version fits, and with the
+node's authentication error (``SaslAuthenticationError``, ``SslAuthenticationError``)
+when it could not be authenticated.  The application thread's ``poll`` also raises a
+standing authentication failure recorded in ``Metadata`` (Java:
+``metadata.maybeThrowAnyException()``), so a consumer with a wrong password fails its
+``poll`` at once; the heartbeat thread's polls (``disable_wakeup``) do not.
 """
 
 from __future__ import annotations
@@ -105,13 +110,15 @@ class ConsumerNetworkClient:
             for node_id, queue in list(self._unsent.items()):
                 node = self._nodes[node_id]
                 failed = client.connection_failed(node)
+                auth_error = client.authentication_error(node_id) if failed else None
                 keep: deque[tuple[ClientRequest, RequestFuture[ClientResponse]]] = deque()
                 for request, future in queue:
                     expired = now_ms - request.created_ms > request.request_timeout_ms
                     if failed or expired:
                         assert request.callback is not None
                         request.callback(ClientResponse(request, now_ms, disconnected=True,
-                                                        timed_out=expired and not failed))
+                                                        timed_out=expired and not failed,
+                                                        authentication_error=auth_error))
                     else:
                         keep.append((request, future))
                 if keep:
@@ -143,6 +150,9 @@ class ConsumerNetworkClient:
             self._try_send(now)
             if not disable_wakeup:
                 self.maybe_trigger_wakeup()
+                auth_error = self._metadata.authentication_error()
+                if auth_error is not None:
+                    raise auth_error
         finally:
             self._lock.release()
             fired_elsewhere = self._fire_pending() and not blocking
@@ -185,6 +195,8 @@ class ConsumerNetworkClient:
             try:
                 if response.version_mismatch is not None:
                     future.raise_(response.version_mismatch)
+                elif response.authentication_error is not None:
+                    future.raise_(response.authentication_error)
                 elif response.disconnected:
                     what = "timed out" if response.timed_out else "was disconnected"
                     future.raise_(DisconnectError(

@@ -63,6 +63,9 @@ class ScriptedNetworkClient:
     def is_blacked_out(self, node: Node, now_ms: int) -> bool:
         return node.id in self.failed_nodes
 
+    def authentication_error(self, node_id: int) -> Exception | None:
+        return None
+
     def wakeup(self) -> None:
         self.wakeups += 1
 
