@@ -2,6 +2,26 @@
 client, ``key=value`` parsing, aligned tables and JSON output, progress bars, and errors
 as one line.
 
+Client settings (Kafka's tools' habit): every command that talks to a cluster takes
+``--command-config FILE``, a Java properties file of client configs, and ``-X KEY=VALUE``
+(kcat's habit, repeatable) for single settings; ``-X`` wins over the file, and
+``--bootstrap-server``/``--timeout`` over both.  They reach every client the command
+builds (admin client, console producer and consumer; ``perf`` reads the same file as
+``--producer.config``/``--consumer.config``, and ``pipeline run`` hands it to its source as
+``kafka.*`` options).  This is how a command connects to a secured cluster::
+
+    # client.properties
+    security.protocol=SASL_SSL
+    sasl.mechanism=SCRAM-SHA-512
+    sasl.username=alice
+    sasl.password=alice-secret
+    ssl.ca.location=/etc/millrace/ca.pem
+
+    millrace topics list -b broker:9093 --command-config client.properties
+    millrace topics list -b broker:9093 -X security.protocol=SSL -X ssl.ca.location=ca.pem
+
+A wrong password ends the command at once with ``Error: SASL_AUTHENTICATION_FAILED: ...``.
+
 A command module defines ``register(subparsers)``; its handlers take the parsed
 ``argparse.Namespace`` and return the exit code.  Anything they raise that the user can
 act on -- a Kafka error, a timeout, a bad config, a bad argument (``CommandError``) -- is
@@ -39,8 +59,8 @@ class CommandError(Exception):
 
 # ---------------------------------------------------------------------- options
 def connection_options() -> argparse.ArgumentParser:
-    """A parent parser: ``--bootstrap-server``, ``--command-config``, ``--timeout``,
-    ``--output``."""
+    """A parent parser: ``--bootstrap-server``, ``--command-config``, ``-X``,
+    ``--timeout``, ``--output``."""
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection and output")
     group.add_argument("--bootstrap-server", "-b", metavar="HOST:PORT",
@@ -48,7 +68,12 @@ def connection_options() -> argparse.ArgumentParser:
                        help=f"broker(s) to connect to, comma-separated (default: "
                             f"${BOOTSTRAP_ENV} or {DEFAULT_BOOTSTRAP})")
     group.add_argument("--command-config", metavar="FILE",
-                       help="a properties file of client configs (client.id, ...)")
+                       help="a properties file of client configs (client.id, "
+                            "security.protocol, sasl.*, ssl.*, ...)")
+    group.add_argument("-X", dest="client_properties", action="append", default=None,
+                       metavar="KEY=VALUE",
+                       help="one client config, e.g. -X security.protocol=SSL (repeatable; "
+                            "wins over --command-config)")
     group.add_argument("--timeout", type=int, metavar="MS",
                        help=f"give up after this many ms (default {DEFAULT_TIMEOUT_MS})")
     group.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -57,20 +82,11 @@ def connection_options() -> argparse.ArgumentParser:
 
 
 def client_configs(args: argparse.Namespace) -> dict[str, Any]:
-    """Client configs from ``--command-config`` and the connection options."""
-    from millrace.common.config import parse_properties
-
+    """Client configs from ``--command-config``, ``-X`` and the connection options."""
     configs: dict[str, Any] = {}
     if getattr(args, "command_config", None):
-        try:
-            with open(args.command_config, encoding="utf-8") as f:
-                configs.update(parse_properties(f.read()))
-        except OSError as e:
-            raise CommandError(f"cannot read --command-config {args.command_config}: "
-                               f"{e.strerror}") from None
-        except UnicodeDecodeError:
-            raise CommandError(f"cannot read --command-config {args.command_config}: "
-                               "not a UTF-8 properties file") from None
+        configs.update(read_properties_file(args.command_config, "--command-config"))
+    configs.update(parse_configs(getattr(args, "client_properties", None), "-X"))
     configs["bootstrap.servers"] = args.bootstrap_server
     timeout = getattr(args, "timeout", None)
     if timeout is not None:
@@ -81,6 +97,20 @@ def client_configs(args: argparse.Namespace) -> dict[str, Any]:
     else:
         configs.setdefault("default.api.timeout.ms", DEFAULT_TIMEOUT_MS)
     return configs
+
+
+def read_properties_file(path: str, option: str) -> dict[str, str]:
+    """A Java properties file of client configs (``CommandError`` if unreadable)."""
+    from millrace.common.config import parse_properties
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_properties(f.read())
+    except OSError as e:
+        raise CommandError(f"cannot read {option} {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise CommandError(f"cannot read {option} {path}: not a UTF-8 properties "
+                           "file") from None
 
 
 def configure_client_logging() -> None:

@@ -4,7 +4,9 @@ or a job file.
 The job comes from ``--config job.toml|job.json`` (``PipelineConfig`` fields), from flags,
 or both: flags given next to ``--config`` replace its top-level values, ``--option``
 entries are merged into the source options, and ``--state-table`` /
-``--aggregate-table`` add one sink each.  While it runs it prints a line per
+``--aggregate-table`` add one sink each.  ``--command-config FILE`` (client settings such
+as ``security.protocol``, ``sasl.*``, ``ssl.*``) becomes ``kafka.<key>`` source options,
+under the ``--option`` entries.  While it runs it prints a line per
 micro-batch (records/s, rows upserted, lag per partition) and a summary at the end;
 ``--output json`` prints the same as JSON lines (``{"event": "batch", ...}``,
 ``{"event": "summary", ...}``).
@@ -26,6 +28,7 @@ from millrace.cli.common import (
     configure_client_logging,
     parse_configs,
     parse_names,
+    read_properties_file,
 )
 
 if TYPE_CHECKING:
@@ -48,6 +51,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     src.add_argument("--option", action="append", metavar="KEY=VALUE",
                      help="a source option, e.g. startingOffsets=earliest, "
                           "maxOffsetsPerTrigger=10000 (repeatable)")
+    src.add_argument("--command-config", metavar="FILE",
+                     help="a properties file of client configs (security.protocol, sasl.*, "
+                          "ssl.*, ...), given to the source as kafka.<key> options")
     src.add_argument("--source-format", help="the Spark data source (default millrace)")
     val = p.add_argument_group("events")
     val.add_argument("--value-format", choices=("json", "raw"), help="default json")
@@ -107,7 +113,11 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         source["subscribe"] = args.topic
     if not source.get("subscribe"):
         raise CommandError("--topic (or source.subscribe in --config) is required")
-    source["options"] = {**(source.get("options") or {}),
+    client_file: dict[str, str] = {}
+    if getattr(args, "command_config", None):
+        client_file = {f"kafka.{k}": v for k, v in
+                       read_properties_file(args.command_config, "--command-config").items()}
+    source["options"] = {**(source.get("options") or {}), **client_file,
                          **parse_configs(args.option, "--option")}
     if args.source_format:
         source["format"] = args.source_format
