@@ -106,8 +106,13 @@ class ZkUserConfigStore:
     def users_with_configs(self) -> list[str]:
         # quota entities of (user, client-id) pairs live below a user's znode as
         # users/<u>/clients/<c>; the user's own znode is what is listed here
-        return sorted(desanitize(name)
-                      for name in self._zk.get_all_entities_with_config(USER_CONFIG_TYPE))
+        users = []
+        for name in self._zk.get_all_entities_with_config(USER_CONFIG_TYPE):
+            try:
+                users.append(desanitize(name))
+            except ValueError:  # not written by Kafka's tools or ours: skip, say so
+                log.warning("ignoring /config/users/%s: not a sanitized user name", name)
+        return sorted(users)
 
     def set_user_configs(self, user: str, configs: Mapping[str, str]) -> None:
         name = sanitize(user)
@@ -130,6 +135,8 @@ class CredentialCache:
             m.upper() for m in enabled_mechanisms if m.upper() in SCRAM_MECHANISM_NAMES)
         self.store = store
         self.alter_lock = asyncio.Lock()
+        # reloads one at a time: a read that started earlier never lands after a later one
+        self._reload_lock = asyncio.Lock()
         self._credentials: dict[str, dict[str, ScramCredential]] = {
             m: {} for m in self.enabled_mechanisms}
 
@@ -182,8 +189,9 @@ class CredentialCache:
     async def reload_user(self, user: str) -> None:
         """Re-read one user from the store (a change notification named it)."""
         store = self.store
-        configs = await self.run_store(lambda: store.user_configs(user))
-        self.update_user(user, configs)
+        async with self._reload_lock:
+            configs = await self.run_store(lambda: store.user_configs(user))
+            self.update_user(user, configs)
         log.info("SCRAM credentials of user %r now: %s", user,
                  ", ".join(sorted(scram_credentials_of(configs))) or "none")
 

@@ -174,6 +174,8 @@ def test_zookeeper_store_sanitizes_names_and_notifies() -> None:
     assert zk.notifications == ["users/CN%3Dalice%20smith%2CO%3D%2A"]
     assert store.users_with_configs() == ["CN=alice smith,O=*"]
     assert store.user_configs("CN=alice smith,O=*") == {"SCRAM-SHA-256": "v"}
+    zk.entities[("users", "bad%zz")] = {"SCRAM-SHA-256": "v"}  # not a sanitized name
+    assert store.users_with_configs() == ["CN=alice smith,O=*"]
 
 
 @pytest.mark.parametrize(("paths", "users"), [
@@ -202,3 +204,39 @@ def test_run_store_runs_a_blocking_store_off_the_loop() -> None:
 
     asyncio.run(main())
     assert seen == {"inline": True, "executor": False}
+
+
+def test_reloads_apply_in_order_of_reading() -> None:
+    """A slow read that began before a change must not land after the read that saw it."""
+    import threading
+    import time
+
+    class SlowFirstRead(DictStore):
+        blocking = True
+
+        def __init__(self) -> None:
+            super().__init__({"alice": {"SCRAM-SHA-256": cred(iterations=4096)}})
+            self.reads = 0
+            self.first_read_taken = threading.Event()
+
+        def user_configs(self, user: str) -> dict[str, str]:
+            snapshot = super().user_configs(user)  # what ZooKeeper held when asked
+            self.reads += 1
+            if self.reads == 1:
+                self.first_read_taken.set()
+                time.sleep(0.2)
+            return snapshot
+
+    store = SlowFirstRead()
+    cache = CredentialCache(BOTH, store)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        first = asyncio.ensure_future(cache.reload_user("alice"))
+        await loop.run_in_executor(None, store.first_read_taken.wait)
+        store.users["alice"] = {"SCRAM-SHA-256": cred(iterations=9999)}  # the change
+        await asyncio.gather(first, cache.reload_user("alice"))
+
+    asyncio.run(main())
+    got = cache.scram_credential("SCRAM-SHA-256", "alice")
+    assert got is not None and got.iterations == 9999
