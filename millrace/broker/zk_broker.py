@@ -161,6 +161,8 @@ def start_config_change_listener(services: BrokerServices,
     assert isinstance(metadata, ZkClusterMetadata)
     state = {"last": max((seq for seq, _ in cluster.zk.get_config_change_notifications()),
                          default="")}
+    # changes up to "last" are read now; later ones arrive as notifications
+    loop.create_task(services.credentials.reload())
 
     def apply(entities: list[str]) -> None:
         rm = services.replica_manager

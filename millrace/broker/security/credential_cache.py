@@ -186,6 +186,22 @@ class CredentialCache:
             return await asyncio.get_running_loop().run_in_executor(None, call)
         return call()
 
+    async def reload(self) -> None:
+        """Re-read every user (a cluster broker does so once it listens to change
+        notifications: a change between start-up's ``load`` and then is not missed)."""
+        store = self.store
+
+        def read() -> dict[str, dict[str, str]]:
+            return {u: store.user_configs(u) for u in store.users_with_configs()}
+
+        async with self._reload_lock:
+            configs = await self.run_store(read)
+            for user in self.users_with_credentials():
+                if user not in configs:
+                    self.remove_user(user)
+            for user, user_configs in configs.items():
+                self.update_user(user, user_configs)
+
     async def reload_user(self, user: str) -> None:
         """Re-read one user from the store (a change notification named it)."""
         store = self.store

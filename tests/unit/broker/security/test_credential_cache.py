@@ -240,3 +240,13 @@ def test_reloads_apply_in_order_of_reading() -> None:
     asyncio.run(main())
     got = cache.scram_credential("SCRAM-SHA-256", "alice")
     assert got is not None and got.iterations == 9999
+
+
+def test_reload_reads_every_user_again() -> None:
+    store = DictStore({"alice": {"SCRAM-SHA-256": cred()}, "bob": {"SCRAM-SHA-512": cred(SHA512)}})
+    cache = CredentialCache(BOTH, store)
+    cache.load()
+    del store.users["alice"]
+    store.users["carol"] = {"SCRAM-SHA-256": cred(iterations=5000)}
+    asyncio.run(cache.reload())
+    assert cache.users_with_credentials() == ["bob", "carol"]
