@@ -70,7 +70,7 @@ def test_duplicate_listener_names_are_refused() -> None:
 
 
 def test_bad_protocol_map_entries_are_refused() -> None:
-    with pytest.raises(ConfigError, match="listener.security.protocol.map"):
+    with pytest.raises(ConfigError, match=r"listener\.security\.protocol\.map"):
         KafkaConfig({"listener.security.protocol.map": "CLIENT:TLS"})
 
 
@@ -107,7 +107,7 @@ def test_unknown_prefixed_keys_are_refused(key: str) -> None:
 
 
 def test_prefixed_values_are_validated() -> None:
-    with pytest.raises(ConfigError, match="ssl.client.auth"):
+    with pytest.raises(ConfigError, match=r"ssl\.client\.auth"):
         KafkaConfig({"listener.name.plaintext.ssl.client.auth": "sometimes"})
 
 
@@ -117,7 +117,7 @@ def test_gssapi_on_a_sasl_listener_is_refused_clearly() -> None:
 
 
 def test_inter_broker_mechanism_must_be_enabled_on_that_listener() -> None:
-    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol"):
+    with pytest.raises(ConfigError, match=r"sasl\.mechanism\.inter\.broker\.protocol"):
         KafkaConfig({"listeners": "SASL_SSL://:9093",
                      "security.inter.broker.protocol": "SASL_SSL",
                      "sasl.enabled.mechanisms": "PLAIN",
