@@ -14,7 +14,7 @@ wait on one connection, so TCP back-pressure reaches a client that floods us.
 Connections idle for ``connections.max.idle.ms`` are closed.
 
 Security (each listener's ``ListenerSecurity``).  On an SSL / SASL_SSL listener the
-accepted socket first goes through a TLS handshake (``loop.start_tls``, bounded by
+accepted socket first goes through a TLS handshake (``start_tls_server``, bounded by
 ``TLS_HANDSHAKE_TIMEOUT_S``); a handshake that fails closes the connection at once and is
 logged once with the peer and the reason, without holding up any other connection.  On
 an SSL listener the principal is the mapped DN of the client's certificate.  On a
@@ -47,6 +47,7 @@ from millrace.broker.security.sasl_server_authenticator import (
     SaslServerAuthenticator,
 )
 from millrace.broker.services import BrokerServices
+from millrace.broker.tls_transport import start_tls_server
 from millrace.common.errors import FrameTooLargeError, ProtocolDecodeError
 from millrace.common.time import Time
 from millrace.protocol import (
@@ -120,11 +121,10 @@ class BrokerConnection(asyncio.Protocol):
             self.worker = loop.create_task(self._work())
 
     async def _start_tls(self, raw: asyncio.Transport) -> None:
-        loop = asyncio.get_running_loop()
         assert self.security.ssl_context is not None
         try:
-            tls = await loop.start_tls(raw, self, self.security.ssl_context, server_side=True,
-                                       ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+            tls = await start_tls_server(raw, self, self.security.ssl_context,
+                                         handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
         except asyncio.CancelledError:
             raise
         except BaseException as e:

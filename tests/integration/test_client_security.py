@@ -200,11 +200,6 @@ def test_ssl_with_a_client_certificate(broker: SecureBroker, pki: Pki) -> None:
                                                    "ssl.key.location": pki.client_key}))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the broker closes a TLS connection whose handshake failed without sending its alert "
-    "(asyncio's start_tls does not flush it), so the client sees 'connection closed by "
-    "the peer' -- a plain disconnect, as in Java -- instead of 'tlsv13 alert certificate "
-    "required'; the admin then reports NoBrokerAvailableError after a few attempts"))
 def test_a_listener_requiring_a_certificate_refuses_a_client_without(
         broker: SecureBroker, pki: Pki) -> None:
     config = {**settings(broker, pki, "MTLS"), "default.api.timeout.ms": 60_000}
