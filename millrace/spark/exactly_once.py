@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from millrace.client.cluster import TopicPartition
 from millrace.common.errors import ConfigError
-from millrace.spark.options import SinkOptions
+from millrace.spark.options import SinkOptions, admin_config
 from millrace.spark.writer import MillraceCommitMessage, SinkColumns, send_rows
 
 if TYPE_CHECKING:
@@ -84,18 +84,15 @@ def committed_batch(transactional_id: str, producer_config: dict[str, Any]) -> i
     """The last micro-batch this task id committed (-1: none), from its marker group."""
     from millrace.client.admin import KafkaAdminClient
 
-    admin = KafkaAdminClient({k: v for k, v in producer_config.items()
-                              if k in _ADMIN_KEYS})
+    # the producer's cluster and credentials (kafka.security.protocol, kafka.sasl.*,
+    # kafka.ssl.*), without its batching settings
+    admin = KafkaAdminClient(admin_config(producer_config))
     try:
         offsets = admin.list_group_offsets(transactional_id, include_lag=False,
                                            require_stable=True)
     finally:
         admin.close()
     return max((o.offset for o in offsets.values() if o.offset is not None), default=0) - 1
-
-
-_ADMIN_KEYS = frozenset({"bootstrap.servers", "client.id", "request.timeout.ms",
-                         "retry.backoff.ms", "security.protocol", "metadata.max.age.ms"})
 
 
 def write_batches_exactly_once(batches: Iterator[pa.RecordBatch], options: SinkOptions,

@@ -13,7 +13,20 @@ numbers against the cluster by ``offsets.resolve_offsets``.
 ``kafka.*`` options go to the millrace consumer (or producer) with the prefix stripped,
 after the client's own configuration check; the settings the connector must own --
 consumer groups, commits, offset resets and (de)serializers -- are refused with the
-reason, as Spark's Kafka source refuses them.
+reason, as Spark's Kafka source refuses them.  Everything else passes through, the way
+Spark's Kafka connector does it: ``kafka.security.protocol``, ``kafka.sasl.*`` and
+``kafka.ssl.*`` reach every client the connector builds -- the driver's offset lookups,
+each executor's readers and writers, and the admin client of the exactly-once sink
+(``admin_config``: the keys an admin client has).  The options travel to the executors
+pickled with the readers and writers, as Spark's own connector ships its parameters.
+
+Secrets.  ``KafkaParams`` holds the stripped ``kafka.*`` settings; its repr, and so the
+reprs of ``SourceOptions`` and ``SinkOptions``, shows ``[hidden]`` (Kafka's
+``Password.toString``) for every secret value, and the errors of the configuration check
+never quote one.  A secret is a key of the clients' ``password`` type (``sasl.password``,
+``sasl.jaas.config``, ``ssl.key.password``) or one whose name Spark's redaction would hide
+(``secret``, ``password``, ``token``); Spark itself shows such options as
+``*********(redacted)`` in query plans.
 """
 
 from __future__ import annotations
@@ -24,9 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from millrace.client.admin.config import ADMIN_CONFIG
 from millrace.client.cluster import TopicPartition
-from millrace.client.consumer.config import ConsumerConfig
-from millrace.client.producer.config import ProducerConfig
+from millrace.client.consumer.config import CONSUMER_CONFIG, ConsumerConfig
+from millrace.client.producer.config import PRODUCER_CONFIG, ProducerConfig
 from millrace.common.errors import ConfigError
 
 KAFKA_PREFIX = "kafka."
@@ -95,6 +109,54 @@ WRITER_PRODUCER_DEFAULTS: dict[str, Any] = {
 }
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
+
+# ---------------------------------------------------------------------------- secrets
+HIDDEN = "[hidden]"
+# what Spark's spark.redaction.regex hides by name, and the JAAS text that holds a password
+_SECRET_NAME = re.compile(r"(?i)secret|password|token|jaas")
+_PASSWORD_KEYS = frozenset(name for config in (CONSUMER_CONFIG, PRODUCER_CONFIG, ADMIN_CONFIG)
+                           for name, key in config.keys.items() if key.type == "password")
+
+
+def is_secret(name: str) -> bool:
+    """Whether a client setting (``sasl.password``, or ``kafka.sasl.password``) is secret."""
+    key = name.lower().removeprefix(KAFKA_PREFIX)
+    return key in _PASSWORD_KEYS or _SECRET_NAME.search(key) is not None
+
+
+def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy with every secret value (``is_secret``) replaced by ``[hidden]``."""
+    return {k: HIDDEN if is_secret(k) and v is not None else v for k, v in settings.items()}
+
+
+def hide_secrets(text: str, settings: Mapping[str, Any]) -> str:
+    """``text`` with every secret value of ``settings`` in it replaced by ``[hidden]``."""
+    for name, value in settings.items():
+        if is_secret(name) and value is not None and str(value):
+            text = text.replace(str(value), HIDDEN)
+    return text
+
+
+class KafkaParams(dict[str, str]):
+    """The ``kafka.*`` options without the prefix: a dict whose repr hides the secrets."""
+
+    def __repr__(self) -> str:
+        return f"KafkaParams({redact(self)!r})"
+
+    __str__ = __repr__
+
+
+def kafka_options(options: Mapping[str, str]) -> KafkaParams:
+    """The ``kafka.<key>`` entries of Spark options as ``{key: value}`` (names are
+    case-insensitive, as Spark's; nothing refused or checked here)."""
+    return KafkaParams({name[len(KAFKA_PREFIX):]: value for name, value in _lower(options).items()
+                        if name.startswith(KAFKA_PREFIX)})
+
+
+def admin_config(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a consumer's or producer's configuration that an admin client has too
+    (where the cluster is, how to authenticate, timeouts): for the connector's admin calls."""
+    return {k: v for k, v in settings.items() if k in ADMIN_CONFIG.keys}
 
 
 # ---------------------------------------------------------------------------- strategies
@@ -269,8 +331,8 @@ def _timestamp(raw: str, display: str) -> int:
 
 
 def _kafka_params(options: dict[str, str], unsupported: Mapping[str, str]
-                  ) -> dict[str, str]:
-    params: dict[str, str] = {}
+                  ) -> KafkaParams:
+    params = KafkaParams()
     for name, value in options.items():
         if not name.startswith(KAFKA_PREFIX):
             continue
@@ -288,7 +350,7 @@ def _check_client_config(check: Any, props: dict[str, Any]) -> None:
     try:
         check(props)
     except ConfigError as e:
-        message = str(e)
+        message = hide_secrets(str(e), props)
         unknown = re.match(r"Unknown configuration key(?:\(s\))?: (.*)", message)
         if unknown:
             names = ", ".join(f"'kafka.{n.strip()}'" for n in unknown.group(1).split(","))
@@ -318,7 +380,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
-    kafka_params: dict[str, str] = field(default_factory=dict, hash=False)
+    kafka_params: KafkaParams = field(default_factory=KafkaParams, hash=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -479,7 +541,7 @@ DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
 @dataclass(frozen=True)
 class SinkOptions:
     topic: str | None
-    kafka_params: dict[str, str] = field(default_factory=dict, hash=False)
+    kafka_params: KafkaParams = field(default_factory=KafkaParams, hash=False)
     exactly_once: bool = False  # deliveryGuarantee=exactly-once (exactly_once.py)
     transactional_id_prefix: str | None = None
 
