@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from millrace.common.errors import ConfigError
+from millrace.spark.options import kafka_options, redact
 from millrace.spark.sinks import check_database_url
 from millrace.spark.sinks.table import check_table_name
 
@@ -111,6 +112,17 @@ class SourceConfig:
         return {"kafka.bootstrap.servers": self.bootstrap_servers,
                 "subscribe": self.subscribe,
                 **{str(k): _option_text(v) for k, v in self.options.items()}}
+
+    def client_config(self) -> dict[str, str]:
+        """The client settings of the source (its ``kafka.*`` options without the prefix,
+        e.g. ``security.protocol``, ``sasl.*``, ``ssl.*``): for the pipeline's own client
+        calls next to Spark's."""
+        return dict(kafka_options(self.reader_options()))
+
+    def __repr__(self) -> str:  # the options may hold a password: never shown
+        return (f"SourceConfig(bootstrap_servers={self.bootstrap_servers!r}, "
+                f"subscribe={self.subscribe!r}, options={redact(self.options)!r}, "
+                f"format={self.format!r})")
 
 
 def _option_text(value: Any) -> str:

@@ -323,7 +323,7 @@ class Pipeline:
     def run(self, progress: Callable[[BatchProgress], None] | None = None, *,
             until_caught_up: bool = False, timeout_s: float | None = None) -> PipelineResult:
         """Run every sink query (see the module doc); ``timeout_s`` stops it after that long."""
-        _check_reachable(self.config.source.bootstrap_servers)
+        _check_reachable(self.config.source.client_config())
         own_session = self.spark is None
         spark = self.spark
         if spark is None:
@@ -507,11 +507,19 @@ class Pipeline:
         return restore
 
 
-def _check_reachable(bootstrap_servers: str) -> None:
+def _check_reachable(client_config: dict[str, str]) -> None:
     """Before Spark starts: a broker must answer (the admin client gives up in about a
     second and a half when every address refuses), else ``NoBrokerAvailableError`` names
-    the addresses -- instead of queries that wait on offsets until they are stopped."""
+    the addresses -- instead of queries that wait on offsets until they are stopped.  The
+    admin client connects with the source's ``kafka.*`` settings (TLS, SASL), so a wrong
+    password also ends the run here, with the broker's message.  Settings it does not
+    know are Spark's own Kafka source's (``format = "kafka"``: Java keystores); when
+    security hangs on them, the check is Spark's to make."""
     from millrace.client.admin import KafkaAdminClient
+    from millrace.spark.options import admin_config
 
-    with KafkaAdminClient({"bootstrap.servers": bootstrap_servers}) as admin:
+    config = admin_config(client_config)
+    if any(k.startswith(("ssl.", "sasl.")) for k in client_config.keys() - config.keys()):
+        return
+    with KafkaAdminClient(config) as admin:
         admin.list_topics()

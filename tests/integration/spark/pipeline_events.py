@@ -69,12 +69,15 @@ def events(count: int, seed: int = 7, keys: int = 250, start: int = 0) -> list[E
     return out
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+def create_topic(bootstrap: str, topic: str, partitions: int,
+                 client: dict[str, str] | None = None) -> None:
+    """``client``: more client settings (security) for the admin client."""
+    with KafkaAdminClient({**(client or {}), "bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, num_partitions=partitions)]).all()
 
 
-def produce(bootstrap: str, topic: str, stream: Iterable[Event]) -> None:
+def produce(bootstrap: str, topic: str, stream: Iterable[Event],
+            client: dict[str, str] | None = None) -> None:
     failures: list[BaseException] = []
 
     def on_completion(_metadata: Any, error: BaseException | None) -> None:
@@ -82,7 +85,7 @@ def produce(bootstrap: str, topic: str, stream: Iterable[Event]) -> None:
             failures.append(error)
 
     producer: KafkaProducer[bytes, bytes] = KafkaProducer(
-        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        {**(client or {}), "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     with producer:
         for event in stream:
             producer.send(ProducerRecord(topic, event.to_json(), key=event.order_id.encode()),
