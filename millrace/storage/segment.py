@@ -293,10 +293,22 @@ class LogSegment:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def open_file(self) -> BinaryIO:
+        """A read-only file object of its own on the log file (even once deleted).
+
+        Its own file offset matters: asyncio's ``sendfile`` fallback (every TLS transport)
+        seeks (not at offset 0) and then reads at the file offset, from a worker thread,
+        across awaits.  A ``dup`` of the segment's descriptor shares one offset with every
+        other reader, so concurrent or successive fetches over TLS sent each other's
+        bytes (CRC mismatches on followers, stalled consumers).  Reopening
+        ``/proc/self/fd/<fd>`` makes a new open file description on the same inode."""
         fd = self._fd
         if fd < 0:
             raise KafkaStorageError(f"segment {self._log_path} is closed")
-        return os.fdopen(os.dup(fd), "rb", buffering=0)
+        try:
+            own = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # no /proc (not Linux): a shared offset, as before
+            own = os.dup(fd)
+        return os.fdopen(own, "rb", buffering=0)
 
     def _iter_headers(self, start: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``start`` up to ``end`` (default: the

@@ -132,6 +132,22 @@ def test_fetch_data_info_open_file_survives_deletion(tmp_path: Path) -> None:
     log.close()
 
 
+def test_open_file_gives_each_reader_its_own_offset(tmp_path: Path) -> None:
+    """Fetches over TLS copy file regions with asyncio's sendfile fallback, which reads at
+    the file offset and does not seek for a region at position 0: readers sharing one
+    offset (dup'd descriptors) sent each other's bytes."""
+    log = open_log(tmp_path)
+    fill(log, 4, value_size=100)
+    info = log.read(0, 10**6)
+    expected = info.read()
+    assert info.position == 0
+    with info.open_file() as first, info.open_file() as second:
+        first.seek(info.length - 10)  # where an earlier region's copy left its offset
+        assert first.read() == expected[-10:]
+        assert second.read(info.length) == expected  # from its own offset 0
+    log.close()
+
+
 def test_index_lookups_land_on_the_right_batch(tmp_path: Path) -> None:
     log = open_log(tmp_path, cfg=config(index_interval_bytes=128, segment_bytes=4000))
     for i in range(200):
