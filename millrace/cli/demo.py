@@ -5,6 +5,14 @@ Progress (a bar while producing, a line per pipeline batch) goes to stderr; the 
 to stdout, as tables or (``--output json``) one JSON document.  The exit code is 0 when
 the tables match the fold, 1 when they do not (the first differences are printed).
 The work itself is ``millrace.demo.run.run_demo``.
+
+Security.  ``--command-config client.properties`` (the flag of every client command) gives
+its settings to every client the demo builds -- admin calls, the producer and the
+pipeline's source (as ``kafka.*`` options) -- for a secured cluster of one's own; its
+``bootstrap.servers``, if any, is where the demo goes when neither ``--bootstrap-server``
+nor a cluster of its own (``--brokers``, ``--security``) is asked for.  ``--security sasl_ssl`` with ``--brokers 3`` runs the demo's own cluster secured
+(SASL_SSL everywhere, SCRAM-SHA-512, a fresh CA; ``millrace cluster up --security
+sasl_ssl``'s set-up) and connects every client as its ``client`` user.
 """
 
 from __future__ import annotations
@@ -13,12 +21,18 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from millrace.cli.common import CommandError, configure_client_logging, print_json
+from millrace.cli.common import (
+    CommandError,
+    configure_client_logging,
+    print_json,
+    read_properties_file,
+)
 from millrace.demo.run import (
     DEFAULT_EVENTS,
     DEFAULT_PARTITIONS,
     DEFAULT_SEED,
     DEFAULT_TOPIC,
+    SECURITY_PROFILES,
     DemoConfig,
     DemoError,
     DemoListener,
@@ -53,6 +67,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--topic", default=DEFAULT_TOPIC, help=f"(default {DEFAULT_TOPIC})")
     p.add_argument("--bootstrap-server", "-b", metavar="HOST:PORT",
                    help="use this broker or cluster instead of starting one")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="a properties file of client configs (security.protocol, sasl.*, "
+                        "ssl.*, ...) for every client of the demo; its bootstrap.servers "
+                        "is used when --bootstrap-server is not given")
     p.add_argument("--database", metavar="URL",
                    help="sqlite:///path or postgresql://... (default: SQLite in the data dir)")
     p.add_argument("--fresh", action="store_true",
@@ -63,6 +81,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "many brokers, the topic replicated 3 times with min.insync.replicas=2, "
                         "and the leader of one partition killed (kill -9) half-way through "
                         "producing")
+    p.add_argument("--security", choices=SECURITY_PROFILES, default="none",
+                   help="sasl_ssl (with --brokers 3): the demo's cluster with SASL_SSL on "
+                        "every listener, SCRAM-SHA-512 users and a generated CA, every "
+                        "client authenticated (default none: PLAINTEXT)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the event generator's seed (default {DEFAULT_SEED})")
     p.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -147,10 +169,16 @@ def demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     configure_client_logging()
+    client: dict[str, str] = {}
+    if args.command_config:
+        client = read_properties_file(args.command_config, "--command-config")
+    bootstrap = args.bootstrap_server
+    if bootstrap is None and args.brokers == 1 and args.security == "none":
+        bootstrap = client.get("bootstrap.servers") or None  # the file's cluster, not ours
     config = DemoConfig(data_dir=args.data_dir, events=args.events, partitions=args.partitions,
-                        bootstrap_servers=args.bootstrap_server, database=args.database,
+                        bootstrap_servers=bootstrap, database=args.database,
                         fresh=args.fresh, topic=args.topic, seed=args.seed,
-                        brokers=args.brokers)
+                        brokers=args.brokers, security=args.security, client_config=client)
     listener = ConsoleListener(Console(stderr=True, soft_wrap=True))
     try:
         result = run_demo(config, listener)
@@ -192,6 +220,8 @@ def print_summary(result: DemoResult, out: Console) -> None:
              else result.bootstrap_servers)
     if result.brokers > 1:
         where = f"embedded {result.brokers}-broker cluster {result.bootstrap_servers}"
+    if result.security_protocol != "PLAINTEXT":
+        where += f" over {result.security_protocol}"
     out.print(f"[bold]millrace demo[/], run {result.run} on {result.data_dir}")
     replicated = ""
     if result.brokers > 1:
@@ -201,6 +231,9 @@ def print_summary(result: DemoResult, out: Console) -> None:
                       f"{MIN_INSYNC_REPLICAS}")
     out.print(f"topic {result.topic!r} ({result.partitions} partitions{replicated}) on {where}; "
               f"tables in {result.database}", markup=False)
+    if result.client_properties:
+        out.print(f"client settings (SCRAM user 'client'): {result.client_properties}",
+                  markup=False)
     for note in result.notes:
         out.print(f"note: {note}", markup=False)
     tables = result.pipeline_tables

@@ -19,10 +19,11 @@ survivors); the next run on the same data dir starts all N again, and it catches
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from millrace.launcher.local_cluster import LocalCluster
 
@@ -49,17 +50,25 @@ def cluster_overrides(brokers: int) -> dict[str, str]:
 
 
 @contextmanager
-def demo_cluster(data_dir: Path, brokers: int) -> Iterator[LocalCluster]:
+def demo_cluster(data_dir: Path, brokers: int, *, secured: bool = False
+                 ) -> Iterator[LocalCluster]:
     """ZooKeeper and ``brokers`` brokers under ``data_dir``; stopped on the way out
-    (controlled shutdown, one broker at a time), killed if the demo fails."""
+    (controlled shutdown, one broker at a time), killed if the demo fails.  ``secured``:
+    every listener SASL_SSL with SCRAM-SHA-512 (``DevSecurity`` under
+    ``data_dir/security``; ``cluster.security.client_properties()`` connects a client)."""
+    from millrace.launcher.dev_security import DevSecurity
     from millrace.launcher.zookeeper_process import zookeeper_missing
 
     missing = zookeeper_missing()
     if missing:
         raise ClusterDemoError(missing)
-    cluster = LocalCluster(data_dir, brokers, overrides=cluster_overrides(brokers))
+    security = DevSecurity.create(data_dir) if secured else None
+    cluster = LocalCluster(data_dir, brokers, overrides=cluster_overrides(brokers),
+                           security=security)
     try:
         cluster.start()
+        if security is not None:
+            security.write_client_properties(cluster.bootstrap)
     except (RuntimeError, OSError) as e:
         cluster.kill_all()
         raise ClusterDemoError(f"the demo cluster did not start; see the logs in {data_dir}: "
@@ -86,15 +95,17 @@ class KilledLeader:
 class LeaderKill:
     """Called once, half-way through producing: kill the leader of one partition."""
 
-    def __init__(self, cluster: LocalCluster, topic: str) -> None:
+    def __init__(self, cluster: LocalCluster, topic: str,
+                 client: Mapping[str, Any] | None = None) -> None:
         self.cluster = cluster
         self.topic = topic
+        self.client = dict(client or {})  # the clients' settings (security)
         self.killed: KilledLeader | None = None
 
     def choose(self) -> KilledLeader:
-        from millrace.client.admin import KafkaAdminClient
+        from millrace.demo.run import admin_client
 
-        with KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap) as admin:
+        with admin_client(self.cluster.bootstrap, self.client) as admin:
             controller = admin.describe_cluster().controller
             partitions = admin.describe_topics([self.topic]).all()[self.topic].partitions
         led = [(p.partition, p.leader.id) for p in partitions if p.leader is not None]

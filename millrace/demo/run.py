@@ -16,6 +16,14 @@
    ``revenue_per_minute`` (SQLite in the data dir unless ``database`` says otherwise);
 5. read both tables back and compare them with ``fold`` of every event produced.
 
+Security.  ``client_config`` (``millrace demo --command-config client.properties``) is
+given to every client the demo builds -- its admin calls, the producer, the pipeline's
+source as ``kafka.*`` options -- so the demo runs against a secured cluster of one's own.
+``security="sasl_ssl"`` (with ``brokers >= 3``) makes the demo's own cluster a secured one
+(``millrace.launcher.dev_security.DevSecurity``: a CA, SCRAM-SHA-512 users, every listener
+SASL_SSL, inter-broker traffic included) and connects every client as its ``client``
+user; ``<data_dir>/cluster/security/client.properties`` then holds those settings.
+
 Re-runs.  ``<data_dir>/demo.json`` records what earlier runs produced (seed, topic,
 broker, database, event count).  A later run on the same data dir *continues* the same
 seeded stream: it produces the next ``events`` events, the pipeline resumes from its
@@ -32,7 +40,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,6 +61,7 @@ from millrace.demo.orders import OrderEventGenerator
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from millrace.client.admin import KafkaAdminClient
     from millrace.launcher.local_cluster import LocalCluster
     from millrace.spark.pipeline import BatchProgress, PipelineConfig
 
@@ -60,6 +69,7 @@ DEFAULT_EVENTS = 200_000
 DEFAULT_PARTITIONS = 6
 DEFAULT_TOPIC = "orders"
 DEFAULT_SEED = 42
+SECURITY_PROFILES = ("none", "sasl_ssl")
 STATE_FILE = "demo.json"
 ORDERS_TABLE = "orders"
 REVENUE_TABLE = "revenue_per_minute"
@@ -103,6 +113,9 @@ class DemoConfig:
     seed: int = DEFAULT_SEED
     max_offsets_per_trigger: int = 200_000
     brokers: int = 1                      # > 1: a local ZooKeeper cluster, a leader killed
+    security: str = "none"                # sasl_ssl: the local cluster secured (DevSecurity)
+    # settings for every client (security.protocol, sasl.*, ssl.*, ...): may hold a password
+    client_config: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def database_url(self) -> str:
@@ -137,6 +150,7 @@ class DemoState:
     events: int = 0
     runs: int = 0
     brokers: int = 1
+    security: str = "none"
 
     @classmethod
     def load(cls, path: Path) -> DemoState | None:
@@ -144,7 +158,8 @@ class DemoState:
             doc = json.loads(path.read_text())
             return cls(**{k: doc[k] for k in ("seed", "topic", "bootstrap_servers",
                                                 "database", "partitions", "events", "runs")},
-                       brokers=int(doc.get("brokers", 1)))
+                       brokers=int(doc.get("brokers", 1)),
+                       security=str(doc.get("security", "none")))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as e:
@@ -192,6 +207,8 @@ class DemoResult:
     notes: list[str] = field(default_factory=list)
     brokers: int = 1
     spark_log: str | None = None  # the Spark JVM's stdout/stderr
+    security_protocol: str = "PLAINTEXT"  # how the clients connected
+    client_properties: str | None = None  # sasl_ssl: the secured cluster's client settings
 
     @property
     def produce_rate(self) -> float:
@@ -244,12 +261,22 @@ def embedded_broker(data_dir: Path) -> Iterator[str]:
     broker.stop()
 
 
-def topic_end_offsets(bootstrap: str, topic: str) -> dict[int, int] | None:
+def admin_client(bootstrap: str, client: Mapping[str, Any] | None = None) -> KafkaAdminClient:
+    """An admin client for ``bootstrap`` with the settings of ``client`` an admin client has
+    (security, timeouts; a producer's settings in the same file are left out)."""
+    from millrace.client.admin import KafkaAdminClient
+    from millrace.spark.options import admin_config
+
+    return KafkaAdminClient(admin_config({**(client or {}), "bootstrap.servers": bootstrap}))
+
+
+def topic_end_offsets(bootstrap: str, topic: str, client: Mapping[str, Any] | None = None
+                      ) -> dict[int, int] | None:
     """partition -> (end offset - start offset), or None when the topic does not exist."""
-    from millrace.client.admin import KafkaAdminClient, OffsetSpec, TopicPartition
+    from millrace.client.admin import OffsetSpec, TopicPartition
     from millrace.common.errors import UnknownTopicOrPartitionError
 
-    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+    with admin_client(bootstrap, client) as admin:
         try:
             description = admin.describe_topics([topic]).all()[topic]
         except UnknownTopicOrPartitionError:
@@ -261,27 +288,27 @@ def topic_end_offsets(bootstrap: str, topic: str) -> dict[int, int] | None:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = -1,
-                 configs: dict[str, str] | None = None) -> None:
-    from millrace.client.admin import KafkaAdminClient, NewTopic
+                 configs: dict[str, str] | None = None,
+                 client: Mapping[str, Any] | None = None) -> None:
+    from millrace.client.admin import NewTopic
 
-    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+    with admin_client(bootstrap, client) as admin:
         admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                       replication_factor=replication_factor,
                                       configs=configs or {})]).all()
 
 
-def delete_topic(bootstrap: str, topic: str) -> None:
-    from millrace.client.admin import KafkaAdminClient
+def delete_topic(bootstrap: str, topic: str, client: Mapping[str, Any] | None = None) -> None:
     from millrace.common.errors import UnknownTopicOrPartitionError
 
-    with KafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+    with admin_client(bootstrap, client) as admin:
         try:
             admin.delete_topics([topic]).all()
         except UnknownTopicOrPartitionError:
             return
     # deletion is asynchronous on a real cluster: wait until the name is free again
     deadline = time.monotonic() + 30
-    while topic_end_offsets(bootstrap, topic) is not None:
+    while topic_end_offsets(bootstrap, topic, client) is not None:
         if time.monotonic() > deadline:
             raise DemoError(f"topic {topic!r} is still being deleted after 30 s")
         time.sleep(0.2)
@@ -290,10 +317,12 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, skip: int,
                    count: int, progress: Callable[[int, int], None] | None = None, *,
                    extra_config: dict[str, Any] | None = None,
-                   midway: Callable[[], None] | None = None) -> float:
+                   midway: Callable[[], None] | None = None,
+                   client: Mapping[str, Any] | None = None) -> float:
     """Produce events ``skip`` .. ``skip + count - 1`` of the stream, keyed by order id;
     returns the seconds from the first send to the end of ``flush``.  ``midway`` is
-    called once, after half of the events were handed to the producer."""
+    called once, after half of the events were handed to the producer.  ``client``: the
+    settings of every client (security), under the demo's producer settings."""
     from millrace.client.producer import KafkaProducer, ProducerRecord
 
     failures: list[BaseException] = []
@@ -303,7 +332,8 @@ def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, s
             failures.append(error)
 
     producer: KafkaProducer[bytes, bytes] = KafkaProducer(
-        {"bootstrap.servers": bootstrap, **PRODUCER_CONFIG, **(extra_config or {})})
+        {**PRODUCER_CONFIG, **(client or {}), "bootstrap.servers": bootstrap,
+         **(extra_config or {})})
     with producer:
         producer.partitions_for(topic)  # metadata before the clock starts
         send = producer.send
@@ -326,14 +356,19 @@ def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, s
     return elapsed
 
 
-def pipeline_config(config: DemoConfig, bootstrap: str) -> PipelineConfig:
+def pipeline_config(config: DemoConfig, bootstrap: str,
+                    client: Mapping[str, Any] | None = None) -> PipelineConfig:
+    """The demo's pipeline job; ``client`` (security settings) become ``kafka.*`` source
+    options, which reach the driver's and every executor's consumers."""
     from millrace.spark.pipeline import AggregateSink, PipelineConfig, SourceConfig, StateSink
 
+    kafka = {f"kafka.{k}": str(v) for k, v in (client or {}).items()
+             if k != "bootstrap.servers"}
     return PipelineConfig(
         name="orders",
         source=SourceConfig(
             bootstrap_servers=bootstrap, subscribe=config.topic,
-            options={"startingOffsets": "earliest",
+            options={**kafka, "startingOffsets": "earliest",
                      "maxOffsetsPerTrigger": str(config.max_offsets_per_trigger)}),
         value_format="json",
         value_schema=VALUE_SCHEMA,
@@ -428,7 +463,8 @@ def summarize(orders_rows: list[tuple[Any, ...]], revenue_rows: list[tuple[Any, 
 def _check_state(state: DemoState, config: DemoConfig, state_path: Path) -> None:
     wanted = {"seed": config.seed, "topic": config.topic,
               "bootstrap_servers": config.bootstrap_servers,
-              "database": config.database_url, "brokers": config.brokers}
+              "database": config.database_url, "brokers": config.brokers,
+              "security": config.security}
     for key, value in wanted.items():
         if getattr(state, key) != value:
             raise DemoError(f"{state_path} holds a demo run with {key}={getattr(state, key)!r}, "
@@ -446,6 +482,12 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         raise DemoError(f"--brokers {config.brokers}: the cluster demo needs at least 3 "
                         "brokers (replication factor 3) and starts them itself (no "
                         "--bootstrap-server)")
+    if config.security not in SECURITY_PROFILES:
+        raise DemoError(f"--security {config.security}: one of {', '.join(SECURITY_PROFILES)}")
+    if config.security != "none" and config.brokers < 3:
+        raise DemoError(f"--security {config.security} secures the demo's own cluster: use it "
+                        "with --brokers 3 (for a secured cluster of your own, give "
+                        "--bootstrap-server and --command-config)")
     started = time.perf_counter()
     timings: dict[str, float] = {}
     notes: list[str] = []
@@ -461,14 +503,15 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
     embedded = config.bootstrap_servers is None
     with _broker(config, data_dir, listener) as (bootstrap, cluster):
         timings["broker_start_s"] = time.perf_counter() - started
+        client = _client_settings(config, cluster)
 
         t = time.perf_counter()
         listener.phase("topic", config.topic)
         if config.fresh and not embedded:
-            delete_topic(bootstrap, config.topic)
+            delete_topic(bootstrap, config.topic, client)
         if config.fresh and config.database is not None:
             drop_tables(config.database_url)
-        stored = topic_end_offsets(bootstrap, config.topic)
+        stored = topic_end_offsets(bootstrap, config.topic, client)
         if state is None:
             if stored is not None:
                 raise DemoError(f"topic {config.topic!r} already exists on {bootstrap} and this "
@@ -480,15 +523,17 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
                         raise DemoError(f"table {table!r} in {config.database} already holds "
                                         "rows; run with --fresh to drop it")
             if cluster is None:
-                create_topic(bootstrap, config.topic, config.partitions)
+                create_topic(bootstrap, config.topic, config.partitions, client=client)
             else:
                 from millrace.demo import cluster as demo_cluster
 
                 create_topic(bootstrap, config.topic, config.partitions,
                              demo_cluster.REPLICATION_FACTOR,
-                             {"min.insync.replicas": str(demo_cluster.MIN_INSYNC_REPLICAS)})
+                             {"min.insync.replicas": str(demo_cluster.MIN_INSYNC_REPLICAS)},
+                             client=client)
             state = DemoState(config.seed, config.topic, config.bootstrap_servers,
-                              config.database_url, config.partitions, brokers=config.brokers)
+                              config.database_url, config.partitions, brokers=config.brokers,
+                              security=config.security)
             state.save(state_path)
         else:
             total = None if stored is None else sum(stored.values())
@@ -509,10 +554,10 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         extra: dict[str, Any] = {}
         midway: Callable[[], None] | None = None
         if cluster is not None:
-            extra, midway = _leader_kill(cluster, config.topic, listener, notes)
+            extra, midway = _leader_kill(cluster, config.topic, listener, notes, client)
         produce_s = produce_events(bootstrap, config.topic, generator, skip, config.events,
                                    listener.produced, extra_config=extra,
-                                   midway=midway) if config.events else 0.0
+                                   midway=midway, client=client) if config.events else 0.0
         state.events += config.events
         state.save(state_path)
         timings["produce_s"] = produce_s
@@ -524,7 +569,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         t = time.perf_counter()
         spark = demo_session(data_dir)
         timings["spark_start_s"] = time.perf_counter() - t
-        pipeline = pipeline_config(config, bootstrap)
+        pipeline = pipeline_config(config, bootstrap, client)
         pipeline_name = pipeline.name
         try:
             result = Pipeline(pipeline, spark).run(progress=listener.batch)
@@ -561,7 +606,26 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
             for table, batches in result.batches_by_table.items()},
         orders_by_status=by_status, revenue_by_product=by_product, top_windows=top_windows,
         verification=verification, timings=timings, notes=notes, brokers=config.brokers,
-        spark_log=str(spark_log))
+        spark_log=str(spark_log),
+        security_protocol=str(client.get("security.protocol", "PLAINTEXT")).upper(),
+        client_properties=_client_properties_file(cluster))
+
+
+def _client_settings(config: DemoConfig, cluster: LocalCluster | None) -> dict[str, str]:
+    """What every client of this run is given: the secured cluster's client settings (its
+    ``client`` user), then ``config.client_config`` on top."""
+    settings: dict[str, str] = {}
+    if cluster is not None and cluster.security is not None:
+        settings.update(cluster.security.client_properties())
+    settings.update(config.client_config)
+    settings.pop("bootstrap.servers", None)  # the demo's own address wins
+    return settings
+
+
+def _client_properties_file(cluster: LocalCluster | None) -> str | None:
+    if cluster is None or cluster.security is None:
+        return None
+    return str(cluster.security.client_properties_path)
 
 
 def _first_words(text: str, limit: int = 300) -> str:
@@ -581,10 +645,13 @@ def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener
     if config.brokers > 1:
         from millrace.demo.cluster import CLUSTER_DIR, ClusterDemoError, demo_cluster
 
-        listener.phase("cluster", f"ZooKeeper and {config.brokers} brokers, logs in "
+        how = (" (SASL_SSL, SCRAM-SHA-512)" if config.security == "sasl_ssl" else "")
+        listener.phase("cluster", f"ZooKeeper and {config.brokers} brokers{how}, logs in "
                                   f"{data_dir / CLUSTER_DIR}")
+        secured = config.security == "sasl_ssl"
         try:
-            with demo_cluster(data_dir / CLUSTER_DIR, config.brokers) as cluster:
+            with demo_cluster(data_dir / CLUSTER_DIR, config.brokers,
+                              secured=secured) as cluster:
                 yield cluster.bootstrap, cluster
         except ClusterDemoError as e:
             raise DemoError(str(e)) from None
@@ -594,12 +661,13 @@ def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener
         yield bootstrap, None
 
 
-def _leader_kill(cluster: LocalCluster, topic: str, listener: DemoListener, notes: list[str]
+def _leader_kill(cluster: LocalCluster, topic: str, listener: DemoListener, notes: list[str],
+                 client: Mapping[str, Any] | None = None
                  ) -> tuple[dict[str, Any], Callable[[], None]]:
     """The cluster run's producer settings and the half-way step that kills a leader."""
     from millrace.demo.cluster import CLUSTER_PRODUCER_CONFIG, LeaderKill
 
-    kill = LeaderKill(cluster, topic)
+    kill = LeaderKill(cluster, topic, client)
 
     def midway() -> None:
         text = kill().describe()

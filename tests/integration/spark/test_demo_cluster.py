@@ -1,11 +1,14 @@
 """``millrace demo --brokers 3`` as a user runs it: ZooKeeper and three brokers, the topic
 replicated three times with min.insync.replicas=2, the leader of one partition killed with
-SIGKILL half-way through producing -- and still every row of the database verified."""
+SIGKILL half-way through producing -- and still every row of the database verified; and
+the same with ``--security sasl_ssl``, every listener SASL_SSL (replication included) and
+every client -- admin, producer, Spark's driver and workers -- a SCRAM-SHA-512 user."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -44,3 +47,38 @@ def test_cluster_demo_needs_three_brokers(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines()[-1] == (
         "Error: --brokers 2: the cluster demo needs at least 3 brokers (replication factor "
         "3) and starts them itself (no --bootstrap-server)")
+
+
+def test_demo_on_a_sasl_ssl_cluster_survives_a_leader_kill(tmp_path: Path) -> None:
+    data = tmp_path / "demo"
+    result = demo("--brokers", "3", "--security", "sasl_ssl", "--events", "3000",
+                  "--partitions", "3", "--data-dir", str(data), "--output", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["security_protocol"] == "SASL_SSL" and doc["brokers"] == 3
+    assert doc["pipeline_input_rows"] == 3000 == doc["events_total"]
+    assert doc["verification"]["passed"] is True, doc["verification"]
+    assert doc["verification"]["orders_actual"] == doc["verification"]["orders_expected"] > 0
+    assert any(n.startswith("killed broker ") for n in doc["notes"]), doc["notes"]
+    assert "(SASL_SSL, SCRAM-SHA-512)" in result.stderr
+
+    security = data / "cluster" / "security"
+    properties = Path(doc["client_properties"])
+    assert properties == security / "client.properties"
+    assert stat.S_IMODE(properties.stat().st_mode) == 0o600  # it holds a password
+    password = json.loads((security / "users.json").read_text())["client"]
+    assert f"sasl.password={password}" in properties.read_text()
+    assert password not in result.stdout + result.stderr
+    for broker in ("broker-1", "broker-2", "broker-3"):
+        log = (data / "cluster" / broker / "broker.log").read_text(errors="replace")
+        assert "SASL_SSL://127.0.0.1:" in log and "PLAINTEXT://" not in log, broker
+        assert "CRC mismatch" not in log, broker  # fetches over TLS send the right bytes
+
+
+def test_security_needs_the_cluster_demo(tmp_path: Path) -> None:
+    result = demo("--security", "sasl_ssl", "--events", "10", "--data-dir",
+                  str(tmp_path / "d"), timeout=120)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: --security sasl_ssl secures the demo's own cluster: use it with --brokers 3 "
+        "(for a secured cluster of your own, give --bootstrap-server and --command-config)")

@@ -142,3 +142,57 @@ def test_json_names_the_spark_log_and_the_per_table_counts(
     assert doc["spark_log"] == "/d/spark.log" and doc["pipeline_queries"] == 1
     assert doc["pipeline_tables"]["orders"] == {"micro_batches": 1, "records_read": 10,
                                                 "rows_upserted": 3}
+
+
+# ---------------------------------------------------------------------- security
+CLIENT_FILE = """\
+# a secured cluster of one's own
+bootstrap.servers=broker1:9093
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.username=alice
+sasl.password=alice-secret
+ssl.ca.location=/etc/ca.pem
+"""
+
+
+def test_command_config_reaches_the_demo_and_names_its_cluster(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    props = tmp_path / "client.properties"
+    props.write_text(CLIENT_FILE)
+    seen = install(monkeypatch, fake_result())
+    assert main(["demo", "--command-config", str(props), "-o", "json"]) == 0
+    config = seen[-1]
+    assert config.client_config["sasl.password"] == "alice-secret"
+    assert config.client_config["security.protocol"] == "SASL_SSL"
+    assert config.bootstrap_servers == "broker1:9093"  # the file's cluster, not an embedded one
+    assert "alice-secret" not in repr(config)
+    # --bootstrap-server wins; a cluster of the demo's own ignores the file's address
+    assert main(["demo", "--command-config", str(props), "-b", "other:9093"]) == 0
+    assert seen[-1].bootstrap_servers == "other:9093"
+    assert main(["demo", "--command-config", str(props), "--brokers", "3"]) == 0
+    assert seen[-1].bootstrap_servers is None and seen[-1].brokers == 3
+
+
+def test_security_flag_and_an_unreadable_command_config(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    seen = install(monkeypatch, fake_result())
+    assert main(["demo", "--brokers", "3", "--security", "sasl_ssl"]) == 0
+    assert seen[-1].security == "sasl_ssl" and seen[-1].client_config == {}
+    capsys.readouterr()
+    assert main(["demo", "--command-config", str(tmp_path / "absent.properties")]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        f"Error: cannot read --command-config {tmp_path / 'absent.properties'}")
+
+
+def test_the_summary_says_how_the_clients_connected() -> None:
+    result = fake_result()
+    result.brokers, result.embedded_broker = 3, True
+    result.security_protocol = "SASL_SSL"
+    result.client_properties = "/d/cluster/security/client.properties"
+    console = Console(width=300, record=True, highlight=False)
+    demo_cmd.print_summary(result, console)
+    text = console.export_text()
+    assert "on embedded 3-broker cluster 127.0.0.1:1 over SASL_SSL;" in text
+    assert "client settings (SCRAM user 'client'): /d/cluster/security/client.properties" in text

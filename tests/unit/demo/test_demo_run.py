@@ -79,3 +79,43 @@ def test_a_java_stack_in_an_error_is_cut_to_one_short_line() -> None:
     assert "\n" not in short and len(short) <= 304 and short.endswith(" ...")
     assert short.startswith("sink query failed: Py4JJavaError: boom at org.apache.X")
     assert _first_words("short one") == "short one"
+
+
+def test_a_data_dir_of_a_plaintext_run_is_refused_for_a_secured_one(tmp_path: Path) -> None:
+    config = DemoConfig(tmp_path, brokers=3)
+    state = DemoState(42, "orders", None, config.database_url, 6, brokers=3)
+    state.save(tmp_path / "demo.json")
+    loaded = DemoState.load(tmp_path / "demo.json")
+    assert loaded is not None and loaded.security == "none"
+    _check_state(loaded, config, tmp_path / "demo.json")
+    secured = DemoConfig(tmp_path, brokers=3, security="sasl_ssl")
+    with pytest.raises(DemoError, match="security='none', not 'sasl_ssl'"):
+        _check_state(loaded, secured, tmp_path / "demo.json")
+
+
+def test_security_needs_the_demos_own_cluster(tmp_path: Path) -> None:
+    from millrace.demo.run import run_demo
+
+    with pytest.raises(DemoError, match="--security sasl_ssl secures the demo's own cluster: "
+                                        "use it with --brokers 3"):
+        run_demo(DemoConfig(tmp_path, security="sasl_ssl"))
+    with pytest.raises(DemoError, match="--security tls: one of none, sasl_ssl"):
+        run_demo(DemoConfig(tmp_path, brokers=3, security="tls"))
+    assert not (tmp_path / "demo.json").exists()
+
+
+def test_client_settings_reach_the_pipeline_source_and_stay_hidden(tmp_path: Path) -> None:
+    from millrace.demo.run import _client_settings, pipeline_config
+
+    client = {"bootstrap.servers": "elsewhere:1", "security.protocol": "SASL_SSL",
+              "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "pw-123"}
+    config = DemoConfig(tmp_path, client_config=client)
+    assert "pw-123" not in repr(config)
+    settings = _client_settings(config, None)
+    assert "bootstrap.servers" not in settings and settings["sasl.password"] == "pw-123"
+    job = pipeline_config(config, "127.0.0.1:5", settings)
+    assert job.source.bootstrap_servers == "127.0.0.1:5"
+    assert job.source.options["kafka.security.protocol"] == "SASL_SSL"
+    assert job.source.options["kafka.sasl.password"] == "pw-123"
+    assert job.source.client_config()["bootstrap.servers"] == "127.0.0.1:5"
+    assert "pw-123" not in repr(job)
