@@ -23,6 +23,11 @@ from confluent_kafka.admin import AdminClient
 
 from millrace.launcher.local_cluster import LocalCluster
 
+# how a handshake ends when its peer process is killed: nothing about TLS itself
+DROPPED = re.compile(r"failed: (ConnectionResetError|ConnectionAbortedError|"
+                     r"BrokenPipeError|SSLEOFError|SSLZeroReturnError|"
+                     r"no handshake within)")
+
 
 def _client_config(cluster: LocalCluster) -> dict[str, str]:
     props = cluster.client_properties()
@@ -61,11 +66,15 @@ def test_sasl_ssl_only_cluster_survives_a_leader_kill9(fresh_cluster: ClusterFac
     wait_in_sync(client, "secure-ledger", 3)  # the restarted broker replicated over SASL_SSL
     got = consume_all(cluster.bootstrap, "secure-ledger", 3, total, config=config)
     assert got == acked
-    # Nobody talked in clear: every broker logged no failed handshake and no
-    # authentication failure, and none has a PLAINTEXT listener to fall back to.
+    # Nobody talked in clear or with a bad certificate or password: the only failed
+    # handshakes a broker logged are connections the killed broker dropped half-way
+    # (reset / EOF), there was no authentication failure, and no broker has a PLAINTEXT
+    # listener to fall back to.
     for broker_id, broker in cluster.brokers.items():
         text = Path(broker.log_path).read_text(errors="replace")
-        assert "TLS handshake with" not in text, f"broker {broker_id}"
+        for line in text.splitlines():
+            if "TLS handshake with" in line:
+                assert DROPPED.search(line), f"broker {broker_id}: {line}"
         assert "authentication of" not in text, f"broker {broker_id}"
         assert not re.search(r"listening on .*PLAINTEXT", text)
 
