@@ -37,6 +37,7 @@ README = ROOT / "README.md"
 README_ADDRESS = "127.0.0.1:9092"
 
 RUN = "run"
+SECURED = "needs the README's secured broker: tests/integration/test_readme_security.py"
 # first line of a block -> RUN, or why it is not run here
 BLOCKS: dict[str, str] = {
     "bash scripts/demo.sh": "the two commands: scripts/test.sh runs this test, and "
@@ -56,6 +57,17 @@ BLOCKS: dict[str, str] = {
     "from millrace.spark import local_session": RUN,  # with Spark: test_spark_example
     ".venv/bin/millrace pipeline run": "Spark and JSON order events: the demo runs this "
                                        "pipeline (tests/integration/spark/test_demo.py)",
+    # Security: a secured broker of its own, tests/integration/test_readme_security.py
+    "# in one terminal": "cluster up in the foreground, the secured demo "
+                         "(tests/integration/test_cluster_up.py, spark/test_demo_cluster.py)",
+    "openssl req -x509": SECURED,
+    "# applications on CLIENT": SECURED,
+    ".venv/bin/millrace configs --zookeeper": SECURED,
+    "security.protocol=SASL_SSL": SECURED,
+    ".venv/bin/millrace topics create --topic payments": SECURED,
+    "from millrace.client.consumer import KafkaConsumer": SECURED,
+    "import asyncio": SECURED,
+    "# the same options for spark.readStream": SECURED,
 }
 # in a block that runs, the lines that start a broker (this test started one)
 NOT_RUN_LINES = re.compile(r"^\.venv/bin/millrace broker ")
