@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from millrace.testing.broker_process import BrokerProcess
+from tests.compat.security_fixtures import secured_broker  # noqa: F401  (a fixture)
 
 
 @pytest.fixture(scope="module")
