@@ -257,3 +257,35 @@ def partition_dir(cluster: LocalCluster, broker_id: int, topic: str, partition: 
 
 # fresh_cluster's value: a factory of started clusters, e.g. fresh_cluster(brokers=3)
 ClusterFactory = Callable[..., LocalCluster]
+
+
+def survivor(cluster: LocalCluster, dead: int) -> int:
+    return min(b for b in cluster.brokers if b != dead)
+
+
+def acked_across_a_leader_kill(cluster: LocalCluster, topic: str, leader: int,
+                               config: dict[str, str] | None = None, count: int = 300
+                               ) -> dict[int, list[bytes]]:
+    """An idempotent acks=all producer writes ``topic`` while its partition-0 ``leader``
+    is killed (-9) after ``count`` acknowledgements; it stops ``count`` acknowledgements
+    after a new leader took over, with no delivery error.  The acknowledged values per
+    partition, in offset order.  ``config``: client settings (security)."""
+    producer = ContinuousProducer(cluster.bootstrap, topic, config=dict(config or {}))
+    producer.start()
+    try:
+        wait_until(f"{count} acknowledged records", lambda: producer.acked_count >= count,
+                   diagnostics=lambda: log_tails(cluster))
+        cluster.kill_broker(leader)
+        other = admin(cluster.broker(survivor(cluster, leader)).bootstrap, config)
+        wait_until(f"a new leader for {topic}-0 (broker {leader} was killed)",
+                   lambda: (p := partitions(other, topic)) and p[0].leader not in (
+                       -1, leader), diagnostics=lambda: log_tails(cluster))
+        before = producer.acked_count
+        wait_until(f"{count} more acknowledged records on the new leaders",
+                   lambda: producer.acked_count >= before + count,
+                   diagnostics=lambda: log_tails(cluster))
+    finally:
+        producer.stop()
+    assert producer.errors == []
+    return producer.by_partition()
+

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from cluster_support import (
     ClusterFactory,
-    ContinuousProducer,
+    acked_across_a_leader_kill,
     admin,
     broker_admin,
     consume_all,
@@ -36,6 +36,7 @@ from cluster_support import (
     log_tails,
     partition_dir,
     partitions,
+    survivor,
     wait_in_sync,
     wait_until,
 )
@@ -43,13 +44,9 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from kazoo.client import KazooClient
 
-from millrace.launcher.local_cluster import CHROOT, LocalCluster
+from millrace.launcher.local_cluster import CHROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-def survivor(cluster: LocalCluster, dead: int) -> int:
-    return min(b for b in cluster.brokers if b != dead)
 
 
 
@@ -58,23 +55,8 @@ def test_acked_records_survive_a_leader_kill9(fresh_cluster: ClusterFactory,
     cluster = fresh_cluster()
     client = admin(cluster.bootstrap)
     view = create_topic(client, "ledger", 3, 3, {"min.insync.replicas": "2"})
-    producer = ContinuousProducer(cluster.bootstrap, "ledger").start()
-    try:
-        wait_until("300 acknowledged records", lambda: producer.acked_count >= 300)
-        victim = view[0].leader
-        cluster.kill_broker(victim)
-        other = broker_admin(cluster, survivor(cluster, victim))
-        wait_until(f"a new leader for ledger-0 (broker {victim} was killed)",
-                   lambda: (p := partitions(other, "ledger")) and p[0].leader not in (
-                       -1, victim), diagnostics=lambda: log_tails(cluster))
-        before = producer.acked_count
-        wait_until("300 more acknowledged records on the new leaders",
-                   lambda: producer.acked_count >= before + 300,
-                   diagnostics=lambda: log_tails(cluster))
-    finally:
-        producer.stop()
-    assert producer.errors == []
-    acked = producer.by_partition()
+    victim = view[0].leader
+    acked = acked_across_a_leader_kill(cluster, "ledger", victim)
     total = sum(len(v) for v in acked.values())
 
     cluster.restart_broker(victim)

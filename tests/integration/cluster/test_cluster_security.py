@@ -10,14 +10,11 @@ from pathlib import Path
 
 from cluster_support import (
     ClusterFactory,
-    ContinuousProducer,
+    acked_across_a_leader_kill,
     admin,
     consume_all,
     create_topic,
-    log_tails,
-    partitions,
     wait_in_sync,
-    wait_until,
 )
 from confluent_kafka.admin import AdminClient
 
@@ -41,26 +38,8 @@ def test_sasl_ssl_only_cluster_survives_a_leader_kill9(fresh_cluster: ClusterFac
     assert config["security.protocol"] == "SASL_SSL"
     client = admin(cluster.bootstrap, config)
     view = create_topic(client, "secure-ledger", 3, 3, {"min.insync.replicas": "2"})
-    producer = ContinuousProducer(cluster.bootstrap, "secure-ledger", config=dict(config))
-    producer.start()
-    try:
-        wait_until("200 acknowledged records", lambda: producer.acked_count >= 200,
-                   diagnostics=lambda: log_tails(cluster))
-        victim = view[0].leader
-        cluster.kill_broker(victim)
-        survivor = next(b for b in sorted(cluster.brokers) if b != victim)
-        other = admin(cluster.broker(survivor).bootstrap, config)
-        wait_until(f"a new leader for secure-ledger-0 (broker {victim} was killed)",
-                   lambda: (p := partitions(other, "secure-ledger")) and p[0].leader not in (
-                       -1, victim), diagnostics=lambda: log_tails(cluster))
-        before = producer.acked_count
-        wait_until("200 more acknowledged records on the new leaders",
-                   lambda: producer.acked_count >= before + 200,
-                   diagnostics=lambda: log_tails(cluster))
-    finally:
-        producer.stop()
-    assert producer.errors == []
-    acked = producer.by_partition()
+    victim = view[0].leader
+    acked = acked_across_a_leader_kill(cluster, "secure-ledger", victim, config, count=200)
     total = sum(len(v) for v in acked.values())
     cluster.restart_broker(victim)
     wait_in_sync(client, "secure-ledger", 3)  # the restarted broker replicated over SASL_SSL
