@@ -249,9 +249,12 @@ def produce_records(bootstrap: str, topic: str, payload: bytes, count: int,
     return sent, elapsed
 
 
-def watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
-    """(log start offset, end offset) of ``topic`` partition 0."""
-    c = Consumer({"bootstrap.servers": bootstrap, **CLIENT_QUIET, "group.id": "millrace-bench"})
+def watermarks(bootstrap: str, topic: str,
+               config: dict[str, Any] | None = None) -> tuple[int, int]:
+    """(log start offset, end offset) of ``topic`` partition 0; ``config``: extra client
+    settings (security)."""
+    c = Consumer({"bootstrap.servers": bootstrap, **CLIENT_QUIET, "group.id": "millrace-bench",
+                  **(config or {})})
     try:
         low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
         return int(low), int(high)
@@ -317,32 +320,35 @@ def _cpu(r: Result) -> str:
 Goal = Callable[[Result, Result | None], str]
 
 
-def print_table(title: str, results: list[Result], goals: dict[str, Goal]) -> list[dict[str, Any]]:
+def print_table(title: str, results: list[Result], goals: dict[str, Goal],
+                mine: str = "millrace", base: str = "mock") -> list[dict[str, Any]]:
     """Print one row per (case, target) (the median of repeated runs) and return rows
-    for --json."""
+    for --json. The ratio column is ``mine``'s rec/s over ``base``'s."""
     results = median_runs(results)
+    label = f"{mine}/{base}"
+    w = max(13, len(label))
     print(f"\n{title}")
     header = (f"{'case':<17} {'target':<9} {'records':>9} {'secs':>6} {'rec/s':>11} "
-              f"{'runs':>12} {'MB/s':>7} {'cpu brk/cli':>11} {'millrace/mock':>13}  goal")
+              f"{'runs':>12} {'MB/s':>7} {'cpu brk/cli':>11} {label:>{w}}  goal")
     print(header)
     print("-" * len(header))
     rows: list[dict[str, Any]] = []
     cases = list(dict.fromkeys(r.case for r in results))
     for case in cases:
         by_target = {r.target: r for r in results if r.case == case}
-        mine, mock = by_target.get("millrace"), by_target.get("mock")
-        ratio = mine.rec_s / mock.rec_s if mine and mock and mock.rec_s else None
-        goal = goals[case](mine, mock) if mine and case in goals else ""
+        ours, yard = by_target.get(mine), by_target.get(base)
+        ratio = ours.rec_s / yard.rec_s if ours and yard and yard.rec_s else None
+        goal = goals[case](ours, yard) if ours and case in goals else ""
         for r in results:
             if r.case != case:
                 continue
-            is_mine = r.target == "millrace"
+            is_mine = r.target == mine
             ratio_s = f"{ratio:.2f}" if ratio is not None and is_mine else ""
             print(f"{case:<17} {r.target:<9} {r.records:>9} {r.seconds:>6.2f} {r.rec_s:>11,.0f} "
-                  f"{_range(r):>12} {r.mb_s:>7.1f} {_cpu(r):>11} {ratio_s:>13}  "
+                  f"{_range(r):>12} {r.mb_s:>7.1f} {_cpu(r):>11} {ratio_s:>{w}}  "
                   f"{goal if is_mine else ''}")
             rows.append({**r.as_dict(),
-                         "ratio_vs_mock": round(ratio, 3) if ratio and is_mine else None,
+                         f"ratio_vs_{base}": round(ratio, 3) if ratio and is_mine else None,
                          "goal": goal if is_mine else None})
     return rows
 

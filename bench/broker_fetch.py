@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from _common import (
     CONSUMER_THROUGHPUT,
@@ -63,12 +64,14 @@ def goal_100b(mine: Result, _mock: Result | None) -> str:
 GOALS: dict[str, Goal] = {"100B": goal_100b, "100B sequential": goal_100b}
 
 
-def consume_passes(bootstrap: str, topic: str, window: int, passes: int, size: int) -> float:
+def consume_passes(bootstrap: str, topic: str, window: int, passes: int, size: int,
+                   config: dict[str, Any] | None = None) -> float:
     """Read offsets 0..window-1 of partition 0 ``passes`` times; return the seconds taken.
 
     Checked per batch: offsets contiguous from 0 in each pass, value length ``size``.
+    ``config``: extra client settings (security).
     """
-    c = Consumer({"bootstrap.servers": bootstrap, **CONSUMER_THROUGHPUT})
+    c = Consumer({"bootstrap.servers": bootstrap, **CONSUMER_THROUGHPUT, **(config or {})})
     try:
         c.list_topics(topic, timeout=10)  # connect before the clock starts
         consume = c.consume
@@ -131,9 +134,10 @@ def preload(t: Target, case: Case, total: int) -> Loaded:
     return Loaded(case, t, topic, window, max(1, total // window), load_s)
 
 
-def read(ld: Loaded) -> Result:
+def read(ld: Loaded, config: dict[str, Any] | None = None) -> Result:
     meter = CpuMeter(ld.target)
-    secs = consume_passes(ld.target.bootstrap, ld.topic, ld.window, ld.passes, ld.case.size)
+    secs = consume_passes(ld.target.bootstrap, ld.topic, ld.window, ld.passes, ld.case.size,
+                          config)
     r = Result("fetch", ld.case.name, ld.target.name, ld.window * ld.passes, ld.case.size, secs,
                *meter.read(secs), extra={"window": ld.window, "passes": ld.passes,
                                           "preload_s": round(ld.preload_s, 3)})

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import Any
 
 from _common import (
     BenchFailure,
     CpuMeter,
     Goal,
     Result,
+    Target,
     main_guard,
     open_targets,
     parse_args,
@@ -54,6 +56,28 @@ def goal_100b(mine: Result, mock: Result | None) -> str:
 GOALS: dict[str, Goal] = {"100B acks=1": goal_100b}
 
 
+def payload_for(size: int) -> bytes:
+    return bytes(range(256)) * (size // 256) + bytes(size % 256)
+
+
+def ingest(t: Target, case: Case, topic: str, count: int,
+           config: dict[str, Any] | None = None) -> Result:
+    """Produce ``count`` records of ``case`` to a new ``topic`` on ``t`` and check that
+    the partition holds them all; ``config``: extra client settings (security)."""
+    t.create_topic(topic)
+    meter = CpuMeter(t)
+    n, secs = produce_records(t.bootstrap, topic, payload_for(case.size), count,
+                              extra={"acks": case.acks, **(config or {})}, budget_s=BUDGET_S)
+    _low, stored = watermarks(t.bootstrap, topic, config)
+    if stored != n:
+        raise BenchFailure(f"{t.name}: {case.name}: produced {n} records, "
+                           f"partition end offset is {stored}")
+    r = Result("ingest", case.name, t.name, n, case.size, secs, *meter.read(secs))
+    print(f"  {case.name:<14} {t.name:<9} {n:>9} rec in {secs:5.2f}s "
+          f"= {r.rec_s:>11,.0f} rec/s", flush=True)
+    return r
+
+
 def run() -> None:
     args = parse_args(__doc__ or "")
     results: list[Result] = []
@@ -62,21 +86,8 @@ def run() -> None:
             t.create_topic("bench-ingest-warmup")
             produce_records(t.bootstrap, "bench-ingest-warmup", bytes(100), 100_000)
         for rep, case in itertools.product(range(args.repeat), CASES):
-            payload = bytes(range(256)) * (case.size // 256) + bytes(case.size % 256)
             topic = f"bench-ingest-{case.size}-acks{case.acks}-{rep}"  # fresh log every run
-            for t in targets:
-                t.create_topic(topic)
-                meter = CpuMeter(t)
-                n, secs = produce_records(t.bootstrap, topic, payload, scaled(args, case.records),
-                                          extra={"acks": case.acks}, budget_s=BUDGET_S)
-                _low, stored = watermarks(t.bootstrap, topic)
-                if stored != n:
-                    raise BenchFailure(f"{t.name}: {case.name}: produced {n} records, "
-                                       f"partition end offset is {stored}")
-                r = Result("ingest", case.name, t.name, n, case.size, secs, *meter.read(secs))
-                print(f"  {case.name:<14} {t.name:<9} {n:>9} rec in {secs:5.2f}s "
-                      f"= {r.rec_s:>11,.0f} rec/s", flush=True)
-                results.append(r)
+            results += [ingest(t, case, topic, scaled(args, case.records)) for t in targets]
     rows = print_table("ingest (confluent-kafka Producer, 1 partition, no compression)",
                        results, GOALS)
     write_json(args.json, "ingest", rows)
