@@ -100,6 +100,8 @@ class BrokerConnection(asyncio.Protocol):
         self.peer: tuple[str, int] = ("", 0)
         self.queue: deque[Request | ApiVersionsFallback | _Frame] = deque()
         self.wakeup = asyncio.Event()
+        self.writable = asyncio.Event()  # cleared while the transport pauses writing
+        self.writable.set()
         self.worker: asyncio.Task[None] | None = None
         self.closed = False
         self.paused = False
@@ -217,6 +219,7 @@ class BrokerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.writable.set()
         self.server.connections.discard(self)
         self.wakeup.set()
         if self.worker is not None and not self.worker.done() and \
@@ -374,11 +377,23 @@ class BrokerConnection(asyncio.Protocol):
             if isinstance(part, bytes | bytearray):
                 self.transport.write(part)
             else:
-                await part.send(loop, self.transport)
+                await part.send(loop, self.transport, self._drain)
+
+    def pause_writing(self) -> None:  # the transport's buffer is over its high-water mark
+        self.writable.clear()
+
+    def resume_writing(self) -> None:
+        self.writable.set()
+
+    async def _drain(self) -> None:
+        """Return once the transport takes more (or the connection is gone)."""
+        if not self.writable.is_set() and not self.closed:
+            await self.writable.wait()
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            self.writable.set()
             if self.transport is not None:
                 self.transport.close()
 
