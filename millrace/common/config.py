@@ -18,6 +18,7 @@ from millrace.common.errors import ConfigError
 
 NO_DEFAULT: Any = object()
 LONG_MAX = (1 << 63) - 1
+HIDDEN = "[hidden]"  # how a password-type value prints
 INT_MAX = (1 << 31) - 1
 
 Validator = Callable[[str, Any], None]
@@ -132,6 +133,12 @@ class ConfigDef:
                 key.validator(name, v)
             out[name] = v
         return out
+
+    def redacted(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` fit to print: every set ``password`` key shows as ``[hidden]``
+        (Kafka's ``Password.toString``)."""
+        return {k: HIDDEN if v is not None and k in self.keys and
+                self.keys[k].type == "password" else v for k, v in values.items()}
 
     def convert(self, name: str, value: Any) -> Any:
         """Convert and validate one value (for dynamic config changes)."""

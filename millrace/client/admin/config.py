@@ -33,4 +33,4 @@ class AdminClientConfig:
         return self.values[name]
 
     def __repr__(self) -> str:
-        return f"AdminClientConfig({self.values!r})"
+        return f"AdminClientConfig({ADMIN_CONFIG.redacted(self.values)!r})"
