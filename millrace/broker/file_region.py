@@ -19,10 +19,13 @@ retention meanwhile still reads.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Awaitable, Callable
 
 from millrace.storage.info import FetchDataInfo
+
+log = logging.getLogger(__name__)
 
 TLS_CHUNK = 256 * 1024
 
@@ -49,6 +52,10 @@ class FileRegion:
         if sent != self.info.length:
             # The segment shrank under us (truncation): a short frame would desynchronise
             # the client, so the connection has to go.
+            if not transport.is_closing():
+                log.warning("closing the connection to %s: sent %d of the %d bytes of a "
+                            "fetched log region (the segment shrank meanwhile)",
+                            transport.get_extra_info("peername"), sent, self.info.length)
             transport.close()
 
     async def _copy(self, fd: int, transport: asyncio.Transport,
