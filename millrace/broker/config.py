@@ -347,6 +347,14 @@ class KafkaConfig:
             return self.listener_overrides[k]
         return self.values[key]
 
+    def listener_key(self, listener: str, key: str, mechanism: str | None = None) -> str:
+        """The name under which ``listener_value`` found ``key`` (for error messages)."""
+        base = f"{LISTENER_PREFIX}{listener.lower()}."
+        if mechanism is not None and f"{base}{mechanism.lower()}.{key}" in \
+                self.listener_overrides:
+            return f"{base}{mechanism.lower()}.{key}"
+        return base + key if base + key in self.listener_overrides else key
+
     def listener_has(self, listener: str, key: str) -> bool:
         """Whether ``key`` is set with the listener's prefix (Kafka honours
         ``ssl.client.auth`` on a SASL_SSL listener only in that form)."""

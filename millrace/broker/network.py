@@ -412,13 +412,14 @@ class SocketServer:
     """The listeners and their connections (Kafka's ``SocketServer``); owned by the
     event-loop thread."""
 
-    def __init__(self, config: KafkaConfig, time: Time) -> None:
+    def __init__(self, config: KafkaConfig, time: Time,
+                 listener_security: dict[str, ListenerSecurity] | None = None) -> None:
         self.config = config
         self.time = time
         self._services: BrokerServices | None = None
         self.connections: set[BrokerConnection] = set()
-        # Built first, so a bad keystore or JAAS text stops start-up before any bind.
-        self.listener_security: dict[str, ListenerSecurity] = build_all(config)
+        self.listener_security: dict[str, ListenerSecurity] = (
+            listener_security if listener_security is not None else build_all(config))
         self._servers: list[asyncio.Server] = []
         self._server_listeners: list[str] = []
         self._reaper: asyncio.Task[None] | None = None

@@ -48,6 +48,7 @@ from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.security.credential_cache import build_local_credential_cache
+from millrace.broker.security.listener_security import build_all
 from millrace.broker.services import BrokerServices
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.transaction.service import TransactionCoordinatorService
@@ -76,6 +77,10 @@ class KafkaServer:
         self._stop: asyncio.Event | None = None
         # why the broker is stopping on its own (a failed log dir); None: not failing
         self.failure: str | None = None
+        # Each listener's TLS context and SASL settings, built now: a keystore that does
+        # not load or a JAAS text that does not parse is a bad configuration (ConfigError
+        # naming the key), refused before anything binds or touches the log dirs.
+        self.listener_security = build_all(config)
 
     # ------------------------------------------------------------------ lifecycle
     @staticmethod
@@ -131,7 +136,8 @@ class KafkaServer:
         clustered = bool(cfg["zookeeper.connect"])
         # The listeners first: a taken port fails here, before anything is read or
         # created in the log dirs (ListenerBindError, one line from serve_forever).
-        socket_server = self.socket_server = SocketServer(cfg, self.time)
+        socket_server = self.socket_server = SocketServer(cfg, self.time,
+                                                          self.listener_security)
         await socket_server.bind()
         log.info("starting millrace broker node.id=%d log.dirs=%s%s", cfg.node_id,
                  ",".join(cfg.log_dirs),

@@ -173,9 +173,9 @@ def _broker(args: argparse.Namespace) -> int:
             with open(args.config, encoding="utf-8") as f:
                 text = f.read()
         config = KafkaConfig.from_text(text, overrides)
+        server = KafkaServer(config)  # loads keystores and JAAS texts: ConfigError
     except (ConfigError, OSError) as e:
         return fail(str(e), 2)
-    server = KafkaServer(config)
     code = asyncio.run(server.serve_forever(on_started=_started if as_json else None))
     if code and server.failure is not None:  # already logged: JSON only adds the event
         return fail(server.failure, code) if as_json else code

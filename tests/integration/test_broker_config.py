@@ -44,6 +44,27 @@ def test_bad_config_refuses_to_start_naming_the_key(tmp_path: Path, override: st
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize(("overrides", "named"), [
+    (("listeners=SSL://127.0.0.1:0", "security.inter.broker.protocol=SSL",
+      "ssl.keystore.type=JKS", "ssl.keystore.location=/nonexistent/broker.jks"),
+     "ssl.keystore"),
+    (("listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+      "sasl.enabled.mechanisms=PLAIN", 'sasl.jaas.config=PlainLoginModule required a="b"'),
+     "sasl.jaas.config"),
+    (("listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",),
+     "sasl.enabled.mechanisms"),  # Kafka's default GSSAPI is not supported
+    (("listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+      "sasl.enabled.mechanisms=PLAIN"), "jaas"),  # PLAIN without users
+])
+def test_bad_security_config_refuses_to_start_naming_it(
+        tmp_path: Path, overrides: tuple[str, ...], named: str) -> None:
+    proc = _run_broker(f"log.dirs={tmp_path / 'logs'}", *overrides)
+    assert proc.returncode == 2, proc.stderr
+    assert named in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "logs").exists()  # refused before touching the log dirs
+
+
 def test_properties_file_and_unknown_key_in_it(tmp_path: Path) -> None:
     props = tmp_path / "server.properties"
     props.write_text(f"log.dirs={tmp_path}/logs\nlisteners=PLAINTEXT://127.0.0.1:{free_port()}\n"

@@ -116,8 +116,8 @@ def jaas_for(config: KafkaConfig, listener: str, mechanism: str) -> JaasConfig |
     text = config.listener_value(listener, "sasl.jaas.config", mechanism)
     if not text:
         return None
-    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
-    return parse_jaas_config(str(text), key)
+    return parse_jaas_config(str(text),
+                             config.listener_key(listener, "sasl.jaas.config", mechanism))
 
 
 def build_listener_security(config: KafkaConfig, listener: Listener) -> ListenerSecurity:
