@@ -278,6 +278,10 @@ class KafkaConfig:
                 raise ConfigError("Invalid value for configuration advertised.listeners: "
                                   f"{a.name} advertises the wildcard address {a.host}")
         self.inter_broker_listener_name = self._inter_broker_listener()
+        if v["control.plane.listener.name"] is not None:
+            raise ConfigError("control.plane.listener.name is not supported: the controller "
+                              "talks to the brokers on the inter-broker listener "
+                              f"({self.inter_broker_listener_name}); remove the key")
         self.listener_overrides = self._listener_overrides(scoped, names)
         self._check_sasl()
         self.log_dirs: list[str] = v["log.dirs"] or [v["log.dir"]]

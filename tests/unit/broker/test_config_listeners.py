@@ -122,3 +122,10 @@ def test_inter_broker_mechanism_must_be_enabled_on_that_listener() -> None:
                      "security.inter.broker.protocol": "SASL_SSL",
                      "sasl.enabled.mechanisms": "PLAIN",
                      "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"})
+
+
+def test_a_dedicated_control_plane_listener_is_refused_not_ignored() -> None:
+    with pytest.raises(ConfigError, match=r"control\.plane\.listener\.name is not supported"):
+        KafkaConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
+                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                     "control.plane.listener.name": "CONTROLLER"})
