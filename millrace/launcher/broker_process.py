@@ -48,8 +48,10 @@ class BrokerProcess(ChildProcess):
     def __init__(self, data_dir: Path | str, port: int | None = None,
                  overrides: dict[str, str] | None = None, start_timeout: float = 30.0,
                  *, new_session: bool = False, env: dict[str, str] | None = None,
-                 cgroup: Path | None = None, listener_protocol: str = "PLAINTEXT") -> None:
+                 cgroup: Path | None = None, listener_protocol: str = "PLAINTEXT",
+                 log_level: str | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.log_level = log_level  # `millrace broker --log-level` (None: its default)
         self.listener_protocol = listener_protocol
         self.env = dict(env or {})  # added to this process's environment
         self.cgroup = cgroup
@@ -70,6 +72,8 @@ class BrokerProcess(ChildProcess):
     def start(self) -> BrokerProcess:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "millrace.cli.main", "broker"]
+        if self.log_level is not None:
+            args += ["--log-level", self.log_level]
         for k, v in self.overrides.items():
             args += ["--override", f"{k}={v}"]
         if self.cgroup is not None:
