@@ -34,6 +34,7 @@ from millrace.launcher.broker_process import BrokerProcess, free_port
 from millrace.protocol import NEED_DATA, ClientConnection, Response
 from millrace.protocol.types import (
     ApiVersionsRequest,
+    DescribeConfigsRequest,
     MetadataRequest,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
@@ -361,3 +362,21 @@ def test_metadata_answers_with_the_listener_the_request_came_in_on(
         assert [b.port for b in meta.brokers] == [ports.plaintext]
     finally:
         plain.close()
+
+
+def test_describe_configs_never_shows_secrets(ports: Listeners) -> None:
+    """sasl.jaas.config holds the PLAIN users' passwords: sensitive, value null (Kafka)."""
+    channel = Channel(ports.plaintext)
+    try:
+        resp = channel.call(DescribeConfigsRequest(resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=4, resource_name="0", configuration_keys=None)]), 1)
+    finally:
+        channel.close()
+    (result,) = resp.results
+    entries = {c.name: c for c in result.configs}
+    jaas = entries["sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None
+    assert entries["ssl.keystore.password"].is_sensitive
+    assert not entries["sasl.enabled.mechanisms"].is_sensitive
+    assert all("alice-secret" not in (c.value or "") for c in result.configs)

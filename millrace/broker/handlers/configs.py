@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from millrace.broker.config import BROKER_CONFIG
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
 from millrace.broker.topic_config import SOURCE_DEFAULT
@@ -55,14 +56,18 @@ async def handle_describe_configs(ctx: RequestContext, body: DescribeConfigsRequ
                                if r.configuration_keys is None or k in r.configuration_keys]
         elif r.resource_type == BROKER:
             values = services.config.values
-            res.configs = [entry_cls(name=k, value=None if v is None else _fmt(v),
+            # Kafka's rule: a password-type value (sasl.jaas.config with its users'
+            # passwords, keystore passwords) is sensitive and never leaves the broker.
+            res.configs = [entry_cls(name=k, value=None if v is None or sensitive
+                                     else _fmt(v),
                                      read_only=True,
                                      config_source=SOURCE_STATIC_BROKER
                                      if k in services.config.originals else SOURCE_DEFAULT,
                                      is_default=k not in services.config.originals,
-                                     is_sensitive=False, synonyms=[])
+                                     is_sensitive=sensitive, synonyms=[])
                            for k, v in sorted(values.items())
-                           if r.configuration_keys is None or k in r.configuration_keys]
+                           if r.configuration_keys is None or k in r.configuration_keys
+                           for sensitive in (BROKER_CONFIG.keys[k].type == "password",)]
         else:
             res.error_code = Errors.INVALID_REQUEST
             res.error_message = f"Unsupported resource type {r.resource_type}"
