@@ -24,16 +24,22 @@ __all__ = [
     "ApiVersionsResponse",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreatePartitionsResponse",
     "CreateTopicsRequest",
     "CreateTopicsResponse",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteGroupsRequest",
     "DeleteGroupsResponse",
     "DeleteRecordsRequest",
     "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
@@ -2182,6 +2188,189 @@ class TxnOffsetCommitResponse(Struct):
         *,
         throttle_time_ms: int = ...,
         topics: list[TxnOffsetCommitResponseTopic] = ...,
+    ) -> None: ...
+
+
+class DescribeAclsRequest(Struct):
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+    def __init__(
+        self,
+        *,
+        resource_type_filter: int = ...,
+        resource_name_filter: str | None = ...,
+        pattern_type_filter: int = ...,
+        principal_filter: str | None = ...,
+        host_filter: str | None = ...,
+        operation: int = ...,
+        permission_type: int = ...,
+    ) -> None: ...
+
+
+class DescribeAclsResponse(Struct):
+    class DescribeAclsResource(Struct):
+        class AclDescription(Struct):
+            principal: str
+            host: str
+            operation: int
+            permission_type: int
+            def __init__(
+                self,
+                *,
+                principal: str = ...,
+                host: str = ...,
+                operation: int = ...,
+                permission_type: int = ...,
+            ) -> None: ...
+        resource_type: int
+        resource_name: str
+        pattern_type: int
+        acls: list[AclDescription]
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            pattern_type: int = ...,
+            acls: list[AclDescription] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResource]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        resources: list[DescribeAclsResource] = ...,
+    ) -> None: ...
+
+
+class CreateAclsRequest(Struct):
+    class AclCreation(Struct):
+        resource_type: int
+        resource_name: str
+        resource_pattern_type: int
+        principal: str
+        host: str
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            resource_type: int = ...,
+            resource_name: str = ...,
+            resource_pattern_type: int = ...,
+            principal: str = ...,
+            host: str = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+    creations: list[AclCreation]
+    def __init__(
+        self,
+        *,
+        creations: list[AclCreation] = ...,
+    ) -> None: ...
+
+
+class CreateAclsResponse(Struct):
+    class AclCreationResult(Struct):
+        error_code: int
+        error_message: str | None
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    results: list[AclCreationResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        results: list[AclCreationResult] = ...,
+    ) -> None: ...
+
+
+class DeleteAclsRequest(Struct):
+    class DeleteAclsFilter(Struct):
+        resource_type_filter: int
+        resource_name_filter: str | None
+        pattern_type_filter: int
+        principal_filter: str | None
+        host_filter: str | None
+        operation: int
+        permission_type: int
+        def __init__(
+            self,
+            *,
+            resource_type_filter: int = ...,
+            resource_name_filter: str | None = ...,
+            pattern_type_filter: int = ...,
+            principal_filter: str | None = ...,
+            host_filter: str | None = ...,
+            operation: int = ...,
+            permission_type: int = ...,
+        ) -> None: ...
+    filters: list[DeleteAclsFilter]
+    def __init__(
+        self,
+        *,
+        filters: list[DeleteAclsFilter] = ...,
+    ) -> None: ...
+
+
+class DeleteAclsResponse(Struct):
+    class DeleteAclsFilterResult(Struct):
+        class DeleteAclsMatchingAcl(Struct):
+            error_code: int
+            error_message: str | None
+            resource_type: int
+            resource_name: str
+            pattern_type: int
+            principal: str
+            host: str
+            operation: int
+            permission_type: int
+            def __init__(
+                self,
+                *,
+                error_code: int = ...,
+                error_message: str | None = ...,
+                resource_type: int = ...,
+                resource_name: str = ...,
+                pattern_type: int = ...,
+                principal: str = ...,
+                host: str = ...,
+                operation: int = ...,
+                permission_type: int = ...,
+            ) -> None: ...
+        error_code: int
+        error_message: str | None
+        matching_acls: list[DeleteAclsMatchingAcl]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            matching_acls: list[DeleteAclsMatchingAcl] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsFilterResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        filter_results: list[DeleteAclsFilterResult] = ...,
     ) -> None: ...
 
 

@@ -7,8 +7,9 @@ Besides the client APIs, the cluster's own: the controller-to-broker APIs of Zoo
 mode (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown -- Kafka 3.x only),
 AlterPartition (leader to controller) and the admin APIs the controller answers
 (ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
-AlterUserScramCredentials).  Declaring a
-message does not make the broker serve it: that takes a registered handler
+AlterUserScramCredentials).  The ACL admin APIs (DescribeAcls, CreateAcls, DeleteAcls)
+are declared from v0, which Kafka 3.9 serves and 4.0 dropped.  Declaring a message does
+not make the broker serve it: that takes a registered handler
 (``millrace.broker.api_version_manager``).
 """
 
@@ -23,11 +24,14 @@ from millrace.protocol.messages import (
     alter_user_scram_credentials,
     api_versions,
     controlled_shutdown,
+    create_acls,
     create_partitions,
     create_topics,
+    delete_acls,
     delete_groups,
     delete_records,
     delete_topics,
+    describe_acls,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -69,7 +73,8 @@ _MODULES = (
     heartbeat, leave_group, sync_group, describe_groups, list_groups, sasl_handshake,
     api_versions, create_topics, delete_topics, delete_records, init_producer_id,
     offset_for_leader_epoch, add_partitions_to_txn, add_offsets_to_txn, end_txn,
-    write_txn_markers, txn_offset_commit, describe_configs, alter_configs,
+    write_txn_markers, txn_offset_commit, describe_acls, create_acls, delete_acls,
+    describe_configs, alter_configs,
     sasl_authenticate, create_partitions, delete_groups, elect_leaders,
     incremental_alter_configs, alter_partition_reassignments, list_partition_reassignments,
     describe_user_scram_credentials, alter_user_scram_credentials,

@@ -43,6 +43,8 @@ EXPECTED_APIS = {
     "DescribeTransactions", "ListTransactions",  # issue 15 (admin side of transactions)
     # security: SCRAM credential management (KIP-554)
     "DescribeUserScramCredentials", "AlterUserScramCredentials",
+    # security: the ACL admin APIs (KIP-140, KIP-290)
+    "DescribeAcls", "CreateAcls", "DeleteAcls",
 }
 
 # The cluster's APIs (issue 13): inter-broker and controller-admin, with their version and
@@ -60,6 +62,12 @@ CLUSTER_APIS = {
 NO_UPSTREAM_JSON = {"LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown",
                     "AlterPartition"}
 
+# APIs whose oldest version Kafka 4.0 dropped (KIP-896) while Kafka 3.9, the broker we
+# follow, still serves it: the installed JSON starts at 1, 3.9's at 0, with the same field
+# list (every field of a later version absent from v0).  The comparison starts at the
+# version given here, against the installed JSON's fields.
+SERVED_BELOW_JSON = {"DescribeAcls": 0, "CreateAcls": 0, "DeleteAcls": 0}
+
 # Version ranges the reference (kafka-protocol.md section 1) says brokers accept and
 # clients send: Kafka 4.x broker ranges (later 4.x where they grew), librdkafka, Java,
 # kafka-python, aiokafka and KafkaJS client versions.  Ours must contain each range.
@@ -75,6 +83,7 @@ REQUIRED_VERSIONS = {
     "TxnOffsetCommit": (0, 5), "WriteTxnMarkers": (1, 2), "DescribeCluster": (0, 2),
     "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2), "DescribeProducers": (0, 0),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
+    "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
 }
 
 # The first flexible version of each API (reference section 1, "1st flexible").
@@ -88,6 +97,7 @@ FIRST_FLEXIBLE = {
     "TxnOffsetCommit": 3, "WriteTxnMarkers": 1, "DescribeCluster": 0,
     "SaslAuthenticate": 2, "DescribeProducers": 0,
     "DescribeUserScramCredentials": 0, "AlterUserScramCredentials": 0,
+    "DescribeAcls": 2, "CreateAcls": 2, "DeleteAcls": 2,
 }
 
 
@@ -217,7 +227,18 @@ DATA_CODECS = {c.message.name: c for c in (SUBSCRIPTION, ASSIGNMENT, STICKY_ASSI
 SCHEMA_PACKAGES = {"StickyAssignorUserData": "kafka.coordinator.assignors.sticky"}
 
 CODECS = {c.message.name: c for c in _codecs()} | DATA_CODECS
-SCHEMAS = {name: load_json(name, SCHEMA_PACKAGES.get(name)) for name in CODECS}
+JSON = {name: load_json(name, SCHEMA_PACKAGES.get(name)) for name in CODECS}
+
+
+def _with_kafka_3_9_range(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    low = SERVED_BELOW_JSON.get(name.removesuffix("Request").removesuffix("Response"))
+    if low is None:
+        return schema
+    high = parse_versions(schema["validVersions"]).high
+    return {**schema, "validVersions": f"{low}-{high}"}
+
+
+SCHEMAS = {name: _with_kafka_3_9_range(name, schema) for name, schema in JSON.items()}
 
 
 def _versioned() -> list[Any]:
@@ -267,6 +288,15 @@ def test_the_cluster_apis_with_upstream_json_are_compared() -> None:
     assert {"ElectLeaders", "AlterPartitionReassignments", "ListPartitionReassignments"} <= compared
 
 
+@pytest.mark.parametrize("name", sorted(SERVED_BELOW_JSON))
+def test_versions_served_below_the_json_are_the_ones_kafka_4_dropped(name: str) -> None:
+    # Should a later kafka-python ship JSON starting lower, the exception goes.
+    for kind in ("Request", "Response"):
+        assert parse_versions(JSON[f"{name}{kind}"]["validVersions"]).low == \
+            SERVED_BELOW_JSON[name] + 1
+        assert CODECS[f"{name}{kind}"].message.versions.low == SERVED_BELOW_JSON[name]
+
+
 @pytest.mark.parametrize("name", sorted(NO_UPSTREAM_JSON))
 def test_apis_left_out_of_the_comparison_really_have_no_json(name: str) -> None:
     # Should a later kafka-python ship one of them, it belongs in the comparison.
@@ -286,7 +316,7 @@ def test_cluster_api_ranges_match_kafka_3_8(name: str) -> None:
 def test_exactly_the_apis_of_the_issues() -> None:
     names = {api.name for api in API.values()}
     assert names == EXPECTED_APIS | set(CLUSTER_APIS)
-    assert len(API) == 33 + 10 + 2
+    assert len(API) == 33 + 10 + 2 + 3
     assert {k.name for k in ApiKey} == {
         re.sub(r"(?<!^)(?=[A-Z])", "_", n).upper() for n in names}
     assert [ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
