@@ -20,5 +20,7 @@ Modules:
 ``sasl``                  ``SaslServer``/``SaslClient`` protocols, PLAIN and SCRAM mechanisms
 ``ssl_principal_mapper``  ``ssl.principal.mapping.rules``: cert DN -> principal name
 ``sanitizer``             Kafka's ``Sanitizer`` for ZooKeeper entity names (``/config/users/..``)
+``acl``                   the ACL model (operations, permissions, resource patterns, bindings,
+                          filters with Kafka's ANY/MATCH semantics) and its ZooKeeper JSON
 ``ssl_factory``, ``certs`` TLS contexts and certificates (the only I/O)
 """
