@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any
 
 from millrace.client.admin import (
+    _acls,
     _configs,
     _group_offsets,
     _groups,
@@ -46,6 +47,7 @@ from millrace.client.admin.types import (
     ConsumerGroupListing,
     ConsumerGroupOffsets,
     ElectionType,
+    FilterResult,
     GroupOffset,
     ListOffsetsResultInfo,
     NewPartitions,
@@ -65,6 +67,7 @@ from millrace.client.admin.types import (
 )
 from millrace.client.errors import IllegalStateError
 from millrace.common.time import SYSTEM_TIME, Time
+from millrace.security.acl import AclBinding, AclBindingFilter
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
@@ -335,6 +338,29 @@ class KafkaAdminClient:
         with self._lock:
             return _scram.alter_user_scram_credentials(self._net, alterations,
                                                        self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ ACLs
+    def create_acls(self, bindings: Iterable[AclBinding], *, timeout_ms: int | None = None
+                    ) -> AdminResult[AclBinding, None]:
+        """Create ACLs (CreateAcls; Java ``createAcls``): one result per binding.  A broker
+        without an authorizer fails each with ``SecurityDisabledError``."""
+        with self._lock:
+            return _acls.create_acls(self._net, bindings, self._deadline(timeout_ms))
+
+    def describe_acls(self, flt: AclBindingFilter = AclBindingFilter.ANY, *,
+                      timeout_ms: int | None = None) -> list[AclBinding]:
+        """The ACLs matching ``flt`` (DescribeAcls; Java ``describeAcls``); raises the
+        broker's error (``SecurityDisabledError`` without an authorizer)."""
+        with self._lock:
+            return _acls.describe_acls(self._net, flt, self._deadline(timeout_ms))
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                    timeout_ms: int | None = None
+                    ) -> AdminResult[AclBindingFilter, list[FilterResult]]:
+        """Delete the ACLs matching each filter (DeleteAcls; Java ``deleteAcls``): per
+        filter, the ACLs it matched, each with the error that kept it (None: deleted)."""
+        with self._lock:
+            return _acls.delete_acls(self._net, filters, self._deadline(timeout_ms))
 
 
 AdminClient = KafkaAdminClient

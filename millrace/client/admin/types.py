@@ -11,7 +11,9 @@ offset with the log end offset and lag), ``PartitionAssignmentState`` (one row o
 (``TransactionState``), ``PartitionProducerState`` of ``ProducerState``s and the
 ``AbortTransactionSpec`` request.  SCRAM credentials (KIP-554): ``ScramMechanism``,
 ``ScramCredentialInfo``, ``UserScramCredentialsDescription`` and the alterations
-``UserScramCredentialUpsertion`` / ``UserScramCredentialDeletion``.
+``UserScramCredentialUpsertion`` / ``UserScramCredentialDeletion``.  ACLs (the bindings
+and filters themselves are ``millrace.security.acl``'s): ``FilterResult``, one ACL a
+``delete_acls`` filter matched.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
 
 from millrace.client.cluster import Node, TopicPartition
+from millrace.common.errors import KafkaError
+from millrace.security.acl import AclBinding
 
 __all__ = [
     "AbortTransactionSpec", "AlterConfigOp", "AlterConfigOpType", "ClusterDescription",
     "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource",
     "ConsumerGroupDescription", "ConsumerGroupListing", "ConsumerGroupOffsets",
-    "ConsumerGroupState", "ElectionType", "GroupOffset", "ListOffsetsResultInfo",
+    "ConsumerGroupState", "ElectionType", "FilterResult", "GroupOffset", "ListOffsetsResultInfo",
     "MemberAssignment", "MemberDescription", "NewPartitions", "NewTopic", "Node",
     "OffsetAndMetadata", "OffsetSpec", "PartitionAssignmentState",
     "PartitionProducerState", "ProducerState", "ScramCredentialInfo", "ScramMechanism",
@@ -520,3 +524,13 @@ class UserScramCredentialDeletion:
 
 
 UserScramCredentialAlteration = UserScramCredentialUpsertion | UserScramCredentialDeletion
+
+
+# ---------------------------------------------------------------------- ACLs
+@dataclass(frozen=True)
+class FilterResult:
+    """Java ``DeleteAclsResult.FilterResult``: an ACL a ``delete_acls`` filter matched and
+    the error that kept the broker from deleting it (None: deleted)."""
+
+    binding: AclBinding
+    error: KafkaError | None = None
