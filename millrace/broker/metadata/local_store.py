@@ -6,9 +6,9 @@ survive a restart lives in its first log dir: ``meta.properties`` (Kafka's file:
 version, node.id, cluster.id) and ``millrace-metadata.json`` (topics with ids,
 partition counts and config overrides; the producer-id block high mark; user entity
 configs -- the SCRAM credentials, in the same ``key -> value`` form ZooKeeper's
-``/config/users/<user>`` holds).  Writes are
-atomic (temp file, fsync, rename, fsync dir) so a crash leaves either the old or the
-new state.
+``/config/users/<user>`` holds; the ACLs, an ``acls`` section that ``LocalAclStore``
+encodes and this module keeps as it is).  Writes are atomic (temp file, fsync, rename,
+fsync dir) so a crash leaves either the old or the new state.
 
 Thread ownership: mutated only on the event-loop thread.
 """
@@ -16,11 +16,13 @@ Thread ownership: mutated only on the event-loop thread.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import uuid
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Any
 
 from millrace.broker.metadata.cluster_metadata import (
     BrokerRegistration,
@@ -98,6 +100,7 @@ class LocalMetadataStore(ClusterMetadata):
         self._registration: BrokerRegistration | None = None
         self.producer_id_block_end = 0  # ids below this were handed out (or reserved)
         self._user_configs: dict[str, dict[str, str]] = {}
+        self._acl_records: list[dict[str, Any]] = []
         os.makedirs(log_dir, exist_ok=True)
         self._cluster_id = ensure_meta_properties(log_dir, node_id, cluster_id)
         self._load()
@@ -144,6 +147,7 @@ class LocalMetadataStore(ClusterMetadata):
         self.producer_id_block_end = int(data.get("producer_id_block_end", 0))
         self._user_configs = {str(user): {str(k): str(v) for k, v in configs.items()}
                               for user, configs in data.get("users", {}).items()}
+        self._acl_records = list(data.get("acls", []))
 
     def _save(self) -> None:
         data = {"version": 1, "producer_id_block_end": self.producer_id_block_end,
@@ -152,6 +156,8 @@ class LocalMetadataStore(ClusterMetadata):
              "configs": t.configs} for t in sorted(self._topics.values(), key=lambda t: t.name)]}
         if self._user_configs:
             data["users"] = {u: self._user_configs[u] for u in sorted(self._user_configs)}
+        if self._acl_records:
+            data["acls"] = self._acl_records
         atomic_write(os.path.join(self.log_dir, self.FILE),
                      json.dumps(data, indent=1).encode())
 
@@ -214,4 +220,14 @@ class LocalMetadataStore(ClusterMetadata):
             self._user_configs[user] = dict(configs)
         else:
             self._user_configs.pop(user, None)
+        self._save()
+
+    # ------------------------------------------------------------------ ACLs
+    def acl_records(self) -> list[dict[str, Any]]:
+        """The ``acls`` section as ``LocalAclStore`` wrote it (one JSON object per pattern)."""
+        return copy.deepcopy(self._acl_records)
+
+    def set_acl_records(self, records: list[dict[str, Any]]) -> None:
+        """Replace the ``acls`` section, durably."""
+        self._acl_records = copy.deepcopy(records)
         self._save()

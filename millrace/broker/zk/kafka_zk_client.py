@@ -19,6 +19,9 @@ The rules it keeps (reference ``cluster.md`` §1):
 - **Partition epoch.**  A partition ``state`` znode is only ever rewritten conditionally
   on the version read with it; that version is the partition epoch of LeaderAndIsr and
   AlterPartition.  A lost race is ``ZkBadVersionError``: re-read, decide again.
+- **ACLs.**  A pattern's ACL znode is rewritten only conditionally on the version read
+  with it (or created if absent, or deleted at that version once empty); the caller
+  (``acl_store.ZkAclStore``) re-reads and retries when the answer is "moved".
 - **Producer-id blocks.**  ``/latest_producer_id_block`` names the last block handed out;
   the next block is written conditionally on the version read, so two brokers racing for
   a block get different ones (the loser re-reads and takes the next).
@@ -52,6 +55,7 @@ from millrace.broker.zk.zk_data import (
     ProducerIdsBlock,
     ReplicaAssignment,
     TopicIdReplicaAssignment,
+    VersionedAcls,
 )
 from millrace.broker.zk.zookeeper_client import (
     CreateOp,
@@ -63,6 +67,13 @@ from millrace.broker.zk.zookeeper_client import (
 )
 from millrace.common.time import SYSTEM_TIME, Time
 from millrace.common.topic_partition import TopicPartition
+from millrace.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    encode_acls,
+)
 
 log = logging.getLogger(__name__)
 
@@ -547,6 +558,84 @@ class KafkaZkClient:
             self.zk.multi([DeleteOp(zd.PREFERRED_REPLICA_ELECTION_PATH)],
                           expected_controller_epoch_zk_version)
 
+    # ------------------------------------------------------------------ ACLs
+    def create_acl_paths(self) -> None:
+        """``createAclPaths``: the ACL stores, a dir per resource type in each, the change
+        dirs (an authorizer makes sure of them at start-up)."""
+        for path in zd.acl_paths():
+            self.zk.ensure_path(path)
+
+    def get_versioned_acls(self, pattern: ResourcePattern) -> VersionedAcls:
+        """A pattern's ACLs with their znode version (``NO_ACLS`` when there is no znode)."""
+        got = self.zk.get_data(zd.acl_resource_path(pattern))
+        return zd.decode_versioned_acls(got[0], int(got[1].version)) if got else zd.NO_ACLS
+
+    def conditional_set_acls(self, pattern: ResourcePattern,
+                             entries: Collection[AccessControlEntry],
+                             expected_version: int) -> int | None:
+        """Rewrite a pattern's znode if it still has ``expected_version``: the new version,
+        or None when it moved or went away (BADVERSION, NONODE: re-read, decide again)."""
+        if expected_version < 0:
+            raise ValueError(f"Invalid version {expected_version} for a conditional update")
+        try:
+            stat = self.zk.set_data(zd.acl_resource_path(pattern), encode_acls(entries),
+                                    expected_version)
+        except (ZkBadVersionError, ZkNoNodeError):
+            return None
+        return int(stat.version)
+
+    def create_acls_if_not_exists(self, pattern: ResourcePattern,
+                                  entries: Collection[AccessControlEntry]) -> bool:
+        """Create a pattern's znode (version 0; parents where missing); False when another
+        writer created it first (NODEEXISTS)."""
+        try:
+            self.zk.create(zd.acl_resource_path(pattern), encode_acls(entries),
+                           make_parents=True)
+        except ZkNodeExistsError:
+            return False
+        return True
+
+    def conditional_delete_acls(self, pattern: ResourcePattern, expected_version: int) -> bool:
+        """Delete a pattern's znode at ``expected_version``: True once it is gone (also
+        when it already was), False when it moved (BADVERSION)."""
+        try:
+            self.zk.delete(zd.acl_resource_path(pattern), expected_version)
+        except ZkBadVersionError:
+            return False
+        return True
+
+    def get_acl_resource_types(self, pattern_type: PatternType) -> list[str]:
+        """The resource type dirs of a store, as named there (``Topic``, ...)."""
+        return self.zk.get_children(zd.acl_store_path(pattern_type))
+
+    def get_acl_resource_names(self, pattern_type: PatternType,
+                               resource_type: ResourceType) -> list[str]:
+        return self.zk.get_children(zd.acl_resource_type_path(pattern_type, resource_type))
+
+    def create_acl_change_notification(self, pattern: ResourcePattern) -> str:
+        """An ``acl_changes_<n>`` node naming ``pattern``; returns its sequence number."""
+        change_path = zd.acl_change_path(pattern.pattern_type)
+        created = self.zk.create(f"{change_path}/{zd.ACL_CHANGE_PREFIX}",
+                                 zd.encode_acl_change_notification(pattern), sequential=True,
+                                 make_parents=True)
+        return zd.sequence_number_of(created.rsplit("/", 1)[1], zd.ACL_CHANGE_PREFIX)
+
+    def get_acl_change_notifications(self, change_path: str) -> list[str]:
+        """Sequence numbers of the ``acl_changes_<n>`` nodes under ``change_path``, oldest
+        first."""
+        return sorted(zd.sequence_number_of(c, zd.ACL_CHANGE_PREFIX)
+                      for c in self.zk.get_children(change_path)
+                      if c.startswith(zd.ACL_CHANGE_PREFIX))
+
+    def get_acl_change_notification(self, change_path: str,
+                                    sequence_number: str) -> tuple[bytes, int] | None:
+        """A change node's data and creation time (ms, the server's clock); None if gone."""
+        got = self.zk.get_data(f"{change_path}/{zd.ACL_CHANGE_PREFIX}{sequence_number}")
+        return (got[0], int(got[1].ctime)) if got is not None else None
+
+    def delete_acl_change_notification(self, change_path: str, sequence_number: str) -> None:
+        self.zk.delete(f"{change_path}/{zd.ACL_CHANGE_PREFIX}{sequence_number}")
+
     # ------------------------------------------------------------------ producer ids
     def allocate_producer_id_block(self, broker_id: int,
                                    block_size: int = zd.PRODUCER_ID_BLOCK_SIZE) -> ProducerIdsBlock:
@@ -605,6 +694,17 @@ class KafkaZkClient:
             lambda children: callback(sorted(zd.sequence_number_of(c, zd.ISR_CHANGE_PREFIX)
                                              for c in children
                                              if c.startswith(zd.ISR_CHANGE_PREFIX))))
+
+    def watch_acl_changes(self, change_path: str,
+                          callback: Callable[[list[str]], None]) -> ZkWatch:
+        """``callback(sequence numbers)`` of the ``acl_changes_<n>`` nodes under
+        ``change_path`` (created if missing), now and on every change."""
+        self.zk.ensure_path(change_path)
+        return self.zk.watch_children(
+            change_path,
+            lambda children: callback(sorted(zd.sequence_number_of(c, zd.ACL_CHANGE_PREFIX)
+                                             for c in children
+                                             if c.startswith(zd.ACL_CHANGE_PREFIX))))
 
     def watch_controller(self, callback: Callable[[int | None], None]) -> ZkWatch:
         """``callback(controller id or None)`` now and whenever ``/controller`` is created,

@@ -19,6 +19,13 @@ The layout (E ephemeral, P persistent, PS persistent-sequential with a 10-digit 
     /config/<type>/<name>            P  {"version":1,"config":{"k":"v"}}
     /config/changes/config_change_<n> PS {"version":2,"entity_path":"topics/<t>"}
     /latest_producer_id_block        P  {"version":1,"broker":1,"block_start":"0","block_end":"999"}
+    /kafka-acl/<Type>/<name>         P  a LITERAL pattern's ACLs: {"acls":[{"principal":"User:alice",
+                                         "permissionType":"Allow","host":"*","operation":"Read"}],
+                                         "version":1}   (``millrace.security.acl.encode_acls``)
+    /kafka-acl-extended/prefixed/<Type>/<name>   P  a PREFIXED pattern's ACLs, the same JSON
+    /kafka-acl-changes/acl_changes_<n>           PS TOPIC:orders        (UTF-8 text, not JSON)
+    /kafka-acl-extended-changes/acl_changes_<n>  PS {"version":1,"resourceType":"TOPIC",
+                                                     "name":"orders-","patternType":"PREFIXED"}
 
 Encoding follows Kafka's Jackson output: compact separators, UTF-8, ``/`` unescaped, keys
 in the order ``ZkData`` inserts them (Kafka's readers parse JSON, so order only matters
@@ -39,6 +46,13 @@ from typing import Any
 
 from millrace.broker.metadata.cluster_metadata import PartitionState
 from millrace.common.topic_partition import TopicPartition
+from millrace.security.acl import (
+    AccessControlEntry,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    decode_acls,
+)
 
 # ---------------------------------------------------------------------------- paths
 CONTROLLER_PATH = "/controller"
@@ -491,3 +505,159 @@ def decode_producer_id_block(data: bytes | None) -> ProducerIdsBlock | None:
         return None
     start = int(js["block_start"])
     return ProducerIdsBlock(int(js["broker"]), start, int(js["block_end"]) - start + 1)
+
+
+# ---------------------------------------------------------------------------- ACLs
+# ZkData's ZkAclStore / ZkAclChangeStore.  A pattern's ACLs live at
+# <store>/<resource type, PascalCase>/<name>: LITERAL under /kafka-acl, every other specific
+# pattern type under /kafka-acl-extended/<pattern type, lower case> (only PREFIXED exists).
+# A write is followed by a PERSISTENT_SEQUENTIAL change node naming the pattern: literal
+# ones as the text "<ResourceType enum name>:<name>", extended ones as JSON.
+KAFKA_ACL_PATH = "/kafka-acl"
+KAFKA_ACL_EXTENDED_PATH = "/kafka-acl-extended"
+KAFKA_ACL_CHANGES_PATH = "/kafka-acl-changes"
+KAFKA_ACL_EXTENDED_CHANGES_PATH = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+ACL_CHANGE_EVENT_VERSION = 1  # ExtendedAclChangeEvent.currentVersion
+# the pattern types with a store of their own (PatternType.isSpecific)
+ACL_STORE_PATTERN_TYPES = (PatternType.LITERAL, PatternType.PREFIXED)
+# AclEntry.RESOURCE_TYPES: every type but UNKNOWN and ANY has a dir in each store
+ACL_RESOURCE_TYPES = tuple(t for t in ResourceType
+                           if t not in (ResourceType.UNKNOWN, ResourceType.ANY))
+# ZkVersion.UnknownVersion: the version of ACLs read from a znode that does not exist
+UNKNOWN_VERSION = -2
+
+
+@dataclass(frozen=True, slots=True)
+class VersionedAcls:
+    """One pattern's ACLs and the version of the znode they were read from
+    (``AclAuthorizer.VersionedAcls``): a rewrite is conditional on that version."""
+
+    entries: frozenset[AccessControlEntry]
+    zk_version: int = UNKNOWN_VERSION
+
+    @property
+    def exists(self) -> bool:
+        return self.zk_version != UNKNOWN_VERSION
+
+
+NO_ACLS = VersionedAcls(frozenset())
+
+
+def decode_versioned_acls(data: bytes | None, zk_version: int) -> VersionedAcls:
+    """``ResourceZNode.decode``: an empty znode holds no ACLs (``AclEntry.fromBytes``);
+    otherwise ``decode_acls`` (version 1 only, ValueError on anything else)."""
+    return VersionedAcls(frozenset(decode_acls(data) if data else ()), zk_version)
+
+
+def acl_store_path(pattern_type: PatternType) -> str:
+    """``ZkAclStore(patternType).aclPath``: ``/kafka-acl`` or ``/kafka-acl-extended/prefixed``."""
+    if pattern_type == PatternType.LITERAL:
+        return KAFKA_ACL_PATH
+    if pattern_type in ACL_STORE_PATTERN_TYPES:
+        return f"{KAFKA_ACL_EXTENDED_PATH}/{pattern_type.name.lower()}"
+    raise ValueError(f"Invalid pattern type: {pattern_type.name}")
+
+
+def acl_resource_type_path(pattern_type: PatternType, resource_type: ResourceType) -> str:
+    return f"{acl_store_path(pattern_type)}/{resource_type.kafka_name}"
+
+
+def acl_resource_path(pattern: ResourcePattern) -> str:
+    """``ResourceZNode.path``: the znode of one pattern's ACLs.  The name is used as it is
+    (Kafka does not sanitize it), so one with ``/`` -- which CreateAcls refuses -- or an
+    empty one has no znode."""
+    if not pattern.name or "/" in pattern.name:
+        raise ValueError(f"resource name {pattern.name!r} cannot name a znode")
+    return f"{acl_resource_type_path(pattern.pattern_type, pattern.resource_type)}/{pattern.name}"
+
+
+def acl_change_path(pattern_type: PatternType) -> str:
+    """Where changes of patterns of this type are announced."""
+    acl_store_path(pattern_type)  # refuses the filter types
+    if pattern_type == PatternType.LITERAL:
+        return KAFKA_ACL_CHANGES_PATH
+    return KAFKA_ACL_EXTENDED_CHANGES_PATH
+
+
+def acl_change_pattern_type(change_path: str) -> PatternType:
+    """The pattern type whose changes ``change_path`` carries (the decoder to use)."""
+    if change_path == KAFKA_ACL_CHANGES_PATH:
+        return PatternType.LITERAL
+    if change_path == KAFKA_ACL_EXTENDED_CHANGES_PATH:
+        return PatternType.PREFIXED
+    raise ValueError(f"{change_path} is not an ACL change path")
+
+
+def acl_paths() -> list[str]:
+    """``KafkaZkClient.createAclPaths``: each store, a dir per resource type in it, and the
+    two change dirs (an authorizer creates them at start-up)."""
+    paths = []
+    for pattern_type in ACL_STORE_PATTERN_TYPES:
+        paths.append(acl_store_path(pattern_type))
+        paths.extend(acl_resource_type_path(pattern_type, t) for t in ACL_RESOURCE_TYPES)
+    paths.extend((KAFKA_ACL_CHANGES_PATH, KAFKA_ACL_EXTENDED_CHANGES_PATH))
+    return paths
+
+
+def resource_type_from_path_name(name: str) -> ResourceType | None:
+    """The resource type of a store's dir: its PascalCase name (``TransactionalId``); None
+    for any other (Kafka logs "Ignoring unknown ResourceType" and skips the dir).  Kafka's
+    ``SecurityUtils.resourceType`` also takes ``TOPIC``, but then reads ``/Topic/..``
+    below it, so such a dir never yields an ACL: it is skipped here as well."""
+    for t in ACL_RESOURCE_TYPES:
+        if name == t.kafka_name:
+            return t
+    return None
+
+
+def _resource_type_from_string(text: str) -> ResourceType:
+    """``ResourceType.fromString``: the Java enum name, any case (``TOPIC``, ``topic``,
+    ``Transactional_Id``); also the PascalCase name in any case (``TransactionalId``),
+    which Kafka 1.x wrote into its notifications.  ValueError for anything else."""
+    by_enum_name = ResourceType.__members__.get(text.upper())
+    if by_enum_name is not None and by_enum_name in ACL_RESOURCE_TYPES:
+        return by_enum_name
+    for t in ACL_RESOURCE_TYPES:
+        if text.lower() == t.kafka_name.lower():
+            return t
+    raise ValueError(f"unknown resource type {text!r}")
+
+
+def encode_acl_change_notification(pattern: ResourcePattern) -> bytes:
+    """The change node's data: ``TOPIC:orders`` for a LITERAL pattern (``ResourceType.
+    toString`` is the enum name), else ``ExtendedAclChangeEvent`` JSON."""
+    if pattern.pattern_type == PatternType.LITERAL:
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+    acl_store_path(pattern.pattern_type)
+    return to_json_bytes({"version": ACL_CHANGE_EVENT_VERSION,
+                          "resourceType": pattern.resource_type.name,
+                          "name": pattern.name,
+                          "patternType": pattern.pattern_type.name})
+
+
+def decode_acl_change_notification(change_path: str, data: bytes | None) -> ResourcePattern:
+    """The pattern a change node under ``change_path`` names; ValueError when it names
+    none (Kafka logs such a node and goes on)."""
+    if acl_change_pattern_type(change_path) == PatternType.LITERAL:
+        text = (data or b"").decode("utf-8")
+        resource_type, sep, name = text.partition(":")
+        if not sep:
+            raise ValueError("expected a string in format ResourceType:ResourceName but got "
+                             f"{text!r}")
+        return ResourcePattern(_resource_type_from_string(resource_type), name,
+                               PatternType.LITERAL)
+    js = parse_json(data)
+    if not isinstance(js, dict):
+        raise ValueError(f"Failed to parse ACL change event {data!r}")
+    version = js.get("version")
+    if not isinstance(version, int) or version > ACL_CHANGE_EVENT_VERSION:
+        raise ValueError(f"Acl change event received for unsupported version: {version}")
+    pattern_type = PatternType.__members__.get(str(js.get("patternType")))
+    if pattern_type is None or pattern_type not in ACL_STORE_PATTERN_TYPES:
+        raise ValueError(f"ACL change event with pattern type {js.get('patternType')!r}")
+    event_name = js.get("name")
+    if not isinstance(event_name, str):
+        raise ValueError(f"ACL change event without a name: {data!r}")
+    return ResourcePattern(_resource_type_from_string(str(js.get("resourceType"))), event_name,
+                           pattern_type)
