@@ -48,7 +48,7 @@ from millrace.broker.security.sasl_server_authenticator import (
 )
 from millrace.broker.services import BrokerServices
 from millrace.broker.tls_transport import start_tls_server
-from millrace.common.errors import FrameTooLargeError, ProtocolDecodeError
+from millrace.common.errors import FrameTooLargeError, InvalidRequestError, ProtocolDecodeError
 from millrace.common.time import Time
 from millrace.protocol import (
     NEED_DATA,
@@ -343,6 +343,11 @@ class BrokerConnection(asyncio.Protocol):
         started = _time.monotonic() if request_log.isEnabledFor(logging.DEBUG) else 0.0
         try:
             body = await handler(ctx, event.body)
+        except InvalidRequestError as e:  # a request the handler refuses whole (Kafka closes)
+            log.warning("closing connection from %s:%s: invalid %s v%d (client %r): %s",
+                        *self.peer, event.api.name, event.version, ctx.client_id, e)
+            self.close()
+            return
         except Exception:
             log.exception("%s v%d from %s:%s (client %r, %s) failed; closing the connection",
                           event.api.name, event.version, *self.peer, ctx.client_id,
