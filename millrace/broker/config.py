@@ -107,6 +107,12 @@ BROKER_CONFIG = (
     .define("socket.send.buffer.bytes", "int", 102400)
     .define("socket.receive.buffer.bytes", "int", 102400)
     .define("connections.max.idle.ms", "long", 600_000)
+    # connection limits (reference security.md 7); max.connections and
+    # max.connection.creation.rate may be listener-prefixed
+    .define("max.connections", "int", INT_MAX, at_least(0))
+    .define("max.connections.per.ip", "int", INT_MAX, at_least(0))
+    .define("max.connections.per.ip.overrides", "string", "")
+    .define("max.connection.creation.rate", "int", INT_MAX, at_least(0))
     .define("num.network.threads", "int", 3, at_least(1))
     .define("num.io.threads", "int", 8, at_least(1))
     .define("num.recovery.threads.per.data.dir", "int", 2, at_least(1))

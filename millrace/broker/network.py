@@ -38,6 +38,7 @@ from collections import deque
 from typing import Any
 
 from millrace.broker.config import KafkaConfig
+from millrace.broker.connection_quotas import ConnectionQuotas
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import HANDLERS
 from millrace.broker.security.listener_security import ListenerSecurity, build_all
@@ -105,6 +106,7 @@ class BrokerConnection(asyncio.Protocol):
         self.worker: asyncio.Task[None] | None = None
         self.closed = False
         self.paused = False
+        self.counted = False  # by server.quotas: given back once, in connection_lost
         self.last_active = server.time.milliseconds()
 
     # ------------------------------------------------------------------ protocol callbacks
@@ -114,6 +116,18 @@ class BrokerConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple):
             self.peer = (str(peer[0]), int(peer[1]))
+        refusal = self.server.quotas.accept(self.listener, self.peer[0])
+        if refusal is not None:  # over a connection limit: closed before any work
+            self.closed = True
+            transport.abort()
+            unlogged = self.server.quotas.should_log(refusal)
+            if unlogged is not None:
+                log.info("closing connection from %s:%s on listener %s: %s%s", *self.peer,
+                         self.listener, refusal,
+                         f" ({unlogged} more refused since the last such line)"
+                         if unlogged else "")
+            return
+        self.counted = True
         self.server.connections.add(self)
         loop = asyncio.get_running_loop()
         if self.security.ssl_context is not None:
@@ -128,6 +142,7 @@ class BrokerConnection(asyncio.Protocol):
             tls = await start_tls_server(raw, self, self.security.ssl_context,
                                          handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
         except asyncio.CancelledError:
+            self._release_quota()
             raise
         except BaseException as e:
             # asyncio aborts a handshake past its timeout with ConnectionAbortedError
@@ -218,6 +233,7 @@ class BrokerConnection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._release_quota()
         self.closed = True
         self.writable.set()
         self.server.connections.discard(self)
@@ -225,6 +241,13 @@ class BrokerConnection(asyncio.Protocol):
         if self.worker is not None and not self.worker.done() and \
                 self.worker is not asyncio.current_task():
             self.worker.cancel()
+
+    def _release_quota(self) -> None:
+        """Give the connection's slot back, once (connection_lost may come twice after a
+        failed TLS handshake)."""
+        if self.counted:
+            self.counted = False
+            self.server.quotas.release(self.listener, self.peer[0])
 
     # ------------------------------------------------------------------ request processing
     def _finish_then_close(self) -> None:
@@ -423,6 +446,7 @@ class SocketServer:
         self.time = time
         self._services: BrokerServices | None = None
         self.connections: set[BrokerConnection] = set()
+        self.quotas = ConnectionQuotas(config, time)  # validates the limits' configs
         self.listener_security: dict[str, ListenerSecurity] = (
             listener_security if listener_security is not None else build_all(config))
         self._servers: list[asyncio.Server] = []
