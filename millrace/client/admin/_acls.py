@@ -26,7 +26,8 @@ raises ``KafkaTimeoutError`` from the call.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from millrace.client.admin._admin_network import AdminNetwork
 from millrace.client.admin.results import AdminResult
@@ -50,6 +51,9 @@ from millrace.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+
+T = TypeVar("T")
+V = TypeVar("V")
 
 CREATING, DESCRIBING, DELETING = "creating ACLs", "describing ACLs", "deleting ACLs"
 UNKNOWN_FILTER = "The AclBindingFilter must not contain UNKNOWN elements."
@@ -83,6 +87,32 @@ def _binding(resource_type: int, name: str, pattern_type: int, principal: str, h
         raise KafkaError(f"the broker answered an ACL this client cannot read: {e}") from None
 
 
+def _send_items(net: AdminNetwork, body: Any, deadline_ms: int, min_version: int | None,
+                sent: Sequence[T], results_of: Callable[[Any], list[Any]],
+                outcome: dict[T, V | KafkaError], value_of: Callable[[Any], V],
+                what: str, missing: Callable[[T], str]) -> None:
+    """One request for the ``sent`` items, whose results come back in the same order:
+    each item's ``value_of(result)`` or error into ``outcome``.  An error of the request
+    itself (e.g. UnsupportedVersionError) fails every item sent; an item the answer left
+    out fails with ``missing(item)``."""
+    try:
+        response, _ = net.send(body, deadline_ms, min_version=min_version)
+        results = results_of(response)
+    except KafkaError as e:
+        outcome.update(dict.fromkeys(sent, e))
+        return
+    for i, item in enumerate(sent):
+        if i >= len(results):
+            outcome[item] = KafkaError(missing(item))
+        elif results[i].error_code:
+            outcome[item] = _error(results[i].error_code, results[i].error_message, what)
+        else:
+            try:
+                outcome[item] = value_of(results[i])
+            except KafkaError as error:
+                outcome[item] = error
+
+
 # ---------------------------------------------------------------------- create
 def create_acls(net: AdminNetwork, bindings: Iterable[AclBinding], deadline_ms: int
                 ) -> AdminResult[AclBinding, None]:
@@ -105,31 +135,15 @@ def create_acls(net: AdminNetwork, bindings: Iterable[AclBinding], deadline_ms: 
         min_version = _min_version((b.pattern.resource_type for b in sent),
                                    (b.pattern.pattern_type for b in sent),
                                    {PatternType.LITERAL})
-        try:
-            response: CreateAclsResponse
-            response, _ = net.send(body, deadline_ms, min_version=min_version)
-            results = list(response.results)
-        except KafkaError as e:  # e.g. UnsupportedVersionError: every binding sent fails
-            outcome.update(dict.fromkeys(sent, e))
-            results = []
-        for i, binding in enumerate(sent):
-            if binding in outcome:
-                continue
-            if i >= len(results):
-                outcome[binding] = KafkaError(
-                    f"The broker reported no creation result for the given ACL: {binding}")
-            elif results[i].error_code:
-                outcome[binding] = _error(results[i].error_code, results[i].error_message,
-                                          CREATING)
-            else:
-                outcome[binding] = None
+
+        def results_of(response: CreateAclsResponse) -> list[Any]:
+            return list(response.results)
+        _send_items(net, body, deadline_ms, min_version, sent, results_of, outcome,
+                    lambda _r: None, CREATING,
+                    lambda b: f"The broker reported no creation result for the given ACL: "
+                              f"{b}")
     result: AdminResult[AclBinding, None] = AdminResult()
-    for binding in order:
-        error = outcome[binding]
-        if error is None:
-            result.set_value(binding, None)
-        else:
-            result.set_error(binding, error)
+    result.set_outcomes(order, outcome)
     return result
 
 
@@ -172,32 +186,19 @@ def delete_acls(net: AdminNetwork, filters: Iterable[AclBindingFilter], deadline
         min_version = _min_version((f.pattern_filter.resource_type for f in sent),
                                    (f.pattern_filter.pattern_type for f in sent),
                                    {PatternType.LITERAL, PatternType.ANY})
-        try:
-            response: DeleteAclsResponse
-            response, _ = net.send(body, deadline_ms, min_version=min_version)
-            results = list(response.filter_results)
-        except KafkaError as e:  # e.g. UnsupportedVersionError: every filter sent fails
-            outcome.update(dict.fromkeys(sent, e))
-            results = []
-        for i, flt in enumerate(sent):
-            if flt in outcome:
-                continue
-            if i >= len(results):
-                outcome[flt] = KafkaError(
-                    "The broker reported no deletion result for the given filter.")
-            elif results[i].error_code:
-                outcome[flt] = _error(results[i].error_code, results[i].error_message,
-                                      DELETING)
-            else:
-                try:
-                    outcome[flt] = [FilterResult(
-                        _binding(m.resource_type, m.resource_name, m.pattern_type,
-                                 m.principal, m.host, m.operation, m.permission_type),
-                        _error(m.error_code, m.error_message, DELETING)
-                        if m.error_code else None)
-                        for m in results[i].matching_acls]
-                except KafkaError as error:
-                    outcome[flt] = error
+
+        def results_of(response: DeleteAclsResponse) -> list[Any]:
+            return list(response.filter_results)
+
+        def matched(result: Any) -> list[FilterResult]:
+            return [FilterResult(
+                _binding(m.resource_type, m.resource_name, m.pattern_type, m.principal,
+                         m.host, m.operation, m.permission_type),
+                _error(m.error_code, m.error_message, DELETING) if m.error_code else None)
+                for m in result.matching_acls]
+        _send_items(net, body, deadline_ms, min_version, sent, results_of, outcome, matched,
+                    DELETING,
+                    lambda _f: "The broker reported no deletion result for the given filter.")
     result: AdminResult[AclBindingFilter, list[FilterResult]] = AdminResult()
     result.set_outcomes(order, outcome)
     return result
