@@ -61,7 +61,7 @@ from millrace.broker.controller.zk_writes import (
     ZkWriteResult,
 )
 from millrace.broker.controller_channel_manager import ControllerChannelManager
-from millrace.broker.metadata import SECURITY_PROTOCOL_IDS, BrokerRegistration, Endpoint, TopicInfo
+from millrace.broker.metadata import SECURITY_PROTOCOL_IDS, BrokerRegistration, EndPoint, TopicInfo
 from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.tasks import stop_task
 from millrace.broker.zk import KafkaZkClient, zk_data
@@ -227,9 +227,7 @@ class ControllerService:
             if ep is not None:
                 out.append(BrokerRegistration(
                     b.broker.id, ep.host, ep.port, b.broker.rack, b.epoch,
-                    endpoints=tuple(Endpoint(e.listener_name, e.host, e.port,
-                                             e.security_protocol)
-                                    for e in b.broker.endpoints)))
+                    endpoints=b.broker.endpoints))
         return out
 
     def _read_failover_state(self, epoch: int, epoch_zk_version: int) -> FailoverState:
@@ -522,10 +520,10 @@ def update_metadata_request(r: UpdateMetadata, listener: str) -> UpdateMetadataR
                live_brokers=[cls.UpdateMetadataBroker(
                    id=b.node_id, rack=b.rack, endpoints=[
                        cls.UpdateMetadataBroker.UpdateMetadataEndpoint(
-                           port=e.port, host=e.host, listener=e.listener,
+                           port=e.port, host=e.host, listener=e.listener_name,
                            security_protocol=SECURITY_PROTOCOL_IDS[e.security_protocol])
                        for e in (b.endpoints or (
-                           Endpoint(listener, b.host, b.port, "PLAINTEXT"),))])
+                           EndPoint(b.host, b.port, listener),))])
                    for b in r.live_brokers])
 
 

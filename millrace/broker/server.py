@@ -42,7 +42,7 @@ from millrace.broker.config import KafkaConfig
 from millrace.broker.group.offsets_log import ReplicatedOffsetsLog
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import load_all
-from millrace.broker.metadata import BrokerRegistration, Endpoint, LocalMetadataStore
+from millrace.broker.metadata import BrokerRegistration, EndPoint, LocalMetadataStore
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
@@ -159,10 +159,10 @@ class KafkaServer:
         services.log_manager.failure_channel.add_listener(offline)
         bound = socket_server.bound_addresses()
         endpoints = tuple(
-            Endpoint(a.name, a.host or "localhost",
-                     a.port or socket_server.bound_port_of(a.name), a.protocol)
+            EndPoint(a.host or "localhost", a.port or socket_server.bound_port_of(a.name),
+                     a.name, a.protocol)
             for a in cfg.advertised_listeners)
-        inter = next(e for e in endpoints if e.listener == cfg.inter_broker_listener_name)
+        inter = next(e for e in endpoints if e.listener_name == cfg.inter_broker_listener_name)
         host, port = inter.host, inter.port
         registration = BrokerRegistration(cfg.node_id, host, port, cfg["broker.rack"],
                                           endpoints=endpoints)

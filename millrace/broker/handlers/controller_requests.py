@@ -26,7 +26,7 @@ from millrace.broker.handlers import handles
 from millrace.broker.metadata import (
     SECURITY_PROTOCOL_NAMES,
     BrokerRegistration,
-    Endpoint,
+    EndPoint,
     PartitionState,
 )
 from millrace.broker.metadata.metadata_cache import PartitionMetadata
@@ -135,7 +135,7 @@ async def handle_update_metadata(ctx: RequestContext,
         if endpoint is not None:
             brokers.append(BrokerRegistration(
                 b.id, endpoint.host, endpoint.port, b.rack,
-                endpoints=tuple(Endpoint(e.listener, e.host, e.port,
+                endpoints=tuple(EndPoint(e.host, e.port, e.listener,
                                          SECURITY_PROTOCOL_NAMES.get(e.security_protocol,
                                                                      "PLAINTEXT"))
                                 for e in b.endpoints)))

@@ -79,15 +79,39 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 SECURITY_PROTOCOL_NAMES = {v: k for k, v in SECURITY_PROTOCOL_IDS.items()}
 
 
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    """One advertised listener of a broker: clients are answered with the endpoint of
-    the listener their request came in on."""
+_ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
 
-    listener: str
+
+@dataclass(frozen=True, slots=True)
+class EndPoint:
+    """One listener of a broker (Kafka's ``kafka.cluster.EndPoint``)."""
+
     host: str
     port: int
+    listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
+
+    @property
+    def connection_string(self) -> str:
+        """``LISTENER://host:port``; an IPv6 host in brackets (``Utils.formatAddress``)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener_name}://{host}:{self.port}"
+
+    @staticmethod
+    def parse(connection_string: str,
+              security_protocol_map: Mapping[str, str] | None = None) -> EndPoint:
+        """``EndPoint.createEndPoint``: without a map the listener name is the protocol."""
+        m = _ENDPOINT.match(connection_string)
+        if m is None:
+            raise ValueError(f"Unable to parse {connection_string} to a broker endpoint")
+        listener = m.group(1)
+        if security_protocol_map is None:
+            protocol = listener
+        elif listener in security_protocol_map:
+            protocol = security_protocol_map[listener]
+        else:
+            raise ValueError(f"No security protocol defined for listener {listener}")
+        return EndPoint(m.group(2), int(m.group(3)), listener, protocol)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +126,14 @@ class BrokerRegistration:
     port: int
     rack: str | None = None
     epoch: int = 0
-    endpoints: tuple[Endpoint, ...] = ()
+    endpoints: tuple[EndPoint, ...] = ()
 
     def endpoint_for(self, listener: str) -> tuple[str, int] | None:
         """(host, port) of the broker on ``listener``, None if it has no such listener."""
         if not self.endpoints:
             return self.host, self.port
         for e in self.endpoints:
-            if e.listener == listener:
+            if e.listener_name == listener:
                 return e.host, e.port
         return None
 

@@ -63,8 +63,7 @@ class ZkClusterMetadata(ClusterMetadata):
     # ------------------------------------------------------------------ brokers
     def register_broker(self, registration: BrokerRegistration) -> None:
         self._registration = registration
-        endpoints = tuple(EndPoint(e.host, e.port, e.listener, e.security_protocol)
-                          for e in registration.endpoints) or (
+        endpoints = registration.endpoints or (
             EndPoint(registration.host, registration.port, self._listener),)
         info = BrokerInfo(registration.node_id, endpoints, registration.rack)
         self.broker_epoch = self.zk.register_broker(info)

@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from millrace.broker.metadata.cluster_metadata import PartitionState
+from millrace.broker.metadata.cluster_metadata import EndPoint, PartitionState
 from millrace.common.topic_partition import TopicPartition
 from millrace.security.acl import (
     AccessControlEntry,
@@ -200,39 +199,6 @@ def decode_controller_epoch(data: bytes) -> int:
 
 
 # ---------------------------------------------------------------------------- brokers
-_ENDPOINT = re.compile(r"^(.*)://\[?([0-9a-zA-Z\-%._:]*)\]?:(-?[0-9]+)$")
-
-
-@dataclass(frozen=True, slots=True)
-class EndPoint:
-    """One listener of a broker (Kafka's ``kafka.cluster.EndPoint``)."""
-
-    host: str
-    port: int
-    listener_name: str = "PLAINTEXT"
-    security_protocol: str = "PLAINTEXT"
-
-    @property
-    def connection_string(self) -> str:
-        """``LISTENER://host:port``; an IPv6 host in brackets (``Utils.formatAddress``)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener_name}://{host}:{self.port}"
-
-    @staticmethod
-    def parse(connection_string: str,
-              security_protocol_map: Mapping[str, str] | None = None) -> EndPoint:
-        """``EndPoint.createEndPoint``: without a map the listener name is the protocol."""
-        m = _ENDPOINT.match(connection_string)
-        if m is None:
-            raise ValueError(f"Unable to parse {connection_string} to a broker endpoint")
-        listener = m.group(1)
-        if security_protocol_map is None:
-            protocol = listener
-        elif listener in security_protocol_map:
-            protocol = security_protocol_map[listener]
-        else:
-            raise ValueError(f"No security protocol defined for listener {listener}")
-        return EndPoint(m.group(2), int(m.group(3)), listener, protocol)
 
 
 @dataclass(frozen=True, slots=True)
