@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,16 +57,15 @@ class ChannelSecurity:
 
 
 PLAINTEXT_CHANNEL = ChannelSecurity()
-_BUILT: dict[int, tuple[KafkaConfig, ChannelSecurity]] = {}
+# built once per config (one SSL context for every channel), gone with the config
+_BUILT: weakref.WeakKeyDictionary[KafkaConfig, ChannelSecurity] = weakref.WeakKeyDictionary()
 
 
 def inter_broker_security(config: KafkaConfig) -> ChannelSecurity:
     """The inter-broker listener's client-side security (built once per config)."""
-    built = _BUILT.get(id(config))
-    if built is not None and built[0] is config:
-        return built[1]
-    security = _build(config)
-    _BUILT[id(config)] = (config, security)
+    security = _BUILT.get(config)
+    if security is None:
+        security = _BUILT[config] = _build(config)
     return security
 
 
