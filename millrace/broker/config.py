@@ -113,6 +113,15 @@ BROKER_CONFIG = (
     .define("max.connections.per.ip", "int", INT_MAX, at_least(0))
     .define("max.connections.per.ip.overrides", "string", "")
     .define("max.connection.creation.rate", "int", INT_MAX, at_least(0))
+    # the ACL authorizer (reference security.md 4): "" = no authorization, as Kafka
+    .define("authorizer.class.name", "string", "",
+            one_of("", "kafka.security.authorizer.AclAuthorizer",
+                   "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
+            doc="the ACL authorizer under either of Kafka's names (ZooKeeper-mode "
+                "AclAuthorizer, KRaft StandardAuthorizer); empty: every request allowed")
+    .define("super.users", "string", None, nullable=True,
+            doc="principals allowed everything, separated by ';' (User:admin;User:broker)")
+    .define("allow.everyone.if.no.acl.found", "boolean", False)
     .define("num.network.threads", "int", 3, at_least(1))
     .define("num.io.threads", "int", 8, at_least(1))
     .define("num.recovery.threads.per.data.dir", "int", 2, at_least(1))
@@ -290,6 +299,11 @@ class KafkaConfig:
                               f"({self.inter_broker_listener_name}); remove the key")
         self.listener_overrides = self._listener_overrides(scoped, names)
         self._check_sasl()
+        for principal in (v["super.users"] or "").split(";"):
+            if principal.strip() and ":" not in principal.strip():
+                raise ConfigError(f"Invalid value {v['super.users']} for configuration "
+                                  f"super.users: {principal.strip()!r} is not a principal "
+                                  "Type:name (User:admin)")
         self.log_dirs: list[str] = v["log.dirs"] or [v["log.dir"]]
         if v["group.min.session.timeout.ms"] > v["group.max.session.timeout.ms"]:
             raise ConfigError("group.min.session.timeout.ms must not exceed "

@@ -47,6 +47,8 @@ from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.security.acl_service import AclService, authorizer_enabled
+from millrace.broker.security.acl_store import LocalAclStore
 from millrace.broker.security.credential_cache import build_local_credential_cache
 from millrace.broker.security.listener_security import build_all
 from millrace.broker.services import BrokerServices
@@ -129,7 +131,9 @@ class KafkaServer:
             api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
             transaction_coordinator=TransactionCoordinatorService(
                 config, time, txn_log, metadata, producer_id_manager.generate_producer_id),
-            credentials=build_local_credential_cache(config, metadata))
+            credentials=build_local_credential_cache(config, metadata),
+            acls=(AclService.build(config, LocalAclStore(metadata))
+                  if authorizer_enabled(config) else None))
 
     async def startup(self) -> None:
         cfg = self.config
@@ -224,6 +228,8 @@ class KafkaServer:
             await self.services.transaction_coordinator.stop()
             self.services.replica_manager.shutdown()
             self.services.log_manager.shutdown()
+            if self.services.acls is not None:
+                self.services.acls.stop()
         if cluster is not None:
             cluster.zk.close()  # the registration vanishes: the controller reacts
         log.info("millrace broker %d stopped", self.config.node_id)

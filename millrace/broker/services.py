@@ -5,7 +5,8 @@ holds the server), in dependency order: config and time; the cluster metadata; t
 manager (which recovers the logs); the replica manager; the admin manager; the group
 coordinator (which replays ``__consumer_offsets``); the producer-id manager; the
 transaction coordinator (which replays ``__transaction_state``).  Handlers reach them
-through ``RequestContext.services``.  Later milestones add the authorizer here.
+through ``RequestContext.services``; the ACL service (``acls``) is None unless
+``authorizer.class.name`` turns authorization on.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.security.acl_service import AclService
 from millrace.broker.security.credential_cache import CredentialCache
 from millrace.broker.topic_config import TopicConfigs
 from millrace.broker.transaction.service import TransactionCoordinatorService
@@ -58,3 +60,4 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinatorService
     credentials: CredentialCache  # SCRAM credentials the SASL listeners check
     cluster: ClusterServices | None = None  # None: the single-node embedded broker
+    acls: AclService | None = None  # None: no authorizer configured (everything allowed)

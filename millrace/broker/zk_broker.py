@@ -42,6 +42,8 @@ from millrace.broker.partition import Partition
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
+from millrace.broker.security.acl_service import AclService, authorizer_enabled
+from millrace.broker.security.acl_store import ZkAclStore
 from millrace.broker.security.credential_cache import (
     USER_CONFIG_TYPE,
     build_zk_credential_cache,
@@ -114,6 +116,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
         api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
         transaction_coordinator=txn,
         credentials=build_zk_credential_cache(config, zk),
+        acls=AclService.build(config, ZkAclStore(zk)) if authorizer_enabled(config) else None,
         cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
                                 fetcher_manager=rm.fetcher_manager, zk=zk))
 

@@ -32,8 +32,20 @@ from millrace.protocol import (
     RequestHeader,
 )
 from millrace.record import RecordBatch, RecordBatchBuilder, iter_batches
+from millrace.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from millrace.security.kafka_principal import ANONYMOUS, KafkaPrincipal
 
 NODE = 1
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"}
+"""``Broker(dir, **AUTHORIZER)``: the broker with the ACL authorizer on."""
 T0 = 1_700_000_000_000
 PRODUCE_V = 9     # flexible, topic names
 FETCH_V = 12      # flexible, topic names
@@ -52,17 +64,35 @@ class Broker:
         self.services: BrokerServices = KafkaServer.build_services(self.config, self.time)
         self.services.metadata.register_broker(BrokerRegistration(NODE, "localhost", 9092))
 
-    async def call(self, key: int, version: int, body: Any) -> Any:
-        """Encode ``body`` at ``version``, decode, run the handler, and return its response
-        after an encode/decode round trip (None when the handler sends none)."""
+    async def call(self, key: int, version: int, body: Any,
+                   principal: KafkaPrincipal = ANONYMOUS, host: str = "127.0.0.1") -> Any:
+        """Encode ``body`` at ``version``, decode, run the handler as ``principal`` from
+        ``host``, and return its response after an encode/decode round trip (None when
+        the handler sends none)."""
         api = API[key]
         body = api.request.decode(api.request.encode(body, version), version)
-        ctx = RequestContext(RequestHeader(key, version, 7, "test"), api, "127.0.0.1", 5555,
-                             self.services)
+        ctx = RequestContext(RequestHeader(key, version, 7, "test"), api, host, 5555,
+                             self.services, principal=principal)
         response = await HANDLERS[key](ctx, body)
         if response is None:
             return None
         return api.response.decode(api.response.encode(response, version), version)
+
+    def allow(self, principal: str, operation: AclOperation, resource_type: ResourceType,
+              name: str, pattern_type: PatternType = PatternType.LITERAL,
+              permission: AclPermissionType = AclPermissionType.ALLOW,
+              host: str = "*") -> None:
+        """Add one ACL (the broker needs ``authorizer.class.name`` in ``extra``)."""
+        assert self.services.acls is not None, "built without authorizer.class.name"
+        binding = AclBinding(ResourcePattern(resource_type, name, pattern_type),
+                             AccessControlEntry(principal, host, operation, permission))
+        results = asyncio.run(self.services.acls.create_acls([binding]))
+        assert results[0].error == 0, results
+
+    def deny(self, principal: str, operation: AclOperation, resource_type: ResourceType,
+             name: str, pattern_type: PatternType = PatternType.LITERAL) -> None:
+        self.allow(principal, operation, resource_type, name, pattern_type,
+                   AclPermissionType.DENY)
 
     def create_topic(self, name: str, partitions: int = 1,
                      configs: dict[str, str] | None = None) -> None:
@@ -74,6 +104,8 @@ class Broker:
         return p
 
     def close(self) -> None:
+        if self.services.acls is not None:
+            self.services.acls.stop()
         self.services.replica_manager.shutdown()
         self.services.log_manager.shutdown()
 
