@@ -12,6 +12,8 @@ __all__ = [
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnRequest",
     "AddPartitionsToTxnResponse",
+    "AlterClientQuotasRequest",
+    "AlterClientQuotasResponse",
     "AlterConfigsRequest",
     "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
@@ -40,6 +42,8 @@ __all__ = [
     "DeleteTopicsResponse",
     "DescribeAclsRequest",
     "DescribeAclsResponse",
+    "DescribeClientQuotasRequest",
+    "DescribeClientQuotasResponse",
     "DescribeClusterRequest",
     "DescribeClusterResponse",
     "DescribeConfigsRequest",
@@ -2853,6 +2857,141 @@ class ListPartitionReassignmentsResponse(Struct):
         error_code: int = ...,
         error_message: str | None = ...,
         topics: list[OngoingTopicReassignment] = ...,
+    ) -> None: ...
+
+
+class DescribeClientQuotasRequest(Struct):
+    class ComponentData(Struct):
+        entity_type: str
+        match_type: int
+        match: str | None
+        def __init__(
+            self,
+            *,
+            entity_type: str = ...,
+            match_type: int = ...,
+            match: str | None = ...,
+        ) -> None: ...
+    components: list[ComponentData]
+    strict: bool
+    def __init__(
+        self,
+        *,
+        components: list[ComponentData] = ...,
+        strict: bool = ...,
+    ) -> None: ...
+
+
+class DescribeClientQuotasResponse(Struct):
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(
+                self,
+                *,
+                entity_type: str = ...,
+                entity_name: str | None = ...,
+            ) -> None: ...
+        class ValueData(Struct):
+            key: str
+            value: float
+            def __init__(
+                self,
+                *,
+                key: str = ...,
+                value: float = ...,
+            ) -> None: ...
+        entity: list[EntityData]
+        values: list[ValueData]
+        def __init__(
+            self,
+            *,
+            entity: list[EntityData] = ...,
+            values: list[ValueData] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[EntryData] | None
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        entries: list[EntryData] | None = ...,
+    ) -> None: ...
+
+
+class AlterClientQuotasRequest(Struct):
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(
+                self,
+                *,
+                entity_type: str = ...,
+                entity_name: str | None = ...,
+            ) -> None: ...
+        class OpData(Struct):
+            key: str
+            value: float
+            remove: bool
+            def __init__(
+                self,
+                *,
+                key: str = ...,
+                value: float = ...,
+                remove: bool = ...,
+            ) -> None: ...
+        entity: list[EntityData]
+        ops: list[OpData]
+        def __init__(
+            self,
+            *,
+            entity: list[EntityData] = ...,
+            ops: list[OpData] = ...,
+        ) -> None: ...
+    entries: list[EntryData]
+    validate_only: bool
+    def __init__(
+        self,
+        *,
+        entries: list[EntryData] = ...,
+        validate_only: bool = ...,
+    ) -> None: ...
+
+
+class AlterClientQuotasResponse(Struct):
+    class EntryData(Struct):
+        class EntityData(Struct):
+            entity_type: str
+            entity_name: str | None
+            def __init__(
+                self,
+                *,
+                entity_type: str = ...,
+                entity_name: str | None = ...,
+            ) -> None: ...
+        error_code: int
+        error_message: str | None
+        entity: list[EntityData]
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            entity: list[EntityData] = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    entries: list[EntryData]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        entries: list[EntryData] = ...,
     ) -> None: ...
 
 

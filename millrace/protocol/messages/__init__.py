@@ -8,8 +8,9 @@ mode (LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown -- Kafka 3.x
 AlterPartition (leader to controller) and the admin APIs the controller answers
 (ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments,
 AlterUserScramCredentials).  The ACL admin APIs (DescribeAcls, CreateAcls, DeleteAcls)
-are declared from v0, which Kafka 3.9 serves and 4.0 dropped.  Declaring a message does
-not make the broker serve it: that takes a registered handler
+are declared from v0, which Kafka 3.9 serves and 4.0 dropped; the client quota APIs
+(DescribeClientQuotas, AlterClientQuotas) are served by any broker.  Declaring a message
+does not make the broker serve it: that takes a registered handler
 (``millrace.broker.api_version_manager``).
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 from millrace.protocol.messages import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_client_quotas,
     alter_configs,
     alter_partition,
     alter_partition_reassignments,
@@ -32,6 +34,7 @@ from millrace.protocol.messages import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -77,6 +80,7 @@ _MODULES = (
     describe_configs, alter_configs,
     sasl_authenticate, create_partitions, delete_groups, elect_leaders,
     incremental_alter_configs, alter_partition_reassignments, list_partition_reassignments,
+    describe_client_quotas, alter_client_quotas,
     describe_user_scram_credentials, alter_user_scram_credentials,
     alter_partition, describe_cluster, describe_producers, describe_transactions,
     list_transactions,

@@ -45,6 +45,8 @@ EXPECTED_APIS = {
     "DescribeUserScramCredentials", "AlterUserScramCredentials",
     # security: the ACL admin APIs (KIP-140, KIP-290)
     "DescribeAcls", "CreateAcls", "DeleteAcls",
+    # quotas: the client quota admin APIs (KIP-546)
+    "DescribeClientQuotas", "AlterClientQuotas",
 }
 
 # The cluster's APIs (issue 13): inter-broker and controller-admin, with their version and
@@ -84,6 +86,7 @@ REQUIRED_VERSIONS = {
     "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2), "DescribeProducers": (0, 0),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
+    "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
 }
 
 # The first flexible version of each API (reference section 1, "1st flexible").
@@ -98,6 +101,7 @@ FIRST_FLEXIBLE = {
     "SaslAuthenticate": 2, "DescribeProducers": 0,
     "DescribeUserScramCredentials": 0, "AlterUserScramCredentials": 0,
     "DescribeAcls": 2, "CreateAcls": 2, "DeleteAcls": 2,
+    "DescribeClientQuotas": 1, "AlterClientQuotas": 1,
 }
 
 
@@ -316,7 +320,7 @@ def test_cluster_api_ranges_match_kafka_3_8(name: str) -> None:
 def test_exactly_the_apis_of_the_issues() -> None:
     names = {api.name for api in API.values()}
     assert names == EXPECTED_APIS | set(CLUSTER_APIS)
-    assert len(API) == 33 + 10 + 2 + 3
+    assert len(API) == 33 + 10 + 2 + 3 + 2
     assert {k.name for k in ApiKey} == {
         re.sub(r"(?<!^)(?=[A-Z])", "_", n).upper() for n in names}
     assert [ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
