@@ -12,6 +12,10 @@ fresh CA and broker certificate under ``--dir/security``, SCRAM-SHA-512 users ``
 (the brokers' own) and ``client`` created in ZooKeeper before any broker starts, every
 listener SASL_SSL (inter-broker traffic included), and a ready ``client.properties``
 whose path is printed -- pass it to any command with ``--command-config``.
+``--authorizer`` (with ``--security sasl_ssl`` only: on PLAINTEXT every client is
+``User:ANONYMOUS``) adds Kafka's ACL authorizer with ``admin`` as the super user; the
+``client`` user then needs ACLs, granted as admin, before it can do anything
+(``admin.properties``, next to ``client.properties``, holds admin's settings).
 
 Stopping.  The children run in sessions of their own, so the terminal's Ctrl-C reaches
 only this process; on SIGINT or SIGTERM it stops the brokers one at a time with SIGTERM
@@ -78,6 +82,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.add_argument("--security", choices=("none", "sasl_ssl"), default="none",
                     help="sasl_ssl: TLS + SCRAM-SHA-512 everywhere, with a generated CA, "
                          "users and client.properties (default none: PLAINTEXT)")
+    up.add_argument("--authorizer", action="store_true",
+                    help="turn on the ACL authorizer (kafka.security.authorizer.AclAuthorizer)"
+                         " with admin as super user; needs --security sasl_ssl. The client "
+                         "user then has no access until ACLs are granted to it as admin")
     up.add_argument("--override", action="append", metavar="KEY=VALUE",
                     help="set one broker config key on every broker (repeatable)")
     up.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -110,14 +118,18 @@ def up_overrides(brokers: int, given: dict[str, str]) -> dict[str, str]:
     return {**{key: rf for key in INTERNAL_TOPIC_RF_KEYS}, **given}
 
 
-def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None) -> None:
-    """Refuse, as one line, what would fail half-way: a bad count, no ZooKeeper, a port
-    that is not free."""
+def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None, *,
+                       security: str = "none", authorizer: bool = False) -> None:
+    """Refuse, as one line, what would fail half-way or mean nothing: a bad count, the
+    authorizer on a PLAINTEXT cluster, no ZooKeeper, a port that is not free."""
     from millrace.launcher.broker_process import port_in_use
     from millrace.launcher.zookeeper_process import zookeeper_missing
 
     if brokers < 1:
         raise CommandError(f"--brokers must be at least 1, got {brokers}")
+    if authorizer and security == "none":
+        raise CommandError("--authorizer needs --security sasl_ssl: on a PLAINTEXT cluster "
+                           "every client is User:ANONYMOUS, so no ACL can tell them apart")
     last = base_port + brokers - 1
     if base_port < 1 or last > 65535:
         raise CommandError(f"ports {base_port}..{last} are not all valid TCP ports")
@@ -162,9 +174,15 @@ def _say(text: str) -> None:
 
 
 def _describe_up(cluster: LocalCluster, directory: Path) -> dict[str, Any]:
+    from millrace.launcher.dev_security import ADMIN_USER, AUTHORIZER_CLASS, SUPER_USER
+
     security = cluster.security
     return {
         "security_protocol": "SASL_SSL" if security is not None else "PLAINTEXT",
+        "authorizer": AUTHORIZER_CLASS if cluster.authorizer else None,
+        "super_users": [SUPER_USER] if cluster.authorizer else [],
+        "admin_properties": (str(security.properties_path(ADMIN_USER))
+                             if security is not None and cluster.authorizer else None),
         "client_properties": (str(security.client_properties_path)
                               if security is not None else None),
         "bootstrap_servers": cluster.bootstrap,
@@ -236,16 +254,17 @@ def _stop(cluster: LocalCluster, signals: _Signals, timeout_s: float = 60.0) -> 
 
 
 def up_command(args: argparse.Namespace) -> int:
-    from millrace.launcher.dev_security import DevSecurity
+    from millrace.launcher.dev_security import ADMIN_USER, CLIENT_USER, DevSecurity
     from millrace.launcher.local_cluster import LocalCluster
 
     overrides = up_overrides(args.brokers, parse_configs(args.override, "--override"))
-    check_up_arguments(args.brokers, args.base_port, args.zookeeper_port)
+    check_up_arguments(args.brokers, args.base_port, args.zookeeper_port,
+                       security=args.security, authorizer=args.authorizer)
     directory = args.dir.resolve()
     security = DevSecurity.create(directory) if args.security == "sasl_ssl" else None
     cluster = LocalCluster(directory, args.brokers, base_port=args.base_port,
                            zookeeper_port=args.zookeeper_port, overrides=overrides,
-                           new_session=True, security=security)
+                           new_session=True, security=security, authorizer=args.authorizer)
     with _Signals() as signals:
         _say(f"starting ZooKeeper and {args.brokers} broker(s) in {directory} ...")
         try:
@@ -256,6 +275,8 @@ def up_command(args: argparse.Namespace) -> int:
                                f"(logs in {directory})") from None
         if security is not None:
             security.write_client_properties(cluster.bootstrap)
+            if cluster.authorizer:
+                security.write_client_properties(cluster.bootstrap, ADMIN_USER)
         info = _describe_up(cluster, directory)
         if args.output == "json":
             print(json.dumps(info), flush=True)
@@ -267,6 +288,10 @@ def up_command(args: argparse.Namespace) -> int:
             if security is not None:
                 print(f"security: SASL_SSL with SCRAM-SHA-512 on every listener; client "
                       f"settings in {info['client_properties']} (--command-config)")
+            if cluster.authorizer:
+                print(f"authorizer: on ({info['authorizer']}), super user "
+                      f"{info['super_users'][0]} (settings in {info['admin_properties']}); "
+                      f"User:{CLIENT_USER} may do nothing until granted ACLs by admin")
             print("Ctrl-C stops the cluster.", flush=True)
         try:
             _watch(cluster, signals)

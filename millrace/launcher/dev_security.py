@@ -13,7 +13,13 @@ inter-broker traffic alike -- with SCRAM-SHA-512.  This module makes the pieces,
 * ``users.json`` (0600): two SCRAM users with random passwords -- ``admin``, the brokers'
   own inter-broker identity, and ``client``, for applications;
 * ``client.properties``: what a client needs (security.protocol, sasl.*, ssl.ca.location),
-  readable by ``--command-config`` of every millrace command and by Kafka's tools.
+  readable by ``--command-config`` of every millrace command and by Kafka's tools;
+  ``admin.properties`` the same as admin, written when the authorizer is on (the only
+  user who can grant ACLs then).
+
+``authorizer_overrides`` turns on Kafka's ACL authorizer with ``admin`` as the only super
+user (the brokers authenticate to each other as admin, so replication and controller
+requests pass; every other user, ``client`` included, may do only what an ACL grants).
 
 Running it again on the same directory reuses every file, so a restarted cluster keeps
 its CA and passwords.  The SCRAM credentials go straight into ZooKeeper
@@ -44,6 +50,8 @@ MECHANISM = ScramMechanism.SCRAM_SHA_512
 ITERATIONS = 8192
 ADMIN_USER = "admin"
 CLIENT_USER = "client"
+AUTHORIZER_CLASS = "kafka.security.authorizer.AclAuthorizer"  # Kafka's ZooKeeper-mode name
+SUPER_USER = f"User:{ADMIN_USER}"
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
         'username="{user}" password="{password}";')
 
@@ -63,7 +71,12 @@ class DevSecurity:
 
     @property
     def client_properties_path(self) -> Path:
-        return self.directory / "client.properties"
+        return self.properties_path(CLIENT_USER)
+
+    def properties_path(self, user: str) -> Path:
+        """``client.properties`` for the client user, ``<user>.properties`` for another."""
+        name = "client" if user == CLIENT_USER else user
+        return self.directory / f"{name}.properties"
 
     @classmethod
     def create(cls, cluster_dir: Path | str,
@@ -109,6 +122,11 @@ class DevSecurity:
             "ssl.truststore.location": str(self.ca_path),
         }
 
+    @staticmethod
+    def authorizer_overrides() -> dict[str, str]:
+        """The ACL authorizer on, ``admin`` (the brokers' own identity) its super user."""
+        return {"authorizer.class.name": AUTHORIZER_CLASS, "super.users": SUPER_USER}
+
     def client_properties(self, bootstrap: str | None = None,
                           user: str = CLIENT_USER) -> dict[str, str]:
         props = {
@@ -122,13 +140,14 @@ class DevSecurity:
             props = {"bootstrap.servers": bootstrap, **props}
         return props
 
-    def write_client_properties(self, bootstrap: str) -> Path:
-        """``client.properties`` (0600: it holds a password)."""
-        lines = [f"{k}={v}" for k, v in self.client_properties(bootstrap).items()]
-        path = self.client_properties_path
+    def write_client_properties(self, bootstrap: str, user: str = CLIENT_USER) -> Path:
+        """``client.properties`` (``admin.properties`` for admin); 0600: it holds a
+        password."""
+        lines = [f"{k}={v}" for k, v in self.client_properties(bootstrap, user).items()]
+        path = self.properties_path(user)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write("# millrace development cluster: SASL_SSL with SCRAM-SHA-512\n")
+            f.write(f"# millrace development cluster: SASL_SSL with SCRAM-SHA-512 as {user}\n")
             f.write("\n".join(lines) + "\n")
         return path
 

@@ -14,6 +14,11 @@ one broker's packets from another's by that cgroup (see ``BrokerProcess``).
 ``security`` (a ``DevSecurity``) makes a secured cluster: every broker's only listener is
 SASL_SSL (inter-broker traffic included), and the SCRAM users are written into ZooKeeper
 before the first broker starts; ``client_properties`` is then what a client needs.
+``authorizer=True`` (secured clusters only) adds Kafka's ACL authorizer to every broker
+with ``admin`` as super user (``DevSecurity.authorizer_overrides``).  No ACL is granted
+here: the ``client`` user can do nothing until someone grants it ACLs as admin.  A
+PLAINTEXT cluster with the authorizer is refused -- every connection's principal would be
+``User:ANONYMOUS``, so no ACL could tell one client from another.
 
 A real deployment runs ``millrace broker`` with ``zookeeper.connect`` on each machine
 against an existing ZooKeeper ensemble instead.
@@ -38,9 +43,13 @@ class LocalCluster:
                  start_timeout: float = 60.0, new_session: bool = False,
                  env: dict[str, str] | None = None,
                  broker_cgroups: Path | None = None,
-                 security: DevSecurity | None = None) -> None:
+                 security: DevSecurity | None = None, authorizer: bool = False) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
+        if authorizer and security is None:
+            raise ValueError("the authorizer needs a secured cluster (security=DevSecurity): "
+                             "on PLAINTEXT every client is User:ANONYMOUS and no ACL could "
+                             "tell them apart")
         self.directory = Path(directory)
         # new_session: children in sessions of their own, out of reach of the terminal's
         # Ctrl-C, so that the caller stops them one at a time (``millrace cluster up``)
@@ -56,6 +65,7 @@ class LocalCluster:
         self.brokers: dict[int, BrokerProcess] = {}
         self._count = brokers
         self.security = security
+        self.authorizer = authorizer
 
     @property
     def zookeeper_connect(self) -> str:
@@ -71,6 +81,7 @@ class LocalCluster:
             "node.id": str(broker_id),
             "zookeeper.connect": self.zookeeper_connect,
             **(self.security.broker_overrides() if self.security is not None else {}),
+            **(DevSecurity.authorizer_overrides() if self.authorizer else {}),
             **self._overrides,
             **self._per_broker.get(broker_id, {}),
         }
@@ -148,11 +159,14 @@ class LocalCluster:
     def running(self, broker_id: int) -> bool:
         return self.brokers[broker_id].running()
 
-    def client_properties(self) -> dict[str, str]:
-        """``bootstrap.servers`` and, for a secured cluster, the client user's settings."""
+    def client_properties(self, user: str | None = None) -> dict[str, str]:
+        """``bootstrap.servers`` and, for a secured cluster, the settings of ``user``
+        (default: the ``client`` user; ``admin`` is the super user)."""
         if self.security is None:
             return {"bootstrap.servers": self.bootstrap}
-        return self.security.client_properties(self.bootstrap)
+        if user is None:
+            return self.security.client_properties(self.bootstrap)
+        return self.security.client_properties(self.bootstrap, user)
 
     # ------------------------------------------------------------------ all
     def stop(self) -> None:
