@@ -30,6 +30,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.groups",
     "millrace.cli.transactions",
     "millrace.cli.configs",
+    "millrace.cli.acls",
     "millrace.cli.cluster",
     "millrace.cli.leader_election",
     "millrace.cli.reassign_partitions",
