@@ -1,0 +1,235 @@
+"""Authorization of the admin and controller APIs (reference security.md 5), through the
+handlers of one in-process node with the ACL authorizer on, as Kafka 3.9's ``KafkaApis``,
+``ConfigHelper`` and ``AuthHelper`` decide: each API refused without its ACL and served
+with it, refused before existence is looked at (an unknown name answers the authorization
+error, never UNKNOWN_TOPIC_OR_PARTITION), a super user bypassing, and a refused request
+changing nothing.
+
+``alice`` holds only the ACLs a test gives her; ``admin`` is the super user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millrace.common.errors import Errors
+from millrace.protocol import (
+    ApiKey,
+    CreatePartitionsRequest,
+    DeleteTopicsRequest,
+)
+from millrace.security.acl import AclOperation, PatternType, ResourceType
+from millrace.security.kafka_principal import KafkaPrincipal
+from tests.unit.broker.brokergen import AUTHORIZER, Broker, create_topics_req
+
+ALICE = KafkaPrincipal.user("alice")
+ADMIN = KafkaPrincipal.user("admin")
+TOPIC, CLUSTER = ResourceType.TOPIC, ResourceType.CLUSTER
+CLUSTER_NAME = "kafka-cluster"
+TOPIC_DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
+CLUSTER_DENIED = Errors.CLUSTER_AUTHORIZATION_FAILED
+ZERO_ID = uuid.UUID(int=0)
+
+
+@pytest.fixture
+def authz(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(str(tmp_path / "logs"), **AUTHORIZER, **{"super.users": "User:admin"})
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def call(broker: Broker, key: int, version: int, body: Any,
+         principal: KafkaPrincipal = ALICE) -> Any:
+    return asyncio.run(broker.call(key, version, body, principal=principal))
+
+
+def allow_alice(broker: Broker, operation: AclOperation, resource_type: ResourceType,
+                name: str, pattern_type: PatternType = PatternType.LITERAL) -> None:
+    broker.allow("User:alice", operation, resource_type, name, pattern_type)
+
+
+# ---------------------------------------------------------------------- CreateTopics
+CREATE_TOPICS_V = 7
+
+
+def created(response: Any) -> list[tuple[str, int, int]]:
+    """(name, error_code, topic_config_error_code) per topic."""
+    return [(t.name, t.error_code, t.topic_config_error_code) for t in response.topics]
+
+
+def test_create_topics_needs_create(authz: Broker) -> None:
+    authz.create_topic("taken")
+    got = call(authz, ApiKey.CREATE_TOPICS, CREATE_TOPICS_V,
+               create_topics_req(("new", 1, 1), ("taken", 1, 1)))
+    # "taken" exists, and still answers 29: the caller cannot tell
+    assert created(got) == [("new", TOPIC_DENIED, TOPIC_DENIED),
+                            ("taken", TOPIC_DENIED, TOPIC_DENIED)]
+    assert [t.error_message for t in got.topics] == ["Authorization failed."] * 2
+    assert "new" not in authz.services.metadata.topics
+    assert authz.services.replica_manager.get_partition("new", 0) is None
+
+
+def test_create_on_a_topic_creates_it_without_showing_its_configs(authz: Broker) -> None:
+    allow_alice(authz, AclOperation.CREATE, TOPIC, "new-", PatternType.PREFIXED)
+    got = call(authz, ApiKey.CREATE_TOPICS, CREATE_TOPICS_V, create_topics_req(
+        ("new-a", 3, 1), ("other", 1, 1), configs={"cleanup.policy": "compact"}))
+    assert created(got) == [("new-a", 0, TOPIC_DENIED), ("other", TOPIC_DENIED, TOPIC_DENIED)]
+    a = got.topics[0]
+    # Without DescribeConfigs Kafka returns neither configs nor the topic's metadata.
+    assert (a.topic_id, a.num_partitions, a.replication_factor, a.configs) == (
+        ZERO_ID, -1, -1, [])
+    assert authz.services.metadata.topics["new-a"].partitions == 3
+    assert "other" not in authz.services.metadata.topics
+
+
+@pytest.mark.parametrize("shown_by", [AclOperation.DESCRIBE_CONFIGS,
+                                      AclOperation.ALTER_CONFIGS])  # AlterConfigs implies it
+def test_create_topics_shows_configs_with_describe_configs(authz: Broker,
+                                                           shown_by: AclOperation) -> None:
+    allow_alice(authz, AclOperation.CREATE, TOPIC, "new")
+    allow_alice(authz, shown_by, TOPIC, "new")
+    got = call(authz, ApiKey.CREATE_TOPICS, CREATE_TOPICS_V,
+               create_topics_req(("new", 2, 1), configs={"cleanup.policy": "compact"}))
+    assert created(got) == [("new", 0, 0)]
+    t = got.topics[0]
+    assert (t.topic_id, t.num_partitions, t.replication_factor) == (
+        authz.services.metadata.topics["new"].topic_id, 2, 1)
+    assert {c.name: c.value for c in t.configs}["cleanup.policy"] == "compact"
+
+
+def test_create_on_the_cluster_creates_any_topic(authz: Broker) -> None:
+    allow_alice(authz, AclOperation.CREATE, CLUSTER, CLUSTER_NAME)
+    # Kafka asks the Cluster first; granted there, a Topic DENY is never consulted.
+    authz.deny("User:alice", AclOperation.CREATE, TOPIC, "b")
+    got = call(authz, ApiKey.CREATE_TOPICS, CREATE_TOPICS_V,
+               create_topics_req(("a", 1, 1), ("b", 1, 1)))
+    assert [(n, e) for n, e, _ in created(got)] == [("a", 0), ("b", 0)]
+    assert {"a", "b"} <= set(authz.services.metadata.topics)
+
+
+def test_a_failed_create_clears_the_config_error(authz: Broker) -> None:
+    authz.create_topic("taken")
+    allow_alice(authz, AclOperation.CREATE, TOPIC, "*")
+    got = call(authz, ApiKey.CREATE_TOPICS, CREATE_TOPICS_V, create_topics_req(
+        ("taken", 1, 1), ("zero", 0, 1), ("dup", 1, 1), ("dup", 1, 1)))
+    # Kafka resets topic_config_error_code on a topic whose creation failed, and keeps
+    # it on one refused before (the duplicate).
+    assert created(got) == [("taken", Errors.TOPIC_ALREADY_EXISTS, 0),
+                            ("zero", Errors.INVALID_PARTITIONS, 0),
+                            ("dup", 0, TOPIC_DENIED),
+                            ("dup", Errors.INVALID_REQUEST, TOPIC_DENIED)]
+
+
+def test_create_topics_before_v5_has_no_config_error(authz: Broker) -> None:
+    got = call(authz, ApiKey.CREATE_TOPICS, 4, create_topics_req(("new", 1, 1)))
+    assert created(got) == [("new", TOPIC_DENIED, 0)]   # the field is not on the wire
+
+
+def test_create_topics_super_user(authz: Broker) -> None:
+    got = call(authz, ApiKey.CREATE_TOPICS, CREATE_TOPICS_V,
+               create_topics_req(("new", 2, 1)), principal=ADMIN)
+    assert created(got) == [("new", 0, 0)]
+    assert got.topics[0].num_partitions == 2
+
+
+# ---------------------------------------------------------------------- DeleteTopics
+def delete_by_name(broker: Broker, *names: str, principal: KafkaPrincipal = ALICE) -> Any:
+    return call(broker, ApiKey.DELETE_TOPICS, 5,
+                DeleteTopicsRequest(topic_names=list(names), timeout_ms=1000), principal)
+
+
+def delete_by_id(broker: Broker, *ids: uuid.UUID) -> Any:
+    return call(broker, ApiKey.DELETE_TOPICS, 6, DeleteTopicsRequest(topics=[
+        DeleteTopicsRequest.DeleteTopicState(topic_id=i) for i in ids], timeout_ms=1000))
+
+
+def test_delete_topics_needs_delete(authz: Broker) -> None:
+    authz.create_topic("t")
+    got = delete_by_name(authz, "t", "nope")
+    assert [(r.name, r.error_code, r.topic_id) for r in got.responses] == [
+        ("t", TOPIC_DENIED, ZERO_ID), ("nope", TOPIC_DENIED, ZERO_ID)]
+    assert "t" in authz.services.metadata.topics
+    allow_alice(authz, AclOperation.DESCRIBE, TOPIC, "t")    # Describe is not Delete
+    assert [r.error_code for r in delete_by_name(authz, "t").responses] == [TOPIC_DENIED]
+    allow_alice(authz, AclOperation.DELETE, TOPIC, "*")
+    got = delete_by_name(authz, "t", "nope")
+    assert [(r.name, r.error_code) for r in got.responses] == [
+        ("t", 0), ("nope", Errors.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert "t" not in authz.services.metadata.topics
+
+
+def test_delete_topics_by_id_hides_the_name_without_describe(authz: Broker) -> None:
+    authz.create_topic("secret")
+    topic_id = authz.services.metadata.topics["secret"].topic_id
+    unknown = uuid.UUID(int=5)
+    got = delete_by_id(authz, topic_id, unknown)
+    # the id is not secret (Kafka echoes it), the name is; an unknown id stays
+    # UNKNOWN_TOPIC_ID (it names nothing to protect)
+    assert [(r.name, r.topic_id, r.error_code) for r in got.responses] == [
+        (None, topic_id, TOPIC_DENIED), (None, unknown, Errors.UNKNOWN_TOPIC_ID)]
+    allow_alice(authz, AclOperation.READ, TOPIC, "secret")   # implies Describe
+    got = delete_by_id(authz, topic_id)
+    assert [(r.name, r.error_code) for r in got.responses] == [("secret", TOPIC_DENIED)]
+    allow_alice(authz, AclOperation.DELETE, TOPIC, "secret")
+    got = delete_by_id(authz, topic_id)
+    assert [(r.name, r.topic_id, r.error_code) for r in got.responses] == [
+        ("secret", topic_id, 0)]
+    assert "secret" not in authz.services.metadata.topics
+
+
+def test_delete_topics_disabled_comes_first_and_still_hides_names(tmp_path: Path) -> None:
+    b = Broker(str(tmp_path / "logs"), **AUTHORIZER, **{"delete.topic.enable": False})
+    try:
+        b.create_topic("keep")
+        topic_id = b.services.metadata.topics["keep"].topic_id
+        assert [r.error_code for r in delete_by_name(b, "keep").responses] == [
+            Errors.TOPIC_DELETION_DISABLED]
+        got = delete_by_id(b, topic_id)
+        assert [(r.name, r.error_code) for r in got.responses] == [
+            (None, Errors.TOPIC_DELETION_DISABLED)]
+        assert "keep" in b.services.metadata.topics
+    finally:
+        b.close()
+
+
+def test_delete_topics_super_user(authz: Broker) -> None:
+    authz.create_topic("t")
+    got = delete_by_name(authz, "t", principal=ADMIN)
+    assert [(r.name, r.error_code) for r in got.responses] == [("t", 0)]
+
+
+# ---------------------------------------------------------------------- CreatePartitions
+def grow(broker: Broker, name: str, count: int, principal: KafkaPrincipal = ALICE) -> Any:
+    cls = CreatePartitionsRequest
+    got = call(broker, ApiKey.CREATE_PARTITIONS, 3, cls(timeout_ms=1000, validate_only=False,
+               topics=[cls.CreatePartitionsTopic(name=name, count=count, assignments=None)]),
+               principal)
+    return [(r.name, r.error_code, r.error_message) for r in got.results]
+
+
+def test_create_partitions_needs_alter(authz: Broker) -> None:
+    authz.create_topic("t")
+    denied = "The topic authorization is failed."
+    assert grow(authz, "t", 3) == [("t", TOPIC_DENIED, denied)]
+    assert grow(authz, "nope", 3) == [("nope", TOPIC_DENIED, denied)]
+    allow_alice(authz, AclOperation.CREATE, TOPIC, "t")       # Create is not Alter
+    assert grow(authz, "t", 3) == [("t", TOPIC_DENIED, denied)]
+    assert authz.services.metadata.topics["t"].partitions == 1
+    allow_alice(authz, AclOperation.ALTER, TOPIC, "*")
+    assert grow(authz, "t", 3) == [("t", 0, None)]
+    assert authz.services.metadata.topics["t"].partitions == 3
+    assert grow(authz, "nope", 3)[0][1] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert authz.services.replica_manager.get_partition("t", 2) is not None
+
+
+def test_create_partitions_super_user(authz: Broker) -> None:
+    authz.create_topic("t")
+    assert grow(authz, "t", 2, principal=ADMIN) == [("t", 0, None)]
