@@ -11,6 +11,7 @@ changing nothing.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +21,24 @@ import pytest
 
 from millrace.common.errors import Errors
 from millrace.protocol import (
+    AlterConfigsRequest,
     ApiKey,
     CreatePartitionsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
 )
 from millrace.security.acl import AclOperation, PatternType, ResourceType
 from millrace.security.kafka_principal import KafkaPrincipal
-from tests.unit.broker.brokergen import AUTHORIZER, Broker, create_topics_req
+from tests.unit.broker.brokergen import (
+    AUTHORIZER,
+    PRODUCE_V,
+    Broker,
+    batch,
+    create_topics_req,
+    produce_req,
+)
 
 ALICE = KafkaPrincipal.user("alice")
 ADMIN = KafkaPrincipal.user("admin")
@@ -233,3 +245,182 @@ def test_create_partitions_needs_alter(authz: Broker) -> None:
 def test_create_partitions_super_user(authz: Broker) -> None:
     authz.create_topic("t")
     assert grow(authz, "t", 2, principal=ADMIN) == [("t", 0, None)]
+
+
+# ---------------------------------------------------------------------- DescribeConfigs
+CFG_TOPIC, CFG_BROKER, CFG_BROKER_LOGGER = 2, 4, 8
+
+
+def describe_configs(broker: Broker, *resources: tuple[int, str],
+                     principal: KafkaPrincipal = ALICE) -> list[tuple[str, int, str | None, int]]:
+    """(name, error_code, error_message, number of configs) per resource."""
+    cls = DescribeConfigsRequest
+    got = call(broker, ApiKey.DESCRIBE_CONFIGS, 4, cls(resources=[
+        cls.DescribeConfigsResource(resource_type=t, resource_name=n, configuration_keys=None)
+        for t, n in resources], include_synonyms=False), principal)
+    return [(r.resource_name, r.error_code, r.error_message, len(r.configs))
+            for r in got.results]
+
+
+def test_describe_configs_of_a_topic_needs_describe_configs(authz: Broker) -> None:
+    authz.create_topic("t", configs={"cleanup.policy": "compact"})
+    assert describe_configs(authz, (CFG_TOPIC, "t"), (CFG_TOPIC, "nope")) == [
+        ("t", TOPIC_DENIED, "Topic authorization failed.", 0),
+        ("nope", TOPIC_DENIED, "Topic authorization failed.", 0)]    # no probing
+    allow_alice(authz, AclOperation.DESCRIBE, TOPIC, "t")             # not enough
+    assert describe_configs(authz, (CFG_TOPIC, "t"))[0][1] == TOPIC_DENIED
+    allow_alice(authz, AclOperation.DESCRIBE_CONFIGS, TOPIC, "*")
+    (name, error, _, n), (_, unknown, _, _) = describe_configs(
+        authz, (CFG_TOPIC, "t"), (CFG_TOPIC, "nope"))
+    assert (name, error) == ("t", 0) and n > 0
+    assert unknown == Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_alter_configs_implies_describe_configs(authz: Broker) -> None:
+    authz.create_topic("t")
+    allow_alice(authz, AclOperation.ALTER_CONFIGS, TOPIC, "t")
+    (_, error, _, n), = describe_configs(authz, (CFG_TOPIC, "t"))
+    assert error == 0 and n > 0
+
+
+def test_describe_configs_of_the_broker_needs_the_cluster(authz: Broker) -> None:
+    authz.create_topic("t")
+    allow_alice(authz, AclOperation.DESCRIBE_CONFIGS, TOPIC, "t")
+    denied = "Cluster authorization failed."
+    assert describe_configs(authz, (CFG_BROKER, "1"), (CFG_BROKER_LOGGER, "1"),
+                            (CFG_TOPIC, "t"))[:2] == [
+        ("1", CLUSTER_DENIED, denied, 0), ("1", CLUSTER_DENIED, denied, 0)]
+    # a type Kafka has no rule for is refused as a bad request, not as unauthorized
+    assert describe_configs(authz, (3, "g"))[0][1] == Errors.INVALID_REQUEST
+    allow_alice(authz, AclOperation.DESCRIBE_CONFIGS, CLUSTER, CLUSTER_NAME)
+    broker_result, logger_result = describe_configs(authz, (CFG_BROKER, "1"),
+                                                    (CFG_BROKER_LOGGER, "1"))
+    assert broker_result[1] == 0 and broker_result[3] > 0
+    assert logger_result[1] == Errors.INVALID_REQUEST       # authorized, not supported here
+
+
+def test_describe_configs_super_user(authz: Broker) -> None:
+    authz.create_topic("t")
+    assert [e for _, e, _, _ in describe_configs(authz, (CFG_TOPIC, "t"), (CFG_BROKER, "1"),
+                                                 principal=ADMIN)] == [0, 0]
+
+
+# ---------------------------------------------------------------------- AlterConfigs
+def alter_configs(broker: Broker, resource_type: int, name: str, key: str, value: str,
+                  principal: KafkaPrincipal = ALICE) -> tuple[int, str | None]:
+    """AlterConfigs of one resource to {key: value}: its (error_code, error_message)."""
+    cls = AlterConfigsRequest.AlterConfigsResource
+    got = call(broker, ApiKey.ALTER_CONFIGS, 2, AlterConfigsRequest(validate_only=False,
+               resources=[cls(resource_type=resource_type, resource_name=name, configs=[
+                   cls.AlterableConfig(name=key, value=value)])]), principal)
+    (r,) = got.responses
+    return r.error_code, r.error_message
+
+
+def incremental_alter(broker: Broker, resource_type: int, name: str, key: str, value: str,
+                      principal: KafkaPrincipal = ALICE) -> tuple[int, str | None]:
+    cls = IncrementalAlterConfigsRequest.AlterConfigsResource
+    got = call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, IncrementalAlterConfigsRequest(
+        validate_only=False, resources=[cls(resource_type=resource_type, resource_name=name,
+                                            configs=[cls.AlterableConfig(
+                                                name=key, config_operation=0, value=value)])]),
+        principal)
+    (r,) = got.responses
+    return r.error_code, r.error_message
+
+
+def topic_overrides(broker: Broker, name: str) -> dict[str, str]:
+    return dict(broker.services.metadata.topics[name].configs)
+
+
+@pytest.mark.parametrize("alter", [alter_configs, incremental_alter])
+def test_altering_topic_configs_needs_alter_configs(authz: Broker, alter: Any) -> None:
+    authz.create_topic("t")
+    assert alter(authz, CFG_TOPIC, "t", "retention.ms", "1000") == (TOPIC_DENIED, None)
+    assert alter(authz, CFG_TOPIC, "nope", "retention.ms", "1000") == (TOPIC_DENIED, None)
+    allow_alice(authz, AclOperation.DESCRIBE_CONFIGS, TOPIC, "t")   # implies nothing upward
+    assert alter(authz, CFG_TOPIC, "t", "retention.ms", "1000") == (TOPIC_DENIED, None)
+    assert topic_overrides(authz, "t") == {}
+    allow_alice(authz, AclOperation.ALTER_CONFIGS, TOPIC, "*")
+    assert alter(authz, CFG_TOPIC, "t", "retention.ms", "1000") == (0, None)
+    assert topic_overrides(authz, "t") == {"retention.ms": "1000"}
+    assert alter(authz, CFG_TOPIC, "nope", "retention.ms", "1000")[0] == \
+        Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+@pytest.mark.parametrize("alter", [alter_configs, incremental_alter])
+def test_altering_broker_configs_needs_the_cluster(authz: Broker, alter: Any) -> None:
+    assert alter(authz, CFG_BROKER, "1", "log.retention.ms", "1")[0] == CLUSTER_DENIED
+    allow_alice(authz, AclOperation.ALTER_CONFIGS, TOPIC, "*")      # a topic ACL is no help
+    assert alter(authz, CFG_BROKER, "1", "log.retention.ms", "1")[0] == CLUSTER_DENIED
+    allow_alice(authz, AclOperation.ALTER_CONFIGS, CLUSTER, CLUSTER_NAME)
+    # authorized; dynamic broker configs are not supported by this broker
+    assert alter(authz, CFG_BROKER, "1", "log.retention.ms", "1")[0] == Errors.INVALID_REQUEST
+
+
+def test_broker_logger_configs(authz: Broker) -> None:
+    # IncrementalAlterConfigs authorizes a broker logger on the Cluster; the legacy
+    # AlterConfigs refuses the type without asking (Kafka throws INVALID_REQUEST).
+    assert incremental_alter(authz, CFG_BROKER_LOGGER, "1", "kafka", "DEBUG")[0] == \
+        CLUSTER_DENIED
+    assert alter_configs(authz, CFG_BROKER_LOGGER, "1", "kafka", "DEBUG")[0] == \
+        Errors.INVALID_REQUEST
+
+
+def test_alter_configs_super_user(authz: Broker) -> None:
+    authz.create_topic("t")
+    assert alter_configs(authz, CFG_TOPIC, "t", "retention.ms", "5", ADMIN) == (0, None)
+    assert incremental_alter(authz, CFG_TOPIC, "t", "segment.ms", "600000", ADMIN) == (0, None)
+    assert topic_overrides(authz, "t") == {"retention.ms": "5", "segment.ms": "600000"}
+
+
+# ---------------------------------------------------------------------- DeleteRecords
+def produce_as_admin(broker: Broker, topic: str, partition: int, n: int) -> None:
+    got = asyncio.run(broker.call(ApiKey.PRODUCE, PRODUCE_V, produce_req(
+        {(topic, partition): batch(*[b"v%d" % i for i in range(n)])}), principal=ADMIN))
+    assert [p.error_code for t in got.responses for p in t.partition_responses] == [0]
+
+
+def delete_records(broker: Broker, *parts: tuple[str, int, int],
+                   principal: KafkaPrincipal = ALICE) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, error_code, low_watermark) for each (topic, partition, offset)."""
+    cls = DeleteRecordsRequest.DeleteRecordsTopic
+    topics: dict[str, list[Any]] = {}
+    for topic, index, offset in parts:
+        topics.setdefault(topic, []).append(
+            cls.DeleteRecordsPartition(partition_index=index, offset=offset))
+    got = call(broker, ApiKey.DELETE_RECORDS, 2, DeleteRecordsRequest(timeout_ms=1000, topics=[
+        cls(name=t, partitions=ps) for t, ps in topics.items()]), principal)
+    return [(t.name, p.partition_index, p.error_code, p.low_watermark)
+            for t in got.topics for p in t.partitions]
+
+
+def test_delete_records_needs_delete(authz: Broker) -> None:
+    authz.create_topic("t", 2)
+    for p in (0, 1):
+        produce_as_admin(authz, "t", p, 3)
+    assert delete_records(authz, ("t", 0, 2), ("t", 1, 2), ("nope", 0, 1)) == [
+        ("t", 0, TOPIC_DENIED, -1), ("t", 1, TOPIC_DENIED, -1),
+        ("nope", 0, TOPIC_DENIED, -1)]
+    assert authz.partition("t", 0).log.log_start_offset == 0
+    allow_alice(authz, AclOperation.ALTER, TOPIC, "t")          # Alter is not Delete
+    assert delete_records(authz, ("t", 0, 2))[0][2] == TOPIC_DENIED
+    allow_alice(authz, AclOperation.DELETE, TOPIC, "*")
+    assert delete_records(authz, ("t", 0, 2), ("nope", 0, 1)) == [
+        ("t", 0, 0, 2), ("nope", 0, Errors.UNKNOWN_TOPIC_OR_PARTITION, -1)]
+    assert authz.partition("t", 0).log.log_start_offset == 2
+
+
+def test_delete_records_asks_once_per_topic(authz: Broker,
+                                            caplog: pytest.LogCaptureFixture) -> None:
+    authz.create_topic("t", 3)
+    with caplog.at_level(logging.INFO, logger="millrace.authorizer"):
+        delete_records(authz, ("t", 0, 0), ("t", 1, 0), ("t", 2, 0))
+    denials = [r.getMessage() for r in caplog.records if r.name == "millrace.authorizer"]
+    assert len(denials) == 1 and "Denied Operation = Delete" in denials[0], denials
+
+
+def test_delete_records_super_user(authz: Broker) -> None:
+    authz.create_topic("t")
+    produce_as_admin(authz, "t", 0, 2)
+    assert delete_records(authz, ("t", 0, -1), principal=ADMIN) == [("t", 0, 0, 2)]
