@@ -46,6 +46,7 @@ from millrace.broker.metadata import BrokerRegistration, EndPoint, LocalMetadata
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.quota.quota_store import LocalQuotaStore
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.security.acl_service import AclService, authorizer_enabled
 from millrace.broker.security.acl_store import LocalAclStore
@@ -132,6 +133,7 @@ class KafkaServer:
             transaction_coordinator=TransactionCoordinatorService(
                 config, time, txn_log, metadata, producer_id_manager.generate_producer_id),
             credentials=build_local_credential_cache(config, metadata),
+            quota_store=LocalQuotaStore(metadata),
             acls=(AclService.build(config, LocalAclStore(metadata))
                   if authorizer_enabled(config) else None))
 

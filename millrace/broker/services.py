@@ -5,8 +5,9 @@ holds the server), in dependency order: config and time; the cluster metadata; t
 manager (which recovers the logs); the replica manager; the admin manager; the group
 coordinator (which replays ``__consumer_offsets``); the producer-id manager; the
 transaction coordinator (which replays ``__transaction_state``).  Handlers reach them
-through ``RequestContext.services``; the ACL service (``acls``) is None unless
-``authorizer.class.name`` turns authorization on.
+through ``RequestContext.services``; the client quota configs (``quota_store``: load()
+at start-up, watch() for every change made through any broker); the ACL service
+(``acls``) is None unless ``authorizer.class.name`` turns authorization on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.quota.quota_store import QuotaStore
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.security.acl_service import AclService
@@ -59,5 +61,6 @@ class BrokerServices:
     api_versions: ApiVersionManager
     transaction_coordinator: TransactionCoordinatorService
     credentials: CredentialCache  # SCRAM credentials the SASL listeners check
+    quota_store: QuotaStore  # client quota configs: stored, published to watchers
     cluster: ClusterServices | None = None  # None: the single-node embedded broker
     acls: AclService | None = None  # None: no authorizer configured (everything allowed)

@@ -40,6 +40,7 @@ from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.partition import Partition
 from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.quota.quota_store import ZkQuotaStore
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.security.acl_service import AclService, authorizer_enabled
@@ -116,6 +117,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
         api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
         transaction_coordinator=txn,
         credentials=build_zk_credential_cache(config, zk),
+        quota_store=ZkQuotaStore(zk),
         acls=AclService.build(config, ZkAclStore(zk)) if authorizer_enabled(config) else None,
         cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
                                 fetcher_manager=rm.fetcher_manager, zk=zk))
@@ -155,9 +157,12 @@ def start_config_change_listener(services: BrokerServices,
     notification the broker re-reads that topic's overrides and updates its logs
     (Kafka's ZkConfigManager).  A notification naming ``users/<sanitized user>`` makes
     the broker re-read that user's SCRAM credentials into its ``CredentialCache``
-    (Kafka's UserConfigHandler; ``users/<u>/clients/<c>`` is a quota entity, ignored).
+    (Kafka's UserConfigHandler).  A notification naming a quota entity (``users/<u>``,
+    ``users/<u>/clients/<c>``, ``clients/<c>``) makes the broker re-read its quotas and
+    publish them to the quota store's watchers (Kafka's QuotaConfigHandler).
     Notifications present at start-up were already read with the topics' configs and
-    the credentials."""
+    the credentials; the quotas are re-read whole now, so a change made after the quota
+    watchers' ``load()`` and before this listener started is published too."""
     cluster = services.cluster
     assert cluster is not None
     metadata = services.metadata
@@ -166,6 +171,18 @@ def start_config_change_listener(services: BrokerServices,
                          default="")}
     # changes up to "last" are read now; later ones arrive as notifications
     loop.create_task(services.credentials.reload())
+    quotas = services.quota_store
+    assert isinstance(quotas, ZkQuotaStore)
+    quota_reads = asyncio.Lock()  # each read published before the next starts: in order
+
+    async def reload_quotas() -> None:
+        async with quota_reads:
+            try:
+                quotas.publish_all(await loop.run_in_executor(None, quotas.read_all))
+            except Exception:
+                log.exception("re-reading the client quotas failed")
+
+    loop.create_task(reload_quotas())
 
     def apply(entities: list[str]) -> None:
         rm = services.replica_manager
@@ -191,6 +208,15 @@ def start_config_change_listener(services: BrokerServices,
             apply(entities)
             for user in changed_users(entities):
                 await services.credentials.reload_user(user)
+            async with quota_reads:
+                try:
+                    changed = await loop.run_in_executor(None, quotas.read_entities,
+                                                         entities)
+                except Exception:
+                    log.exception("re-reading the client quotas of %s failed", entities)
+                    return
+                for entity, values in changed:
+                    quotas.publish(entity, values)
 
     def notified(_seqs: list[str]) -> None:  # kazoo's thread
         loop.call_soon_threadsafe(lambda: loop.create_task(on_change()))

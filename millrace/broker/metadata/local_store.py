@@ -7,7 +7,8 @@ version, node.id, cluster.id) and ``millrace-metadata.json`` (topics with ids,
 partition counts and config overrides; the producer-id block high mark; user entity
 configs -- the SCRAM credentials, in the same ``key -> value`` form ZooKeeper's
 ``/config/users/<user>`` holds; the ACLs, an ``acls`` section that ``LocalAclStore``
-encodes and this module keeps as it is).  Writes are atomic (temp file, fsync, rename,
+encodes and this module keeps as it is; the client quotas, a ``quotas`` section of
+``entity path -> configs`` that ``LocalQuotaStore`` reads and writes).  Writes are atomic (temp file, fsync, rename,
 fsync dir) so a crash leaves either the old or the new state.
 
 Thread ownership: mutated only on the event-loop thread.
@@ -101,6 +102,7 @@ class LocalMetadataStore(ClusterMetadata):
         self.producer_id_block_end = 0  # ids below this were handed out (or reserved)
         self._user_configs: dict[str, dict[str, str]] = {}
         self._acl_records: list[dict[str, Any]] = []
+        self._quota_configs: dict[str, dict[str, str]] = {}
         os.makedirs(log_dir, exist_ok=True)
         self._cluster_id = ensure_meta_properties(log_dir, node_id, cluster_id)
         self._load()
@@ -148,6 +150,8 @@ class LocalMetadataStore(ClusterMetadata):
         self._user_configs = {str(user): {str(k): str(v) for k, v in configs.items()}
                               for user, configs in data.get("users", {}).items()}
         self._acl_records = list(data.get("acls", []))
+        self._quota_configs = {str(path): {str(k): str(v) for k, v in configs.items()}
+                               for path, configs in data.get("quotas", {}).items()}
 
     def _save(self) -> None:
         data = {"version": 1, "producer_id_block_end": self.producer_id_block_end,
@@ -158,6 +162,8 @@ class LocalMetadataStore(ClusterMetadata):
             data["users"] = {u: self._user_configs[u] for u in sorted(self._user_configs)}
         if self._acl_records:
             data["acls"] = self._acl_records
+        if self._quota_configs:
+            data["quotas"] = {p: self._quota_configs[p] for p in sorted(self._quota_configs)}
         atomic_write(os.path.join(self.log_dir, self.FILE),
                      json.dumps(data, indent=1).encode())
 
@@ -230,4 +236,18 @@ class LocalMetadataStore(ClusterMetadata):
     def set_acl_records(self, records: list[dict[str, Any]]) -> None:
         """Replace the ``acls`` section, durably."""
         self._acl_records = copy.deepcopy(records)
+        self._save()
+
+    # ------------------------------------------------------------------ client quotas
+    def quota_configs(self) -> dict[str, dict[str, str]]:
+        """The ``quotas`` section: entity path (``users/<u>``, ``users/<u>/clients/<c>``,
+        ``clients/<c>``, names sanitized) -> configs, as ``LocalQuotaStore`` wrote them."""
+        return copy.deepcopy(self._quota_configs)
+
+    def set_quota_configs(self, entity_path: str, configs: Mapping[str, str]) -> None:
+        """Replace one entity's quota configs (empty removes the entity), durably."""
+        if configs:
+            self._quota_configs[entity_path] = dict(configs)
+        else:
+            self._quota_configs.pop(entity_path, None)
         self._save()
