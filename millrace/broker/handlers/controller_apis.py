@@ -18,6 +18,13 @@ a shutting-down broker asks the controller named by its metadata).
   may forbid a change of replication factor.
 - ListPartitionReassignments: the reassignments in progress, with the current replica set
   and the replicas being added and removed.
+
+Authorization comes first (Kafka 3.9's ``KafkaApis``), before the controller is asked:
+ControlledShutdown needs ClusterAction on the Cluster, ElectLeaders and
+AlterPartitionReassignments Alter on it, ListPartitionReassignments Describe on it.
+Refused, each answers CLUSTER_AUTHORIZATION_FAILED in every error slot of its response
+(ElectLeaders: on every partition named, and top-level from v1) and asks the controller
+nothing.
 """
 
 from __future__ import annotations
@@ -38,11 +45,16 @@ from millrace.protocol.types import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
 )
+from millrace.security.acl import AclOperation
+
+NOT_AUTHORIZED = "Cluster authorization failed."
 
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN)
 async def handle_controlled_shutdown(
         ctx: RequestContext, body: ControlledShutdownRequest) -> ControlledShutdownResponse:
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return ControlledShutdownResponse(error_code=Errors.CLUSTER_AUTHORIZATION_FAILED)
     cluster = ctx.services.cluster
     if cluster is None or cluster.controller is None:
         return ControlledShutdownResponse(error_code=Errors.NOT_CONTROLLER)
@@ -61,6 +73,15 @@ async def handle_elect_leaders(ctx: RequestContext,
     cluster = ctx.services.cluster
     wanted = None if body.topic_partitions is None else [
         TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions]
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        denied: dict[str, dict[int, None]] = {}
+        for tp in wanted or ():
+            denied.setdefault(tp.topic, {})[tp.partition] = None
+        return cls(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                   replica_election_results=[cls.ReplicaElectionResult(topic=t, partition_result=[
+                       cls.ReplicaElectionResult.PartitionResult(
+                           partition_id=p, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                           error_message=None) for p in ps]) for t, ps in denied.items()])
     if cluster is None or cluster.controller is None:
         return cls(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
                    replica_election_results=[])
@@ -85,6 +106,15 @@ async def handle_alter_partition_reassignments(
 ) -> AlterPartitionReassignmentsResponse:
     cls = AlterPartitionReassignmentsResponse
     allow = body.allow_replication_factor_change if ctx.version >= 1 else True
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        denied = Errors.CLUSTER_AUTHORIZATION_FAILED
+        p_cls = cls.ReassignableTopicResponse.ReassignablePartitionResponse
+        return cls(throttle_time_ms=0, allow_replication_factor_change=allow,
+                   error_code=denied, error_message=NOT_AUTHORIZED, responses=[
+                       cls.ReassignableTopicResponse(name=t.name, partitions=[
+                           p_cls(partition_index=p.partition_index, error_code=denied,
+                                 error_message=NOT_AUTHORIZED) for p in t.partitions])
+                       for t in body.topics])
     targets = {TopicPartition(t.name, p.partition_index): p.replicas
                for t in body.topics for p in t.partitions}
     cluster = ctx.services.cluster
@@ -117,6 +147,14 @@ async def handle_list_partition_reassignments(
         ctx: RequestContext, body: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
     cls = ListPartitionReassignmentsResponse
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        return cls(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                   error_message=NOT_AUTHORIZED, topics=[
+                       cls.OngoingTopicReassignment(name=t.name, partitions=[
+                           cls.OngoingTopicReassignment.OngoingPartitionReassignment(
+                               partition_index=p, replicas=[], adding_replicas=[],
+                               removing_replicas=[]) for p in t.partition_indexes])
+                       for t in body.topics or ()])
     wanted = None if body.topics is None else [
         TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
     cluster = ctx.services.cluster

@@ -11,28 +11,43 @@ changing nothing.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from millrace.broker.context import RequestContext
+from millrace.broker.handlers import HANDLERS
+from millrace.broker.metadata import BrokerRegistration
+from millrace.broker.metadata.metadata_cache import MetadataCache
+from millrace.broker.services import ClusterServices
 from millrace.common.errors import Errors
+from millrace.common.topic_partition import TopicPartition
 from millrace.protocol import (
+    API,
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     ApiKey,
+    ControlledShutdownRequest,
     CreatePartitionsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+    ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
+    ListPartitionReassignmentsRequest,
+    RequestHeader,
 )
 from millrace.security.acl import AclOperation, PatternType, ResourceType
 from millrace.security.kafka_principal import KafkaPrincipal
 from tests.unit.broker.brokergen import (
     AUTHORIZER,
+    NODE,
     PRODUCE_V,
     Broker,
     batch,
@@ -424,3 +439,184 @@ def test_delete_records_super_user(authz: Broker) -> None:
     authz.create_topic("t")
     produce_as_admin(authz, "t", 0, 2)
     assert delete_records(authz, ("t", 0, -1), principal=ADMIN) == [("t", 0, 0, 2)]
+
+
+# ---------------------------------------------------------------------- cluster mode
+BROKER_PRINCIPAL = KafkaPrincipal.user("broker")   # given ClusterAction where a test says
+
+
+class FakeController:
+    """The active controller as the handlers see it: it runs each event at once and
+    records which ran (a refused request must run none)."""
+
+    is_active = True
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    async def run_event(self, event: Any) -> Any:
+        return event(self)
+
+    def on_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> Any:
+        self.events.append(f"controlled_shutdown {broker_id}")
+        return SimpleNamespace(error=Errors.NONE, remaining_partitions=[])
+
+    def on_elect_leaders(self, election: Any, wanted: list[TopicPartition] | None) -> Any:
+        self.events.append("elect_leaders")
+        return SimpleNamespace(error=Errors.NONE,
+                               election_results={tp: Errors.NONE for tp in wanted or ()})
+
+    def on_alter_partition_reassignments(self, targets: dict[TopicPartition, Any], *,
+                                         allow_replication_factor_change: bool) -> Any:
+        self.events.append("alter_partition_reassignments")
+        return SimpleNamespace(error=Errors.NONE,
+                               reassignment_results={tp: Errors.NONE for tp in targets})
+
+    def list_partition_reassignments(self, wanted: list[TopicPartition] | None) -> Any:
+        self.events.append("list_partition_reassignments")
+        return SimpleNamespace(error=Errors.NONE, ongoing_reassignments={})
+
+
+def cluster_services(broker: Broker, broker_epoch: int = 10,
+                     controller: FakeController | None = None) -> ClusterServices:
+    """What a broker of a ZooKeeper cluster has besides the node's services (no
+    ZooKeeper or fetchers: a refused request must not reach them, and the allowed
+    requests here do not need them)."""
+    cache = MetadataCache(NODE)
+    cache.update_metadata(0, 1, [BrokerRegistration(NODE, "localhost", 9092)], [])
+    return ClusterServices(broker_epoch=broker_epoch, metadata_cache=cache,
+                           fetcher_manager=cast(Any, None), zk=cast(Any, None),
+                           controller=cast(Any, controller))
+
+
+def cluster_call(broker: Broker, cluster: ClusterServices, key: int, version: int,
+                 body: Any, principal: KafkaPrincipal = ALICE) -> Any:
+    """``Broker.call`` on a broker that is in a cluster."""
+    async def run() -> Any:
+        api = API[key]
+        request = api.request.decode(api.request.encode(body, version), version)
+        services = dataclasses.replace(broker.services, cluster=cluster)
+        ctx = RequestContext(RequestHeader(key, version, 7, "test"), api, "127.0.0.1", 5555,
+                             services, principal=principal)
+        response = await HANDLERS[key](ctx, request)
+        return api.response.decode(api.response.encode(response, version), version)
+    return asyncio.run(run())
+
+
+def grant_cluster(broker: Broker, principal: KafkaPrincipal, operation: AclOperation) -> None:
+    broker.allow(str(principal), operation, CLUSTER, CLUSTER_NAME)
+
+
+# ---------------------------------------------------------------------- ControlledShutdown
+def test_controlled_shutdown_needs_cluster_action(authz: Broker) -> None:
+    controller = FakeController()
+    cluster = cluster_services(authz, controller=controller)
+    request = ControlledShutdownRequest(broker_id=2, broker_epoch=5)
+    got = cluster_call(authz, cluster, ApiKey.CONTROLLED_SHUTDOWN, 3, request)
+    assert (got.error_code, got.remaining_partitions) == (CLUSTER_DENIED, [])
+    grant_cluster(authz, ALICE, AclOperation.ALTER)           # Alter is not ClusterAction
+    got = cluster_call(authz, cluster, ApiKey.CONTROLLED_SHUTDOWN, 3, request)
+    assert got.error_code == CLUSTER_DENIED
+    assert controller.events == []
+    grant_cluster(authz, BROKER_PRINCIPAL, AclOperation.CLUSTER_ACTION)
+    got = cluster_call(authz, cluster, ApiKey.CONTROLLED_SHUTDOWN, 3, request,
+                       BROKER_PRINCIPAL)
+    assert got.error_code == 0 and controller.events == ["controlled_shutdown 2"]
+    # before "not the controller": a single node answers the caller 31, the broker 41
+    assert call(authz, ApiKey.CONTROLLED_SHUTDOWN, 3, request).error_code == CLUSTER_DENIED
+    assert call(authz, ApiKey.CONTROLLED_SHUTDOWN, 3, request, BROKER_PRINCIPAL
+                ).error_code == Errors.NOT_CONTROLLER
+
+
+# ---------------------------------------------------------------------- ElectLeaders
+def elect_req(*parts: tuple[str, int], all_partitions: bool = False) -> Any:
+    cls = ElectLeadersRequest
+    topics: dict[str, list[int]] = {}
+    for topic, index in parts:
+        topics.setdefault(topic, []).append(index)
+    return cls(election_type=0, timeout_ms=1000, topic_partitions=None if all_partitions else [
+        cls.TopicPartitions(topic=t, partitions=ps) for t, ps in topics.items()])
+
+
+def elected(response: Any) -> list[tuple[str, int, int]]:
+    return [(r.topic, p.partition_id, p.error_code)
+            for r in response.replica_election_results for p in r.partition_result]
+
+
+def test_elect_leaders_needs_alter_on_the_cluster(authz: Broker) -> None:
+    controller = FakeController()
+    cluster = cluster_services(authz, controller=controller)
+    request = elect_req(("t", 0), ("t", 1), ("nope", 0))
+    got = cluster_call(authz, cluster, ApiKey.ELECT_LEADERS, 2, request)
+    assert got.error_code == CLUSTER_DENIED
+    assert elected(got) == [("t", 0, CLUSTER_DENIED), ("t", 1, CLUSTER_DENIED),
+                            ("nope", 0, CLUSTER_DENIED)]
+    assert {p.error_message for r in got.replica_election_results
+            for p in r.partition_result} == {None}
+    # v0 has no top-level error: the partitions carry it
+    got = cluster_call(authz, cluster, ApiKey.ELECT_LEADERS, 0, request)
+    assert (got.error_code, elected(got)[0]) == (0, ("t", 0, CLUSTER_DENIED))
+    # every partition (null): nothing named, nothing to answer but the top level
+    got = cluster_call(authz, cluster, ApiKey.ELECT_LEADERS, 2, elect_req(all_partitions=True))
+    assert (got.error_code, elected(got)) == (CLUSTER_DENIED, [])
+    grant_cluster(authz, ALICE, AclOperation.CLUSTER_ACTION)  # Kafka's code wants Alter
+    assert cluster_call(authz, cluster, ApiKey.ELECT_LEADERS, 2, request).error_code == \
+        CLUSTER_DENIED
+    assert controller.events == []
+    grant_cluster(authz, ALICE, AclOperation.ALTER)
+    got = cluster_call(authz, cluster, ApiKey.ELECT_LEADERS, 2, request)
+    assert got.error_code == 0 and controller.events == ["elect_leaders"]
+    assert [e for _, _, e in elected(got)] == [0, 0, 0]
+
+
+# ---------------------------------------------------------------------- reassignments
+def test_alter_partition_reassignments_needs_alter_on_the_cluster(authz: Broker) -> None:
+    controller = FakeController()
+    cluster = cluster_services(authz, controller=controller)
+    cls = AlterPartitionReassignmentsRequest.ReassignableTopic
+    request = AlterPartitionReassignmentsRequest(timeout_ms=1000, topics=[
+        cls(name="t", partitions=[cls.ReassignablePartition(partition_index=0, replicas=[1]),
+                                  cls.ReassignablePartition(partition_index=1)])])
+    got = cluster_call(authz, cluster, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, request)
+    assert got.error_code == CLUSTER_DENIED and got.error_message
+    assert [(t.name, p.partition_index, p.error_code) for t in got.responses
+            for p in t.partitions] == [("t", 0, CLUSTER_DENIED), ("t", 1, CLUSTER_DENIED)]
+    grant_cluster(authz, ALICE, AclOperation.DESCRIBE)
+    assert cluster_call(authz, cluster, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0,
+                        request).error_code == CLUSTER_DENIED
+    assert controller.events == []
+    grant_cluster(authz, ALICE, AclOperation.ALTER)
+    got = cluster_call(authz, cluster, ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, request)
+    assert got.error_code == 0 and controller.events == ["alter_partition_reassignments"]
+
+
+def test_list_partition_reassignments_needs_describe_on_the_cluster(authz: Broker) -> None:
+    controller = FakeController()
+    cluster = cluster_services(authz, controller=controller)
+    cls = ListPartitionReassignmentsRequest
+    request = cls(timeout_ms=1000, topics=[
+        cls.ListPartitionReassignmentsTopics(name="t", partition_indexes=[0, 2])])
+    got = cluster_call(authz, cluster, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, request)
+    assert got.error_code == CLUSTER_DENIED and got.error_message
+    # Kafka's error response echoes the partitions asked about, with nothing in them
+    assert [(t.name, p.partition_index, p.replicas) for t in got.topics
+            for p in t.partitions] == [("t", 0, []), ("t", 2, [])]
+    got = cluster_call(authz, cluster, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0,
+                       cls(timeout_ms=1000, topics=None))
+    assert (got.error_code, got.topics) == (CLUSTER_DENIED, [])
+    assert controller.events == []
+    grant_cluster(authz, ALICE, AclOperation.ALTER)           # implies Describe
+    got = cluster_call(authz, cluster, ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, request)
+    assert (got.error_code, got.topics) == (0, [])
+    assert controller.events == ["list_partition_reassignments"]
+
+
+def test_controller_apis_super_user(authz: Broker) -> None:
+    controller = FakeController()
+    cluster = cluster_services(authz, controller=controller)
+    assert cluster_call(authz, cluster, ApiKey.ELECT_LEADERS, 2, elect_req(("t", 0)),
+                        ADMIN).error_code == 0
+    assert cluster_call(authz, cluster, ApiKey.CONTROLLED_SHUTDOWN, 3,
+                        ControlledShutdownRequest(broker_id=2, broker_epoch=5),
+                        ADMIN).error_code == 0
+    assert controller.events == ["elect_leaders", "controlled_shutdown 2"]
