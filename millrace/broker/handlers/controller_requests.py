@@ -3,6 +3,9 @@
 A broker obeys these only from the current controller and only when they are meant for
 this incarnation of itself:
 
+- the sender needs ClusterAction on the Cluster (Kafka 3.9's ``KafkaApis``, asked before
+  any epoch): a client forging one gets CLUSTER_AUTHORIZATION_FAILED in every error slot
+  of the response and changes nothing;
 - a request from an older controller epoch than the last one seen is refused whole with
   STALE_CONTROLLER_EPOCH (KAFKA-6082: a zombie controller cannot undo newer decisions);
 - a request carrying an older broker epoch than this broker's registration is refused
@@ -44,6 +47,7 @@ from millrace.protocol.types import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
+from millrace.security.acl import AclOperation
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,8 @@ log = logging.getLogger(__name__)
 def _refusal(ctx: RequestContext, controller_epoch: int, broker_epoch: int
              ) -> tuple[int, ClusterServices | None]:
     """(error, cluster services) for a controller request: NONE to go ahead."""
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):
+        return Errors.CLUSTER_AUTHORIZATION_FAILED, None
     cluster = ctx.services.cluster
     if cluster is None:
         return Errors.STALE_CONTROLLER_EPOCH, None
@@ -191,6 +197,10 @@ async def handle_stop_replica(ctx: RequestContext,
         wanted = [((p.topic_name, p.partition_index), -1, body.delete_partitions)
                   for p in body.ungrouped_partitions]
     error, _ = _refusal(ctx, body.controller_epoch, body.broker_epoch)
+    if error == Errors.CLUSTER_AUTHORIZATION_FAILED:  # Kafka's error response names them
+        return cls(error_code=error, partition_errors=[
+            cls.StopReplicaPartitionError(topic_name=tp[0], partition_index=tp[1],
+                                          error_code=error) for tp, _, _ in wanted])
     if error:
         return cls(error_code=error, partition_errors=[])
     errors = ctx.services.replica_manager.stop_replicas(body.controller_epoch, wanted)

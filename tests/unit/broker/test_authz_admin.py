@@ -40,8 +40,11 @@ from millrace.protocol import (
     DescribeConfigsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
+    LeaderAndIsrRequest,
     ListPartitionReassignmentsRequest,
     RequestHeader,
+    StopReplicaRequest,
+    UpdateMetadataRequest,
 )
 from millrace.security.acl import AclOperation, PatternType, ResourceType
 from millrace.security.kafka_principal import KafkaPrincipal
@@ -620,3 +623,138 @@ def test_controller_apis_super_user(authz: Broker) -> None:
                         ControlledShutdownRequest(broker_id=2, broker_epoch=5),
                         ADMIN).error_code == 0
     assert controller.events == ["elect_leaders", "controlled_shutdown 2"]
+
+
+# ---------------------------------------------------------------------- LeaderAndIsr
+def leader_and_isr_req(topic: str, topic_id: uuid.UUID, leader: int, leader_epoch: int,
+                       isr: list[int], broker_epoch: int = -1) -> Any:
+    cls = LeaderAndIsrRequest
+    state = cls.LeaderAndIsrPartitionState(
+        partition_index=0, controller_epoch=7, leader=leader, leader_epoch=leader_epoch,
+        isr=isr, partition_epoch=leader_epoch, replicas=sorted({NODE, *isr}),
+        adding_replicas=[], removing_replicas=[])
+    return cls(controller_id=2, controller_epoch=7, broker_epoch=broker_epoch, type=0,
+               topic_states=[cls.LeaderAndIsrTopicState(topic_name=topic, topic_id=topic_id,
+                                                        partition_states=[state])],
+               live_leaders=[cls.LeaderAndIsrLiveLeader(broker_id=2, host_name="h", port=1)])
+
+
+def leadership(broker: Broker, topic: str) -> tuple[int, int, tuple[int, ...]]:
+    p = broker.partition(topic)
+    return p.leader_id, p.leader_epoch, tuple(p.isr)
+
+
+def test_a_forged_leader_and_isr_changes_nothing(authz: Broker) -> None:
+    authz.create_topic("t")
+    topic_id = authz.services.metadata.topics["t"].topic_id
+    cluster = cluster_services(authz)
+    before = leadership(authz, "t")
+    assert before == (NODE, 0, (NODE,))
+    grant_cluster(authz, ALICE, AclOperation.ALTER)           # anything but ClusterAction
+    forged = leader_and_isr_req("t", topic_id, leader=2, leader_epoch=5, isr=[2])
+    got = cluster_call(authz, cluster, ApiKey.LEADER_AND_ISR, 4, forged)
+    assert got.error_code == CLUSTER_DENIED
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in got.partition_errors] == [
+        ("t", 0, CLUSTER_DENIED)]
+    got = cluster_call(authz, cluster, ApiKey.LEADER_AND_ISR, 5, forged)
+    assert got.error_code == CLUSTER_DENIED
+    assert [(t.topic_id, [(e.partition_index, e.error_code) for e in t.partition_errors])
+            for t in got.topics] == [(topic_id, [(0, CLUSTER_DENIED)])]
+    assert leadership(authz, "t") == before
+    assert authz.services.replica_manager.controller_epoch == 0
+    # the negative control: the same kind of request from a principal with ClusterAction
+    grant_cluster(authz, BROKER_PRINCIPAL, AclOperation.CLUSTER_ACTION)
+    got = cluster_call(authz, cluster, ApiKey.LEADER_AND_ISR, 5,
+                       leader_and_isr_req("t", topic_id, leader=NODE, leader_epoch=5,
+                                          isr=[NODE]), BROKER_PRINCIPAL)
+    assert got.error_code == 0
+    assert leadership(authz, "t") == (NODE, 5, (NODE,))
+
+
+def test_cluster_action_is_asked_before_the_epochs(authz: Broker) -> None:
+    authz.create_topic("t")
+    topic_id = authz.services.metadata.topics["t"].topic_id
+    cluster = cluster_services(authz, broker_epoch=100)
+    stale = leader_and_isr_req("t", topic_id, leader=NODE, leader_epoch=5, isr=[NODE],
+                               broker_epoch=5)
+    assert cluster_call(authz, cluster, ApiKey.LEADER_AND_ISR, 5, stale).error_code == \
+        CLUSTER_DENIED
+    assert cluster_call(authz, cluster, ApiKey.LEADER_AND_ISR, 5, stale,
+                        ADMIN).error_code == Errors.STALE_BROKER_EPOCH
+    # the single node accepts none of them, but says so only to a broker
+    assert call(authz, ApiKey.LEADER_AND_ISR, 5, stale).error_code == CLUSTER_DENIED
+    assert call(authz, ApiKey.LEADER_AND_ISR, 5, stale, ADMIN).error_code == \
+        Errors.STALE_CONTROLLER_EPOCH
+    assert leadership(authz, "t") == (NODE, 0, (NODE,))
+
+
+# ---------------------------------------------------------------------- UpdateMetadata
+def update_metadata_req(controller_id: int, leader: int) -> Any:
+    cls = UpdateMetadataRequest
+    broker_cls = cls.UpdateMetadataBroker
+    return cls(controller_id=controller_id, controller_epoch=9, broker_epoch=-1,
+               topic_states=[cls.UpdateMetadataTopicState(
+                   topic_name="t", topic_id=uuid.UUID(int=3), partition_states=[
+                       cls.UpdateMetadataPartitionState(
+                           partition_index=0, controller_epoch=9, leader=leader,
+                           leader_epoch=3, isr=[leader], zk_version=3, replicas=[leader],
+                           offline_replicas=[])])],
+               live_brokers=[broker_cls(id=b, rack=None, endpoints=[
+                   broker_cls.UpdateMetadataEndpoint(port=9000 + b, host="evil",
+                                                     listener="PLAINTEXT",
+                                                     security_protocol=0)])
+                   for b in (controller_id, leader)])
+
+
+def cache_view(cluster: ClusterServices) -> Any:
+    cache = cluster.metadata_cache
+    return (cache.controller_id, cache.controller_epoch, sorted(cache.alive_brokers),
+            cache.topic_names())
+
+
+def test_a_forged_update_metadata_changes_nothing(authz: Broker) -> None:
+    cluster = cluster_services(authz)
+    before = cache_view(cluster)
+    assert before == (0, 1, [NODE], [])
+    got = cluster_call(authz, cluster, ApiKey.UPDATE_METADATA, 7,
+                       update_metadata_req(controller_id=66, leader=66))
+    assert got.error_code == CLUSTER_DENIED
+    assert cache_view(cluster) == before
+    assert authz.services.replica_manager.controller_epoch == 0
+    got = cluster_call(authz, cluster, ApiKey.UPDATE_METADATA, 7,
+                       update_metadata_req(controller_id=66, leader=66), ADMIN)
+    assert got.error_code == 0
+    assert cache_view(cluster) == (66, 9, [66], ["t"])
+
+
+# ---------------------------------------------------------------------- StopReplica
+def stop_replica_req(*parts: tuple[str, int]) -> Any:
+    cls = StopReplicaRequest
+    topics: dict[str, list[int]] = {}
+    for topic, index in parts:
+        topics.setdefault(topic, []).append(index)
+    return cls(controller_id=2, controller_epoch=7, broker_epoch=-1, topic_states=[
+        cls.StopReplicaTopicState(topic_name=t, partition_states=[
+            cls.StopReplicaTopicState.StopReplicaPartitionState(
+                partition_index=i, leader_epoch=-1, delete_partition=True) for i in ps])
+        for t, ps in topics.items()])
+
+
+def test_a_forged_stop_replica_deletes_nothing(authz: Broker) -> None:
+    authz.create_topic("t", 2)
+    produce_as_admin(authz, "t", 0, 2)
+    cluster = cluster_services(authz)
+    log_dir = Path(authz.partition("t", 0).log.dir)
+    got = cluster_call(authz, cluster, ApiKey.STOP_REPLICA, 3,
+                       stop_replica_req(("t", 0), ("t", 1)))
+    # Kafka's error response names every partition of the request
+    assert got.error_code == CLUSTER_DENIED
+    assert [(e.topic_name, e.partition_index, e.error_code) for e in got.partition_errors] == [
+        ("t", 0, CLUSTER_DENIED), ("t", 1, CLUSTER_DENIED)]
+    assert authz.partition("t", 0).log.log_end_offset == 2 and log_dir.is_dir()
+    assert authz.services.replica_manager.get_partition("t", 1) is not None
+    grant_cluster(authz, BROKER_PRINCIPAL, AclOperation.CLUSTER_ACTION)
+    got = cluster_call(authz, cluster, ApiKey.STOP_REPLICA, 3, stop_replica_req(("t", 0)),
+                       BROKER_PRINCIPAL)
+    assert (got.error_code, [e.error_code for e in got.partition_errors]) == (0, [0])
+    assert authz.services.replica_manager.get_partition("t", 0) is None
