@@ -113,6 +113,12 @@ BROKER_CONFIG = (
     .define("max.connections.per.ip", "int", INT_MAX, at_least(0))
     .define("max.connections.per.ip.overrides", "string", "")
     .define("max.connection.creation.rate", "int", INT_MAX, at_least(0))
+    # client quotas (reference security.md 7): the rate is measured over this many
+    # samples of this many seconds each
+    .define("quota.window.num", "int", 11, at_least(1),
+            doc="samples kept by each client quota's rate")
+    .define("quota.window.size.seconds", "int", 1, at_least(1),
+            doc="seconds covered by one sample of a client quota's rate")
     # the ACL authorizer (reference security.md 4): "" = no authorization, as Kafka
     .define("authorizer.class.name", "string", "",
             one_of("", "kafka.security.authorizer.AclAuthorizer",
