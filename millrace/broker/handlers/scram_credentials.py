@@ -8,7 +8,12 @@ NOT_CONTROLLER for every user named, and the admin client asks the controller ag
 A single node always answers.  After a write the broker updates its own cache at once;
 in a cluster every broker also re-reads the user on the change notification.
 
-Authorization (Describe / Alter on the Cluster resource) comes with the authorizer.
+Authorization (Kafka 3.9's ``KafkaApis``): Describe needs Describe on the Cluster, else
+CLUSTER_AUTHORIZATION_FAILED top-level and on one result per user named (Kafka's error
+response leaves those results' user empty; here they name the user).  Alter needs Alter
+on the Cluster, asked after the controller check as Kafka does (so a non-controller still
+answers NOT_CONTROLLER), else CLUSTER_AUTHORIZATION_FAILED for every user named.  Nothing
+is read or written for a refused request.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from millrace.protocol.types import (
     DescribeUserScramCredentialsRequest,
     DescribeUserScramCredentialsResponse,
 )
+from millrace.security.acl import AclOperation
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +46,12 @@ async def handle_describe_user_scram_credentials(
         ctx: RequestContext, body: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
     cls = DescribeUserScramCredentialsResponse
+    if not ctx.authorize_cluster(AclOperation.DESCRIBE):
+        denied = Errors.CLUSTER_AUTHORIZATION_FAILED
+        return cls(throttle_time_ms=0, error_code=denied, error_message=None, results=[
+            cls.DescribeUserScramCredentialsResult(user=u.name, error_code=denied,
+                                                   error_message=None, credential_infos=[])
+            for u in body.users or ()])
     cache = ctx.services.credentials
     store = cache.store
     users = None if body.users is None else [u.name for u in body.users]
@@ -66,12 +78,16 @@ async def handle_alter_user_scram_credentials(
     deletions = [ScramCredentialDeletion(d.name, d.mechanism) for d in body.deletions]
     upsertions = [ScramCredentialUpsertion(u.name, u.mechanism, u.iterations, u.salt,
                                            u.salted_password) for u in body.upsertions]
+    users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
     cluster = ctx.services.cluster
     if cluster is not None and (cluster.controller is None or not cluster.controller.is_active):
-        users = dict.fromkeys([d.user for d in deletions] + [u.user for u in upsertions])
         return cls(throttle_time_ms=0, results=[
             result_cls(user=user, error_code=Errors.NOT_CONTROLLER, error_message=None)
             for user in users])
+    if not ctx.authorize_cluster(AclOperation.ALTER):
+        return cls(throttle_time_ms=0, results=[
+            result_cls(user=user, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                       error_message=None) for user in users])
     cache = ctx.services.credentials
     store = cache.store
     async with cache.alter_lock:

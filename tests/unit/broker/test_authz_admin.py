@@ -32,12 +32,14 @@ from millrace.protocol import (
     API,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterUserScramCredentialsRequest,
     ApiKey,
     ControlledShutdownRequest,
     CreatePartitionsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeConfigsRequest,
+    DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
     IncrementalAlterConfigsRequest,
     LeaderAndIsrRequest,
@@ -758,3 +760,64 @@ def test_a_forged_stop_replica_deletes_nothing(authz: Broker) -> None:
                        BROKER_PRINCIPAL)
     assert (got.error_code, [e.error_code for e in got.partition_errors]) == (0, [0])
     assert authz.services.replica_manager.get_partition("t", 0) is None
+
+
+# ---------------------------------------------------------------------- SCRAM credentials
+def scram_upsert(user: str) -> Any:
+    return AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
+        name=user, mechanism=1, iterations=4096, salt=b"salt",
+        salted_password=b"\x01" * 32)
+
+
+def alter_scram(broker: Broker, *users: str, principal: KafkaPrincipal = ALICE,
+                cluster: ClusterServices | None = None) -> list[tuple[str, int]]:
+    request = AlterUserScramCredentialsRequest(deletions=[], upsertions=[
+        scram_upsert(u) for u in users])
+    key = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+    got = (call(broker, key, 0, request, principal) if cluster is None
+           else cluster_call(broker, cluster, key, 0, request, principal))
+    return [(r.user, r.error_code) for r in got.results]
+
+
+def describe_scram(broker: Broker, *users: str, principal: KafkaPrincipal = ALICE) -> Any:
+    cls = DescribeUserScramCredentialsRequest
+    return call(broker, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0,
+                cls(users=[cls.UserName(name=u) for u in users] if users else None), principal)
+
+
+def test_describe_user_scram_credentials_needs_describe_on_the_cluster(authz: Broker) -> None:
+    assert alter_scram(authz, "bob", principal=ADMIN) == [("bob", 0)]
+    got = describe_scram(authz, "bob", "nobody")
+    assert (got.error_code, got.error_message) == (CLUSTER_DENIED, None)
+    assert [(r.user, r.error_code, r.credential_infos) for r in got.results] == [
+        ("bob", CLUSTER_DENIED, []), ("nobody", CLUSTER_DENIED, [])]
+    got = describe_scram(authz)                                 # every user
+    assert (got.error_code, got.results) == (CLUSTER_DENIED, [])
+    grant_cluster(authz, ALICE, AclOperation.ALTER)             # implies Describe
+    got = describe_scram(authz, "bob")
+    assert got.error_code == 0
+    assert [(r.user, r.error_code, [(c.mechanism, c.iterations) for c in r.credential_infos])
+            for r in got.results] == [("bob", 0, [(1, 4096)])]
+
+
+def test_alter_user_scram_credentials_needs_alter_on_the_cluster(authz: Broker) -> None:
+    store = authz.services.credentials.store
+    assert alter_scram(authz, "bob", "carol") == [("bob", CLUSTER_DENIED),
+                                                  ("carol", CLUSTER_DENIED)]
+    grant_cluster(authz, ALICE, AclOperation.DESCRIBE)          # Describe is not Alter
+    assert alter_scram(authz, "bob") == [("bob", CLUSTER_DENIED)]
+    assert store.users_with_configs() == []
+    grant_cluster(authz, ALICE, AclOperation.ALTER)
+    assert alter_scram(authz, "bob") == [("bob", 0)]
+    assert store.users_with_configs() == ["bob"]
+
+
+def test_alter_user_scram_credentials_asks_the_controller_first(authz: Broker) -> None:
+    # Kafka's order: a broker that is not the controller says so to anyone
+    inactive = FakeController()
+    inactive.is_active = False
+    assert alter_scram(authz, "bob", cluster=cluster_services(authz, controller=inactive)) == [
+        ("bob", Errors.NOT_CONTROLLER)]
+    active = cluster_services(authz, controller=FakeController())
+    assert alter_scram(authz, "bob", cluster=active) == [("bob", CLUSTER_DENIED)]
+    assert alter_scram(authz, "bob", cluster=active, principal=ADMIN) == [("bob", 0)]
