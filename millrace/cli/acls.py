@@ -29,7 +29,8 @@ Kafka 3.9's argument rules hold (exactly one action; ``--list`` takes no ``--all
 ``--deny-*``; ``--producer`` needs ``--topic``, ``--consumer`` ``--topic`` and ``--group``;
 an operation the resource type does not have is refused; ``--add`` needs a principal).
 Where kafka-acls silently ignores an argument this command refuses it instead: a host
-without a principal (``--remove`` would then delete every ACL of the resource), ``--cluster``
+without a principal and ``--producer``/``--consumer`` without ``--allow-principal``
+(``--remove`` would then delete every ACL of the resources, the cluster's too), ``--cluster``
 with a prefixed pattern or next to ``--producer``/``--consumer``, ``--group`` with
 ``--producer`` alone, ``--operation`` with ``--list``.  ``--cluster`` with ``any``/``match``
 keeps that pattern type (kafka-acls drops the cluster, and lists every ACL).  Added ACLs are
@@ -237,6 +238,9 @@ def _check_combinations(args: argparse.Namespace, action: str) -> None:
         if bad := given("operation", "deny_principal", "deny_host", "cluster"):
             hint = " (--idempotent adds IdempotentWrite on it)" if bad[0] == "--cluster" else ""
             raise CommandError(f"{which} cannot be used with {bad[0]}{hint}")
+        if not args.allow_principal:
+            # kafka-acls' --remove would take every ACL of the resources (the cluster's too)
+            raise CommandError(f"{which} needs --allow-principal")
     if args.idempotent and not args.producer:
         raise CommandError("--idempotent goes with --producer only")
     if args.producer and not args.topic:

@@ -237,6 +237,10 @@ P = ["--allow-principal", "User:a"]
     (["--add", "--idempotent", *P, "--topic", "t"], "--idempotent goes with --producer only"),
     (["--remove", "--force", "--topic", "t", "--allow-host", "10.0.0.1"],
      "--allow-host needs --allow-principal"),
+    (["--remove", "--force", "--producer", "--idempotent", "--topic", "t"],
+     "--producer needs --allow-principal"),
+    (["--add", "--consumer", "--topic", "t", "--group", "g"],
+     "--consumer needs --allow-principal"),
 ])
 def test_refused_command_lines_are_one_line_exit_2(
         argv: list[str], message: str, capsys: pytest.CaptureFixture[str],
