@@ -25,6 +25,14 @@ decoded as requests.  Every request's ``RequestContext`` carries the connection'
 principal (``User:ANONYMOUS`` on PLAINTEXT), and the ``millrace.request`` logger
 (DEBUG) logs each completed request with it, as Kafka's request logger does.
 
+Client quotas (KIP-219).  While any client quota is configured, each request is charged
+to its (user, client id) once its handler returns (``quota.throttling.charge``); a client
+over its quota gets its response at once with ``throttle_time_ms`` set, and then its
+connection is muted for that long: reading pauses (``throttled``, alongside the
+back-pressure flag ``paused``: reading resumes only when neither holds it) and the
+connection's worker waits before serving its next request.  Other connections never
+wait.  Without quotas the cost per request is one flag test.
+
 Thread ownership: everything here runs on the broker's event-loop thread.
 """
 
@@ -35,12 +43,15 @@ import contextlib
 import logging
 import time as _time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from millrace.broker.config import KafkaConfig
 from millrace.broker.connection_quotas import ConnectionQuotas
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import HANDLERS
+from millrace.broker.quota.client_quota_manager import ClientQuotas
+from millrace.broker.quota.throttling import TimedCoroutine, cap_fetch, charge
 from millrace.broker.security.listener_security import ListenerSecurity, build_all
 from millrace.broker.security.sasl_server_authenticator import (
     Action,
@@ -105,7 +116,8 @@ class BrokerConnection(asyncio.Protocol):
         self.writable.set()
         self.worker: asyncio.Task[None] | None = None
         self.closed = False
-        self.paused = False
+        self.paused = False  # reading paused for back-pressure (too many queued)
+        self.throttled = False  # reading paused by a client quota (KIP-219 mute)
         self.counted = False  # by server.quotas: given back once, in connection_lost
         self.last_active = server.time.milliseconds()
 
@@ -268,7 +280,7 @@ class BrokerConnection(asyncio.Protocol):
                 event = self.queue.popleft()
                 if self.paused and len(self.queue) < MAX_QUEUED // 2 and event is not _CLOSE:
                     self.paused = False
-                    if self.transport is not None:
+                    if self.transport is not None and not self.throttled:
                         self.transport.resume_reading()
                 if event is _CLOSE:
                     self.close()
@@ -364,8 +376,15 @@ class BrokerConnection(asyncio.Protocol):
                              self.server.services, self.listener, self.principal,
                              self.security.protocol)
         started = _time.monotonic() if request_log.isEnabledFor(logging.DEBUG) else 0.0
+        quotas = self.server.client_quotas
+        throttling = quotas.enabled and not authenticating  # the one check without quotas
+        timed: TimedCoroutine | None = None
         try:
-            body = await handler(ctx, event.body)
+            if throttling:
+                cap_fetch(quotas, ctx, event)
+                if quotas.request.enabled:
+                    timed = TimedCoroutine(handler(ctx, event.body))
+            body = await (timed if timed is not None else handler(ctx, event.body))
         except InvalidRequestError as e:  # a request the handler refuses whole (Kafka closes)
             log.warning("closing connection from %s:%s: invalid %s v%d (client %r): %s",
                         *self.peer, event.api.name, event.version, ctx.client_id, e)
@@ -383,6 +402,9 @@ class BrokerConnection(asyncio.Protocol):
                 "principal %s listener %s (%s) in %.2f ms", event.api.name, event.version,
                 event.correlation_id, ctx.client_id, *self.peer, self.principal,
                 self.listener, self.security.protocol, (_time.monotonic() - started) * 1000)
+        if throttling:
+            await self._respond_and_throttle(quotas, ctx, event, body, timed)
+            return
         if body is None:
             return
         parts = ServerConnection.encode_response_chunks(event, body)
@@ -390,6 +412,33 @@ class BrokerConnection(asyncio.Protocol):
             self._write(parts)
         else:
             await self._write_with_regions(parts)
+
+    async def _respond_and_throttle(self, quotas: ClientQuotas, ctx: RequestContext,
+                                    event: Request, body: Any,
+                                    timed: TimedCoroutine | None) -> None:
+        """KIP-219: charge the request to its client's quotas, send the response at once
+        (with its ``throttle_time_ms``; a throttled Fetch without data), then mute the
+        connection for the throttle time: reading pauses and this connection's worker
+        serves nothing more until it is over, so a client that ignores the throttle time
+        (librdkafka) is held to its quota as well.  Other connections are not touched."""
+        throttle_ms, parts = charge(quotas, ctx, event, body, timed,
+                                    self.server.time.milliseconds())
+        if len(parts) == 1:
+            self._write(parts)
+        elif parts:
+            await self._write_with_regions(parts)
+        if throttle_ms <= 0 or self.closed:
+            return
+        self.throttled = True
+        if self.transport is not None and not self.paused:
+            self.transport.pause_reading()
+        try:
+            await self.server.sleep(throttle_ms / 1000)
+        finally:
+            self.throttled = False
+            # back-pressure may hold reading still; the worker resumes it as it drains
+            if self.transport is not None and not self.paused and not self.closed:
+                self.transport.resume_reading()
 
     def _write(self, parts: list[Any]) -> None:
         if self.transport is not None and not self.closed:
@@ -447,6 +496,8 @@ class SocketServer:
         self._services: BrokerServices | None = None
         self.connections: set[BrokerConnection] = set()
         self.quotas = ConnectionQuotas(config, time)  # validates the limits' configs
+        self.client_quotas = ClientQuotas(config)  # replaced by the services' when serving
+        self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a throttle's mute
         self.listener_security: dict[str, ListenerSecurity] = (
             listener_security if listener_security is not None else build_all(config))
         self._servers: list[asyncio.Server] = []
@@ -489,6 +540,7 @@ class SocketServer:
     async def start_serving(self, services: BrokerServices) -> None:
         """Accept connections, served by ``services``."""
         self._services = services
+        self.client_quotas = services.client_quotas
         for security in self.listener_security.values():
             security.scram_lookup = services.credentials.scram_credential
         for srv in self._servers:

@@ -46,6 +46,7 @@ from millrace.broker.metadata import BrokerRegistration, EndPoint, LocalMetadata
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.quota.client_quota_manager import ClientQuotas
 from millrace.broker.quota.quota_store import LocalQuotaStore
 from millrace.broker.replica_manager import ReplicaManager
 from millrace.broker.security.acl_service import AclService, authorizer_enabled
@@ -123,6 +124,7 @@ class KafkaServer:
                                        config["transaction.state.log.num.partitions"],
                                        config["offsets.commit.timeout.ms"],
                                        topic=TRANSACTION_STATE_TOPIC)
+        quota_store = LocalQuotaStore(metadata)
         return BrokerServices(
             config=config, time=time, metadata=metadata, log_manager=log_manager,
             topic_configs=topic_configs, replica_manager=replica_manager,
@@ -133,7 +135,8 @@ class KafkaServer:
             transaction_coordinator=TransactionCoordinatorService(
                 config, time, txn_log, metadata, producer_id_manager.generate_producer_id),
             credentials=build_local_credential_cache(config, metadata),
-            quota_store=LocalQuotaStore(metadata),
+            quota_store=quota_store,
+            client_quotas=ClientQuotas.fed_by(config, quota_store),
             acls=(AclService.build(config, LocalAclStore(metadata))
                   if authorizer_enabled(config) else None))
 

@@ -6,8 +6,9 @@ manager (which recovers the logs); the replica manager; the admin manager; the g
 coordinator (which replays ``__consumer_offsets``); the producer-id manager; the
 transaction coordinator (which replays ``__transaction_state``).  Handlers reach them
 through ``RequestContext.services``; the client quota configs (``quota_store``: load()
-at start-up, watch() for every change made through any broker); the ACL service
-(``acls``) is None unless ``authorizer.class.name`` turns authorization on.
+at start-up, watch() for every change made through any broker) and their enforcement
+(``client_quotas``, fed by the store; the network layer charges requests to it); the
+ACL service (``acls``) is None unless ``authorizer.class.name`` turns authorization on.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.quota.client_quota_manager import ClientQuotas
 from millrace.broker.quota.quota_store import QuotaStore
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
@@ -62,5 +64,6 @@ class BrokerServices:
     transaction_coordinator: TransactionCoordinatorService
     credentials: CredentialCache  # SCRAM credentials the SASL listeners check
     quota_store: QuotaStore  # client quota configs: stored, published to watchers
+    client_quotas: ClientQuotas  # enforcement: usage against quota_store's quotas
     cluster: ClusterServices | None = None  # None: the single-node embedded broker
     acls: AclService | None = None  # None: no authorizer configured (everything allowed)

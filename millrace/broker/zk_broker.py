@@ -40,6 +40,7 @@ from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.partition import Partition
 from millrace.broker.producer_id_manager import ProducerIdManager
+from millrace.broker.quota.client_quota_manager import ClientQuotas
 from millrace.broker.quota.quota_store import ZkQuotaStore
 from millrace.broker.replica_fetcher import ReplicaFetcherManager
 from millrace.broker.replica_manager import ReplicaManager
@@ -109,6 +110,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
         config["offsets.commit.timeout.ms"], topic=TRANSACTION_STATE_TOPIC), metadata,
         producer_id_manager.generate_producer_id)
     rm.leadership_listeners.append(_txn_leadership(txn, loop))
+    quota_store = ZkQuotaStore(zk)
     return BrokerServices(
         config=config, time=time, metadata=metadata, log_manager=log_manager,
         topic_configs=topic_configs, replica_manager=rm, admin_manager=admin,
@@ -117,7 +119,8 @@ def build_zk_services(config: KafkaConfig, time: Time,
         api_versions=ApiVersionManager(load_all(), config["transaction.version"]),
         transaction_coordinator=txn,
         credentials=build_zk_credential_cache(config, zk),
-        quota_store=ZkQuotaStore(zk),
+        quota_store=quota_store,
+        client_quotas=ClientQuotas.fed_by(config, quota_store),  # reads ZooKeeper
         acls=AclService.build(config, ZkAclStore(zk)) if authorizer_enabled(config) else None,
         cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
                                 fetcher_manager=rm.fetcher_manager, zk=zk))

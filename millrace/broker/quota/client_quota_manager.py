@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from millrace.broker.config import KafkaConfig
 from millrace.broker.quota.entity import (
@@ -55,6 +56,9 @@ from millrace.broker.quota.entity import (
     QuotaValues,
 )
 from millrace.broker.quota.rate import Rate
+
+if TYPE_CHECKING:
+    from millrace.broker.quota.quota_store import QuotaStore
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +251,15 @@ class ClientQuotas:
         self._managers = (self.produce, self.fetch, self.request)
         self._values: dict[QuotaEntity, QuotaValues] = {}
         self.enabled = False  # any quota at all: the one check per request
+
+    @classmethod
+    def fed_by(cls, config: KafkaConfig, store: QuotaStore) -> ClientQuotas:
+        """The managers with the store's quotas now and every change after (``load()``
+        blocks on ZooKeeper: call it where the broker builds its services)."""
+        quotas = cls(config)
+        quotas.load(store.load())
+        store.watch(quotas.update)
+        return quotas
 
     def load(self, snapshot: Mapping[QuotaEntity, QuotaValues]) -> None:
         """Every configured quota (start-up); replaces what was known."""
