@@ -210,6 +210,7 @@ def fake_server(service: GroupCoordinatorService) -> Any:
         txn.load(p, [])
     return SimpleNamespace(
         config=config(**{"node.id": 3}), group_coordinator=service, cluster=None,
+        acls=None,  # no authorizer.class.name: every request is authorized
         transaction_coordinator=SimpleNamespace(coordinator=txn,
                                                 partition_for=txn.partition_for),
         metadata=SimpleNamespace(topics={"t": SimpleNamespace(partitions=2)},
