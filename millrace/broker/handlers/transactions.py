@@ -12,6 +12,17 @@ Served versions (``api_version_manager``): AddPartitionsToTxn up to 5 -- v4+ is 
 batched broker-to-broker form of KIP-890 (verification, and implicit adds for
 transaction.version 2 clients), which clients do not send -- and EndTxn up to 4, or 5
 with ``transaction.version=2`` (the epoch bump per transaction, KIP-890 part 2).
+
+Authorization (Kafka 3.9's ``KafkaApis``), before the coordinator or the metadata is
+asked: AddPartitionsToTxn v0-3 needs Write on the transactional id (else 53 for every
+partition), then Write on each topic -- any partition refused (29) or unknown fails the
+whole request and the others answer OPERATION_NOT_ATTEMPTED; the internal topics are
+never authorized there (offsets join a transaction through AddOffsetsToTxn).  Its v4+
+broker-to-broker form needs ClusterAction on the cluster (31, top-level error).
+AddOffsetsToTxn needs Write on the transactional id (53), then Read on the group (30);
+EndTxn Write on the transactional id (53).  DescribeTransactions answers 53 for an id the
+caller may not Describe and shows only the topics it may Describe; ListTransactions
+lists only the ids it may Describe.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
+from millrace.broker.metadata import INTERNAL_TOPICS
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
@@ -35,6 +47,7 @@ from millrace.protocol.types import (
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
+from millrace.security.acl import AclOperation, ResourceType
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -44,16 +57,36 @@ def _fenced(error: int, version: int) -> int:
         else error
 
 
+def _writable(ctx: RequestContext, transactional_id: str) -> bool:
+    return ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _refused_topics(ctx: RequestContext, partitions: list[tuple[str, int]]) -> set[str]:
+    """The topics of a client's AddPartitionsToTxn it may not Write.  With an authorizer
+    the internal topics are never authorized here, as in Kafka's ``KafkaApis`` (which
+    leaves them out of the names it asks about)."""
+    names = {topic for topic, _ in partitions}
+    if ctx.services.acls is None:
+        return set()
+    return names - ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                        names - INTERNAL_TOPICS)
+
+
 async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_id: int,
                           producer_epoch: int, partitions: list[tuple[str, int]],
-                          verify_only: bool, client_transaction_version: int
+                          verify_only: bool, client_transaction_version: int,
+                          refused: set[str] | frozenset[str] = frozenset()
                           ) -> dict[tuple[str, int], int]:
+    """``refused``: topics the caller may not Write (their partitions answer 29)."""
     topics = ctx.services.metadata.topics
-    unknown = {tp for tp in partitions
-               if tp[0] not in topics or not 0 <= tp[1] < topics[tp[0]].partitions}
-    if unknown:
-        return {tp: Errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown
-                else Errors.OPERATION_NOT_ATTEMPTED for tp in partitions}
+    failed: dict[tuple[str, int], int] = {}
+    for topic, index in partitions:
+        if topic in refused:
+            failed[(topic, index)] = Errors.TOPIC_AUTHORIZATION_FAILED
+        elif topic not in topics or not 0 <= index < topics[topic].partitions:
+            failed[(topic, index)] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+    if failed:
+        return {tp: failed.get(tp, Errors.OPERATION_NOT_ATTEMPTED) for tp in partitions}
     coordinator = ctx.services.transaction_coordinator
     if verify_only:
         return coordinator.coordinator.verify_partitions_in_txn(
@@ -83,14 +116,21 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, body: AddPartitionsT
     written), otherwise adds them for a transaction.version 2 client."""
     cls = AddPartitionsToTxnResponse
     if ctx.version <= 3:
-        errors = await _add_partitions(
-            ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-            body.v3_and_below_producer_epoch,
-            [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions],
-            verify_only=False, client_transaction_version=0)
+        partitions = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+        errors: dict[tuple[str, int], int]
+        if not _writable(ctx, body.v3_and_below_transactional_id):
+            errors = dict.fromkeys(partitions, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        else:
+            errors = await _add_partitions(
+                ctx, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                body.v3_and_below_producer_epoch, partitions, verify_only=False,
+                client_transaction_version=0, refused=_refused_topics(ctx, partitions))
         return cls(throttle_time_ms=0,
                    results_by_topic_v3_and_below=_topic_results(
                        cls.AddPartitionsToTxnTopicResult, errors))
+    if not ctx.authorize_cluster(AclOperation.CLUSTER_ACTION):   # from brokers only
+        return cls(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
+                   results_by_transaction=[])
     results = []
     for txn in body.transactions:
         errors = await _add_partitions(
@@ -106,6 +146,12 @@ async def handle_add_partitions_to_txn(ctx: RequestContext, body: AddPartitionsT
 @handles(ApiKey.ADD_OFFSETS_TO_TXN)
 async def handle_add_offsets_to_txn(ctx: RequestContext, body: AddOffsetsToTxnRequest
                                     ) -> AddOffsetsToTxnResponse:
+    if not _writable(ctx, body.transactional_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                       error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return AddOffsetsToTxnResponse(throttle_time_ms=0,
+                                       error_code=Errors.GROUP_AUTHORIZATION_FAILED)
     partition = ctx.services.group_coordinator.partition_for(body.group_id)
     error = await ctx.services.transaction_coordinator.add_partitions_to_txn(
         body.transactional_id, body.producer_id, body.producer_epoch,
@@ -117,6 +163,9 @@ async def handle_add_offsets_to_txn(ctx: RequestContext, body: AddOffsetsToTxnRe
 async def handle_end_txn(ctx: RequestContext, body: EndTxnRequest) -> EndTxnResponse:
     """v5 is transaction.version 2: the epoch is bumped and the answer carries the
     producer id and epoch for the next transaction."""
+    if not _writable(ctx, body.transactional_id):
+        return EndTxnResponse(throttle_time_ms=0,
+                              error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     result = await ctx.services.transaction_coordinator.end_txn(
         body.transactional_id, body.producer_id, body.producer_epoch, body.committed,
         2 if ctx.version >= 5 else 0)
@@ -130,15 +179,28 @@ async def handle_describe_transactions(ctx: RequestContext, body: DescribeTransa
                                        ) -> DescribeTransactionsResponse:
     """Each id as its coordinator holds it: NOT_COORDINATOR for ids whose
     ``__transaction_state`` partition this broker does not lead (the admin client asks
-    each id's coordinator), TRANSACTIONAL_ID_NOT_FOUND for ids it has never seen."""
+    each id's coordinator), TRANSACTIONAL_ID_NOT_FOUND for ids it has never seen; an id
+    the caller may not Describe is TRANSACTIONAL_ID_AUTHORIZATION_FAILED whether it
+    exists or not, and of the others only the topics it may Describe are shown."""
     cls = DescribeTransactionsResponse
     coordinator = ctx.services.transaction_coordinator.coordinator
+    allowed = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                   body.transactional_ids)
+    described = {tid: coordinator.describe_transaction(tid)
+                 for tid in body.transactional_ids if tid in allowed}
+    visible = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TOPIC, (
+        topic for d in described.values() for topic, _ in d.partitions))
     states = []
     for tid in body.transactional_ids:
-        d = coordinator.describe_transaction(tid)
+        if tid not in described:
+            states.append(cls.TransactionState(
+                transactional_id=tid, error_code=Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            continue
+        d = described[tid]
         by_topic: dict[str, list[int]] = {}
         for topic, partition in d.partitions:
-            by_topic.setdefault(topic, []).append(partition)
+            if topic in visible:
+                by_topic.setdefault(topic, []).append(partition)
         states.append(cls.TransactionState(
             error_code=d.error, transactional_id=tid, transaction_state=d.state,
             transaction_timeout_ms=d.transaction_timeout_ms,
@@ -154,7 +216,8 @@ async def handle_list_transactions(ctx: RequestContext, body: ListTransactionsRe
                                    ) -> ListTransactionsResponse:
     """The transactions this broker coordinates (the admin client asks every broker),
     filtered by state names, producer ids, how long they have run (v1+) and a regular
-    expression the whole transactional id must match (v2+)."""
+    expression the whole transactional id must match (v2+); only the ids the caller may
+    Describe are listed."""
     cls = ListTransactionsResponse
     pattern: re.Pattern[str] | None = None
     if ctx.version >= 2 and body.transactional_id_pattern:
@@ -167,9 +230,12 @@ async def handle_list_transactions(ctx: RequestContext, body: ListTransactionsRe
         .list_transactions(body.state_filters, body.producer_id_filters,
                            body.duration_filter if ctx.version >= 1 else -1,
                            ctx.services.time.milliseconds())
+    listings = [t for t in listings
+                if pattern is None or pattern.fullmatch(t.transactional_id)]
+    allowed = ctx.authorized_names(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                                   (t.transactional_id for t in listings))
     return cls(throttle_time_ms=0, error_code=error, unknown_state_filters=unknown,
                transaction_states=[
                    cls.TransactionState(transactional_id=t.transactional_id,
                                         producer_id=t.producer_id, transaction_state=t.state)
-                   for t in listings
-                   if pattern is None or pattern.fullmatch(t.transactional_id)])
+                   for t in listings if t.transactional_id in allowed])
