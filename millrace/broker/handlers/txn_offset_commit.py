@@ -12,6 +12,11 @@ group's ``__consumer_offsets`` partition is added to its transaction here first,
 a partition leader does for Produce v12 (AddPartitionsToTxn v5 to the transaction
 coordinator, not verify-only); if that fails every partition gets its error and nothing
 is written.  Verification of v0-4 requests (Kafka 3.6+ verifies them too) is not done.
+
+Authorization (Kafka 3.9's ``KafkaApis``), before anything is looked up or added: Write
+on the transactional id (else 53 in every partition), Read on the group (else 30 in
+every partition), then Read on each topic (29 for the partitions of a refused topic; the
+others go on).  When no topic is left nothing is added to the transaction.
 """
 
 from __future__ import annotations
@@ -19,10 +24,11 @@ from __future__ import annotations
 from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
-from millrace.broker.handlers.group import unknown_partitions
+from millrace.broker.handlers.group import error_topics, unknown_partitions, with_fields
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from millrace.security.acl import AclOperation, ResourceType
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -41,15 +47,37 @@ async def _add_offsets_partition(ctx: RequestContext, body: TxnOffsetCommitReque
 @handles(ApiKey.TXN_OFFSET_COMMIT)
 async def handle_txn_offset_commit(ctx: RequestContext,
                                    body: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    cls = TxnOffsetCommitResponse
+    t_cls = cls.TxnOffsetCommitResponseTopic
+    p_cls = t_cls.TxnOffsetCommitResponsePartition
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                         body.transactional_id):
+        return cls(throttle_time_ms=0, topics=error_topics(
+            t_cls, p_cls, body.topics, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, body.group_id):
+        return cls(throttle_time_ms=0, topics=error_topics(
+            t_cls, p_cls, body.topics, Errors.GROUP_AUTHORIZATION_FAILED))
+    allowed = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                   (t.name for t in body.topics))
+    refused = [t for t in body.topics if t.name not in allowed]
+    if refused:
+        body = with_fields(body, topics=[t for t in body.topics if t.name in allowed])
+    denied = error_topics(t_cls, p_cls, refused, Errors.TOPIC_AUTHORIZATION_FAILED)
+    if refused and not body.topics:
+        return cls(throttle_time_ms=0, topics=denied)
+    response = await _commit(ctx, body)
+    response.topics[:0] = denied    # Kafka's order: the refused topics first
+    return response
+
+
+async def _commit(ctx: RequestContext, body: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     if ctx.version >= 5:
         error = await _add_offsets_partition(ctx, body)
         if error:
             cls = TxnOffsetCommitResponse
-            return cls(throttle_time_ms=0, topics=[cls.TxnOffsetCommitResponseTopic(
-                name=t.name, partitions=[
-                    cls.TxnOffsetCommitResponseTopic.TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index, error_code=error)
-                    for p in t.partitions]) for t in body.topics])
+            t_cls = cls.TxnOffsetCommitResponseTopic
+            return cls(throttle_time_ms=0, topics=error_topics(
+                t_cls, t_cls.TxnOffsetCommitResponsePartition, body.topics, error))
     response: TxnOffsetCommitResponse = await ctx.services.group_coordinator.txn_commit_offsets(
         body, ctx.version, unknown_partitions(ctx, body))
     if ctx.version < 2:
