@@ -48,6 +48,8 @@ from millrace.protocol.types import (
 from millrace.security.acl import AclOperation
 
 NOT_AUTHORIZED = "Cluster authorization failed."
+"""The message of a refused reassignment request (Kafka's names the request in its Java
+form, "Request ... is not authorized.")."""
 
 
 @handles(ApiKey.CONTROLLED_SHUTDOWN)
@@ -74,14 +76,7 @@ async def handle_elect_leaders(ctx: RequestContext,
     wanted = None if body.topic_partitions is None else [
         TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions]
     if not ctx.authorize_cluster(AclOperation.ALTER):
-        denied: dict[str, dict[int, None]] = {}
-        for tp in wanted or ():
-            denied.setdefault(tp.topic, {})[tp.partition] = None
-        return cls(throttle_time_ms=0, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
-                   replica_election_results=[cls.ReplicaElectionResult(topic=t, partition_result=[
-                       cls.ReplicaElectionResult.PartitionResult(
-                           partition_id=p, error_code=Errors.CLUSTER_AUTHORIZATION_FAILED,
-                           error_message=None) for p in ps]) for t, ps in denied.items()])
+        return _elect_leaders_refused(wanted or [])
     if cluster is None or cluster.controller is None:
         return cls(throttle_time_ms=0, error_code=Errors.NOT_CONTROLLER,
                    replica_election_results=[])
@@ -98,6 +93,21 @@ async def handle_elect_leaders(ctx: RequestContext,
                 error_message=None if error == Errors.NONE else error.name))
     return cls(throttle_time_ms=0, error_code=Errors.NONE, replica_election_results=[
         cls.ReplicaElectionResult(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+def _elect_leaders_refused(wanted: list[TopicPartition]) -> ElectLeadersResponse:
+    """Kafka's answer without Alter on the Cluster: 31 top-level and on each distinct
+    partition named (none when the request names none, meaning all)."""
+    cls = ElectLeadersResponse
+    denied = Errors.CLUSTER_AUTHORIZATION_FAILED
+    by_topic: dict[str, dict[int, None]] = {}
+    for tp in wanted:
+        by_topic.setdefault(tp.topic, {})[tp.partition] = None
+    return cls(throttle_time_ms=0, error_code=denied, replica_election_results=[
+        cls.ReplicaElectionResult(topic=t, partition_result=[
+            cls.ReplicaElectionResult.PartitionResult(partition_id=p, error_code=denied,
+                                                      error_message=None) for p in ps])
+        for t, ps in by_topic.items()])
 
 
 @handles(ApiKey.ALTER_PARTITION_REASSIGNMENTS)
