@@ -2,6 +2,7 @@
 
     python -m millrace.testing.faults --scenario leader-kills --faults 20 --seed 7
     python -m millrace.testing.faults --minutes 30 --seed 1     # every scenario, repeated
+    python -m millrace.testing.faults --scenario security --seconds 180
 
 Each run's history, report and broker logs stay under ``--out`` (default
 ``build/faults``); ``summary.json`` there collects every run.  Exit status 1 when any
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="first seed (default 1)")
     parser.add_argument("--faults", type=int, default=None,
                         help="faults per run (default: 5, or 20 for leader-kills)")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="how long a run of a scenario without faults lasts (security, "
+                             "control-no-authorizer; default: the scenario's own, 60 s)")
     parser.add_argument("--minutes", type=float, default=None,
                         help="keep cycling through the scenarios, with seed, seed+1 ..., "
                              "until this many minutes have passed")
@@ -52,14 +56,19 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed
     while True:
         for name in names:
-            faults = args.faults or (20 if name == "leader-kills" else 5)
-            r = run_scenario(SCENARIOS[name], seed, args.out / f"{name}-seed{seed}",
-                             faults=faults)
+            scenario = SCENARIOS[name]
+            if scenario.faults:
+                faults = args.faults or (20 if name == "leader-kills" else 5)
+                r = run_scenario(scenario, seed, args.out / f"{name}-seed{seed}",
+                                 faults=faults)
+            else:
+                r = run_scenario(scenario, seed, args.out / f"{name}-seed{seed}",
+                                 seconds=args.seconds)
             results.append(r)
             verdict = "PASS" if r.passed else "FAIL"
             print(f"{verdict} {name} seed={seed}: {r.faults_injected} faults, "
                   f"{r.seconds:.0f}s{' -- ' + r.error if r.error else ''}\n"
-                  f"  {r.report.summary()}", flush=True)
+                  f"  {r.summary()}", flush=True)
             (args.out / "summary.json").write_text(
                 json.dumps([x.to_json() for x in results], indent=2))
             if deadline is not None and time.monotonic() > deadline:

@@ -40,6 +40,8 @@ class ClusterProbe:
     topics: Sequence[str]
     # brokers not to ask (paused or cut off by a fault: their answers may be stale)
     avoid: set[int] = field(default_factory=set)
+    # the admin client's security settings (a secured cluster: the super user's)
+    config: dict[str, Any] = field(default_factory=dict)
     _admins: dict[str, Any] = field(default_factory=dict)
 
     def _admin(self) -> Any:
@@ -50,7 +52,7 @@ class ClusterProbe:
             raise NemesisError("no broker is up to ask for metadata")
         servers = ",".join(self.cluster.broker(b).bootstrap for b in live)
         if servers not in self._admins:  # one client per set of brokers to ask
-            self._admins[servers] = AdminClient({"bootstrap.servers": servers,
+            self._admins[servers] = AdminClient({**self.config, "bootstrap.servers": servers,
                                                  "log_level": 0,
                                                  "log.connection.close": False})
         return self._admins[servers]

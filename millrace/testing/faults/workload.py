@@ -15,6 +15,9 @@ consumer group committing what it processed, and a watcher of the committed offs
   which values they saw, and at the end report what each member owns.
 - ``CommitWatcher`` asks the group coordinator (OffsetFetch) for the group's
   committed offsets every half second; the checker requires them never to go backwards.
+
+Every client takes ``config``: the security settings of a secured cluster (the security
+scenario runs the workload as ``User:client``, with exactly the ACLs it needs).
 """
 
 from __future__ import annotations
@@ -165,7 +168,7 @@ class GroupReaders:
     and committing (asynchronously) after each record it processed."""
 
     def __init__(self, bootstrap: str, group: str, topics: Sequence[str], members: int,
-                 history: History) -> None:
+                 history: History, config: dict[str, Any] | None = None) -> None:
         from confluent_kafka import Consumer
         self.group = group
         self.history = history
@@ -174,7 +177,7 @@ class GroupReaders:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.consumers = [Consumer({
-            **QUIET, "bootstrap.servers": bootstrap, "group.id": group,
+            **QUIET, **(config or {}), "bootstrap.servers": bootstrap, "group.id": group,
             "on_commit": self._on_commit,
             "client.id": f"{group}-{i}", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10_000,
@@ -262,10 +265,11 @@ class CommitWatcher:
     aborted on an assertion when it timed out during a coordinator move.)"""
 
     def __init__(self, bootstrap: str, group: str, topic: str, partitions: int,
-                 history: History, interval: float = 0.5) -> None:
+                 history: History, interval: float = 0.5,
+                 config: dict[str, Any] | None = None) -> None:
         from confluent_kafka import Consumer, TopicPartition
-        self.consumer = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": group,
-                                  "enable.auto.commit": False})
+        self.consumer = Consumer({**QUIET, **(config or {}), "bootstrap.servers": bootstrap,
+                                  "group.id": group, "enable.auto.commit": False})
         self.tps = [TopicPartition(topic, p) for p in range(partitions)]
         self.group = group
         self.history = history
