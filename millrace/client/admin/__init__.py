@@ -6,6 +6,13 @@
         admin.create_topics([NewTopic("events", num_partitions=3)]).all()
 """
 
+from millrace.client.admin.client_quota import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaOp,
+)
 from millrace.client.admin.config import ADMIN_CONFIG, AdminClientConfig
 from millrace.client.admin.kafka_admin_client import AdminClient, KafkaAdminClient
 from millrace.client.admin.offset_reset import OffsetResetSpec, ResetKind
@@ -64,7 +71,9 @@ from millrace.protocol.consumer_protocol import (
 
 __all__ = [
     "ADMIN_CONFIG", "AbortTransactionSpec", "AdminClient", "AdminClientConfig", "AdminResult",
-    "AlterConfigOp", "AlterConfigOpType", "Assignment", "ClusterDescription", "Config",
+    "AlterConfigOp", "AlterConfigOpType", "Assignment", "ClientQuotaAlteration",
+    "ClientQuotaEntity", "ClientQuotaFilter", "ClientQuotaFilterComponent", "ClientQuotaOp",
+    "ClusterDescription", "Config",
     "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource",
     "ConsumerGroupDescription", "ConsumerGroupListing", "ConsumerGroupOffsets",
     "ConsumerGroupState", "ElectionType", "FilterResult", "GroupOffset",

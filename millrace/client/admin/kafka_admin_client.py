@@ -24,6 +24,7 @@ from typing import Any
 
 from millrace.client.admin import (
     _acls,
+    _client_quotas,
     _configs,
     _group_offsets,
     _groups,
@@ -34,6 +35,11 @@ from millrace.client.admin import (
     _transactions,
 )
 from millrace.client.admin._admin_network import AdminNetwork
+from millrace.client.admin.client_quota import (
+    ClientQuotaAlteration,
+    ClientQuotaEntity,
+    ClientQuotaFilter,
+)
 from millrace.client.admin.config import AdminClientConfig
 from millrace.client.admin.offset_reset import OffsetResetSpec
 from millrace.client.admin.results import AdminResult
@@ -361,6 +367,26 @@ class KafkaAdminClient:
         filter, the ACLs it matched, each with the error that kept it (None: deleted)."""
         with self._lock:
             return _acls.delete_acls(self._net, filters, self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ client quotas
+    def describe_client_quotas(self, flt: ClientQuotaFilter | None = None, *,
+                               timeout_ms: int | None = None
+                               ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """The quotas of the entities ``flt`` matches (every entity by default):
+        entity -> key -> value (DescribeClientQuotas, KIP-546; Java
+        ``describeClientQuotas``).  Raises the broker's error."""
+        with self._lock:
+            return _client_quotas.describe_client_quotas(
+                self._net, flt or ClientQuotaFilter.all(), self._deadline(timeout_ms))
+
+    def alter_client_quotas(self, entries: Iterable[ClientQuotaAlteration], *,
+                            validate_only: bool = False, timeout_ms: int | None = None
+                            ) -> AdminResult[ClientQuotaEntity, None]:
+        """Set or remove quotas (AlterClientQuotas, KIP-546; Java ``alterClientQuotas``):
+        one result per entity; an op whose value is None removes its key."""
+        with self._lock:
+            return _client_quotas.alter_client_quotas(self._net, entries, validate_only,
+                                                      self._deadline(timeout_ms))
 
 
 AdminClient = KafkaAdminClient
