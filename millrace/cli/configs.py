@@ -1,4 +1,5 @@
-"""``millrace configs`` (kafka-configs habits): topic and broker configs, SCRAM users.
+"""``millrace configs`` (kafka-configs habits): topic and broker configs, SCRAM users,
+client quotas.
 
     millrace configs describe --entity-type topics --entity-name events [--all]
     millrace configs alter --entity-type topics --entity-name events \\
@@ -6,14 +7,21 @@
     millrace configs --alter --entity-type users --entity-name alice \\
         --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
     millrace configs --describe --entity-type users [--entity-name alice]
+    millrace configs --alter --entity-type users --entity-name alice \\
+        [--entity-type clients --entity-name app | --entity-default] \\
+        --add-config producer_byte_rate=1048576 --delete-config consumer_byte_rate
+    millrace configs --describe --entity-type clients [--entity-name app | --entity-default]
 
 Both forms work: the subcommands (``configs describe|alter``) and Kafka's flags
 (``configs --describe|--alter``), with the same options.  ``describe`` shows the
 dynamic (overridden) configs unless ``--all`` is given; without ``--entity-name`` it
 describes every topic, broker or SCRAM user.  ``alter`` is incremental: ``--add-config``
-sets keys, ``--delete-config`` removes overrides.  Users (SCRAM credentials) are handled
+sets keys, ``--delete-config`` removes overrides.  Users' SCRAM credentials are handled
 by ``scram_users``; only they can also be written straight into ZooKeeper
-(``--zookeeper``).
+(``--zookeeper``).  Client quotas of users, client ids and both (``--entity-type`` given
+twice, ``--entity-default`` for the default entity) are ``client_quotas``'s: a command
+about clients, two types, a default, or quota keys goes there; describing users shows
+their quotas and then their SCRAM credentials, as kafka-configs does.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from millrace.cli import client_quotas
 from millrace.cli.common import (
     CommandError,
     admin_client,
@@ -37,16 +46,16 @@ if TYPE_CHECKING:
     from millrace.client.admin import ConfigEntry, ConfigResource, KafkaAdminClient
 
 ENTITY_TYPES = {"topics": "TOPIC", "topic": "TOPIC", "brokers": "BROKER", "broker": "BROKER",
-                "users": "USER", "user": "USER"}
+                "users": "USER", "user": "USER", "clients": "CLIENT", "client": "CLIENT"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     configs = sub.add_parser(
         "configs", parents=[connection_options()],
-        help="describe and alter topic, broker and user (SCRAM) configs",
-        description="Describe and alter topic and broker configs and users' SCRAM "
-                    "credentials: `millrace configs describe|alter ...` or, as "
-                    "kafka-configs, `millrace configs --describe|--alter ...`.")
+        help="describe and alter topic, broker and user (SCRAM) configs and client quotas",
+        description="Describe and alter topic and broker configs, users' SCRAM "
+                    "credentials and client quotas: `millrace configs describe|alter ...` "
+                    "or, as kafka-configs, `millrace configs --describe|--alter ...`.")
     mode = configs.add_mutually_exclusive_group()
     mode.add_argument("--describe", action="store_true", help="show configs (= describe)")
     mode.add_argument("--alter", action="store_true", help="set or delete configs (= alter)")
@@ -86,14 +95,36 @@ class _KeepOptionsGivenFirst(argparse._SubParsersAction):
                 setattr(namespace, key, value)
 
 
+class _AppendEntity(argparse.Action):
+    """``--entity-type`` / ``--entity-name`` / ``--entity-default``, each repeatable
+    (kafka-configs' users + clients form): the first value is kept under ``dest`` (what a
+    topic, broker or SCRAM command reads), every value in order under ``dest + "s"``
+    (``--entity-default`` adds "" there, the default entity's name)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        value = "" if self.const == "" else values
+        setattr(namespace, f"{self.dest}s", [*(getattr(namespace, f"{self.dest}s", None)
+                                               or []), value])
+        if self.const != "" and getattr(namespace, self.dest, None) is None:
+            setattr(namespace, self.dest, value)
+
+
 def _add_entity(p: argparse.ArgumentParser, name_required: bool | None) -> None:
     """``name_required`` None: the flag form, which checks it once it knows the mode."""
     p.add_argument("--entity-type", required=name_required is not None,
-                   choices=sorted(ENTITY_TYPES), metavar="{topics,brokers,users}",
-                   help="what to configure")
-    p.add_argument("--entity-name", required=bool(name_required),
-                   help="the topic name, broker id or user name" +
-                        ("" if name_required else " (describe: default all of them)"))
+                   choices=sorted(ENTITY_TYPES), metavar="{topics,brokers,users,clients}",
+                   action=_AppendEntity,
+                   help="what to configure; users and clients may both be given (the "
+                        "quotas of a user's client id)")
+    names = p.add_mutually_exclusive_group(required=bool(name_required))
+    names.add_argument("--entity-name", action=_AppendEntity,
+                       help="the topic name, broker id, user name or client id" +
+                            ("" if name_required else " (describe: default all of them)"))
+    p.add_argument("--entity-default", dest="entity_name", nargs=0, const="",
+                   action=_AppendEntity,
+                   help="users/clients: the default entity (in place of --entity-name)")
+    p.set_defaults(entity_types=None, entity_names=None)
     p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
                    help="users only: read and write SCRAM credentials in this ZooKeeper "
                         "directly, not through a broker (e.g. before any broker runs)")
@@ -116,12 +147,26 @@ def by_flag(args: argparse.Namespace) -> int:
     if args.entity_type is None:
         raise CommandError("--entity-type is required")
     if args.alter:
-        if not args.entity_name:
+        if not args.entity_names:
             raise CommandError("--entity-name is required with --alter")
         return alter(args)
     if args.add_config or args.delete_config:
         raise CommandError("--add-config and --delete-config go with --alter, not --describe")
     return describe(args)
+
+
+def _is_quotas(args: argparse.Namespace, *, altering: bool) -> bool:
+    """Whether the command is about client quotas (``client_quotas``)."""
+    types = [ENTITY_TYPES[t] for t in args.entity_types or [args.entity_type]]
+    if len(types) > 1 and not set(types) <= {"USER", "CLIENT"}:
+        raise CommandError("only --entity-type users and clients can be given together")
+    if not set(types) <= {"USER", "CLIENT"}:
+        if args.entity_names and "" in args.entity_names:
+            raise CommandError("--entity-default is for users and clients")
+        return False
+    if altering:
+        return client_quotas.wants_quotas(args)
+    return "CLIENT" in types or "" in (args.entity_names or [])
 
 
 def _is_users(args: argparse.Namespace) -> bool:
@@ -159,8 +204,22 @@ def entry_line(e: ConfigEntry) -> str:
 
 
 def describe(args: argparse.Namespace) -> int:
+    if _is_quotas(args, altering=False):
+        if args.zookeeper:
+            raise CommandError("quotas are described through --bootstrap-server, not "
+                               "--zookeeper")
+        return client_quotas.describe(args, lambda a: admin_client(a))
     if _is_users(args):
-        return describe_users(args, lambda a: admin_client(a))
+        if args.zookeeper:
+            return describe_users(args, lambda a: admin_client(a))
+        with admin_client(args) as admin:  # the users' quotas first, as kafka-configs
+            quotas = client_quotas.describe_quotas(admin, client_quotas.entity_pairs(args))
+        if args.output == "table":
+            for line in client_quotas.quota_lines(quotas):
+                print(line)
+        return describe_users(args, lambda a: admin_client(a),
+                              json_first=client_quotas.quota_json(quotas),
+                              missing_ok=bool(quotas))
     status = 0
     out: list[dict[str, Any]] = []
     with admin_client(args) as admin:
@@ -193,7 +252,11 @@ def describe(args: argparse.Namespace) -> int:
 def alter(args: argparse.Namespace) -> int:
     from millrace.client.admin import AlterConfigOp, AlterConfigOpType
 
+    if _is_quotas(args, altering=True):
+        return client_quotas.alter(args, lambda a: admin_client(a))
     if _is_users(args):
+        if "" in (args.entity_names or []):
+            raise CommandError("--entity-default is not allowed with SCRAM credentials")
         return alter_users(args, lambda a: admin_client(a))
     sets = parse_configs(args.add_config, "--add-config", split=True)
     deletes = parse_names(args.delete_config)

@@ -13,7 +13,7 @@ wire) and DescribeUserScramCredentials to any broker.  With ``--zookeeper`` the 
 writes ZooKeeper itself: the salted credential into ``/config/users/<sanitized user>``
 and a config change notification every broker acts on -- Kafka's documented way to
 create the inter-broker SCRAM user before any broker runs.  Iterations default to 4096.
-Only the two SCRAM mechanisms can be set on users (quotas are not supported).  Passwords
+Only the two SCRAM mechanisms are credentials (users' quotas: ``client_quotas``).  Passwords
 are never printed, not even in an error about the option that holds them.
 """
 
@@ -58,7 +58,9 @@ def parse_scram_configs(items: list[str] | None) -> dict[str, tuple[int, str]]:
             if name.upper() not in MECHANISMS:
                 raise CommandError(
                     f"--add-config: {name!r} cannot be set on users: only "
-                    f"{' and '.join(MECHANISMS)} credentials (quotas are not supported)")
+                    f"{' and '.join(MECHANISMS)} credentials, or the quotas "
+                    "producer_byte_rate, consumer_byte_rate, request_percentage, "
+                    "controller_mutation_rate")
             if not sep:
                 raise CommandError(f"--add-config: {name} expects "
                                    f"{name}=[iterations=N,password=SECRET]")
@@ -97,7 +99,11 @@ def parse_scram_deletions(items: list[str] | None) -> list[str]:
 
 
 # ---------------------------------------------------------------------- describe
-def describe_users(args: argparse.Namespace, open_admin: AdminFactory) -> int:
+def describe_users(args: argparse.Namespace, open_admin: AdminFactory,
+                   json_first: list[dict[str, Any]] | None = None,
+                   missing_ok: bool = False) -> int:
+    """``json_first``: items put before the users' in ``-o json`` output (their quotas);
+    ``missing_ok``: a named user without credentials is no error (it has quotas)."""
     users = None if args.entity_name is None else [args.entity_name]
     described: list[tuple[str, list[tuple[str, int]] | None, BaseException | None]] = []
     if args.zookeeper:
@@ -116,7 +122,11 @@ def describe_users(args: argparse.Namespace, open_admin: AdminFactory) -> int:
             else:
                 described.append((user, [(i.mechanism.mechanism_name, i.iterations)
                                          for i in future.result().credential_infos], None))
-    return _print_described(args, described)
+    if missing_ok:
+        from millrace.common.errors import ResourceNotFoundError
+
+        described = [d for d in described if not isinstance(d[2], ResourceNotFoundError)]
+    return _print_described(args, described, json_first or [])
 
 
 def _from_user_result(r: UserResult
@@ -135,9 +145,10 @@ def _from_user_result(r: UserResult
 
 def _print_described(args: argparse.Namespace,
                      described: list[tuple[str, list[tuple[str, int]] | None,
-                                           BaseException | None]]) -> int:
+                                           BaseException | None]],
+                     json_first: list[dict[str, Any]]) -> int:
     status = 0
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, Any]] = list(json_first)
     for user, credentials, error in described:
         if error is not None:
             print_error(f"SCRAM credential configs of user-principal '{user}': "

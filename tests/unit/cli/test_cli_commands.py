@@ -178,7 +178,7 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
                   "--to-latest"],
                  ["groups", "reset-offsets", "--group", "g", "--all-topics", "--to-earliest",
                   "--execute", "--dry-run"],
-                 ["configs", "describe", "--entity-type", "clients"]):
+                 ["configs", "describe", "--entity-type", "groups"]):
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2

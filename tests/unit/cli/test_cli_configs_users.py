@@ -56,6 +56,9 @@ class FakeAdmin:
                 result.set_value(a.user, None)
         return result
 
+    def describe_client_quotas(self, flt: Any = None) -> dict[Any, dict[str, float]]:
+        return {}  # describing users shows their quotas first: these users have none
+
     def describe_user_scram_credentials(self, users: Any = None
                                         ) -> AdminResult[str, UserScramCredentialsDescription]:
         self.described.append(users)
