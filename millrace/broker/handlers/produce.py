@@ -7,21 +7,36 @@ acks=-1 once the ISR has the records (on one node, at once).  Topic ids (v13+) a
 resolved here; an unknown id answers UNKNOWN_TOPIC_ID.  A transactional request is
 verified with the transaction coordinator first (KIP-890, ``ReplicaManager.
 verify_transactions``); v12 with transaction.version 2 adds the partition instead.
+
+Authorization (Kafka 3.9's ``handleProduceRequest``): a request is transactional when the
+first batch of *any* partition carries the transactional flag (CVE-2018-17196: never
+judged from one partition or from the transactional id alone); it then needs Write on
+the TransactionalId it names, else every partition slot answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and nothing is appended.  Each topic needs Write,
+asked before its existence: a denied partition answers TOPIC_AUTHORIZATION_FAILED and
+is not appended, the others are.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from millrace.broker.context import RequestContext
 from millrace.broker.delayed_produce import PartitionResponse, TopicPartition
 from millrace.broker.handlers import handles
 from millrace.broker.replica_manager import VALID_ACKS
-from millrace.common.errors import Errors
+from millrace.common.errors import CorruptBatchError, Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
     ProduceRequest,
     ProduceResponse,
 )
+from millrace.record import iter_batches
+from millrace.security.acl import AclOperation, ResourceType
+
+# Kafka's Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED message, sent with the code.
+TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
 
 
 def transaction_supported_operation(version: int, transaction_version: int
@@ -36,25 +51,74 @@ def transaction_supported_operation(version: int, transaction_version: int
     return TransactionSupportedOperation.DEFAULT_ERROR
 
 
+def has_transactional_records(partition_records: Iterable[bytes | None]) -> bool:
+    """Whether the first batch of any partition's records is transactional (Kafka's
+    ``RequestUtils.hasTransactionalRecords``).  Records that do not parse count as not
+    transactional here: the append refuses them with the same reader."""
+    for data in partition_records:
+        if not data:
+            continue
+        try:
+            first = next(iter_batches(data), None)
+        except CorruptBatchError:
+            continue
+        if first is not None and first[1].is_transactional:
+            return True
+    return False
+
+
+def _error_response(body: ProduceRequest, error: Errors, message: str) -> ProduceResponse:
+    """The request refused whole: ``error`` in every partition slot (Kafka's
+    ``ProduceRequest.getErrorResponse``)."""
+    topic_cls = ProduceResponse.TopicProduceResponse
+    part_cls = topic_cls.PartitionProduceResponse
+    return ProduceResponse(throttle_time_ms=0, responses=[
+        topic_cls(name=t.name, topic_id=t.topic_id, partition_responses=[
+            part_cls(index=pd.index, error_code=error, base_offset=-1, log_append_time_ms=-1,
+                     log_start_offset=-1, error_message=message)
+            for pd in t.partition_data])
+        for t in body.topic_data])
+
+
+def _transactional_id_authorized(ctx: RequestContext, tid: str | None) -> bool:
+    """Write on the TransactionalId the request names; a request naming none cannot
+    have it.  Without an authorizer such a request is appended as it always was here
+    (Kafka 3.9 refuses a null id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED even then)."""
+    if ctx.services.acls is None:
+        return True
+    return tid is not None and ctx.authorize(AclOperation.WRITE,
+                                             ResourceType.TRANSACTIONAL_ID, tid)
+
+
 @handles(ApiKey.PRODUCE)
 async def handle_produce(ctx: RequestContext, body: ProduceRequest) -> ProduceResponse | None:
     services = ctx.services
     version = ctx.version
-    names: list[str | None] = []
+    tid = body.transactional_id
+    transactional = has_transactional_records(pd.records for t in body.topic_data
+                                              for pd in t.partition_data)
+    if transactional and not _transactional_id_authorized(ctx, tid):
+        if body.acks == 0:
+            return None
+        return _error_response(body, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                               TRANSACTIONAL_ID_DENIED)
+    names: list[str | None] = [
+        topic.name if version < 13 else services.metadata.topic_name(topic.topic_id)
+        for topic in body.topic_data]
+    writable = ctx.authorized_names(AclOperation.WRITE, ResourceType.TOPIC,
+                                    (n for n in names if n is not None))
     entries: dict[TopicPartition, bytes | None] = {}
-    for topic in body.topic_data:
-        name = topic.name if version < 13 else services.metadata.topic_name(topic.topic_id)
-        names.append(name)
-        if name is not None:
+    for topic, name in zip(body.topic_data, names):
+        if name in writable:
             for pd in topic.partition_data:
                 entries[(name, pd.index)] = pd.records
-    tid = body.transactional_id
-    if tid:
+    results: dict[TopicPartition, PartitionResponse] = {}
+    if entries and tid:
         results = await services.replica_manager.append_records(
             body.timeout_ms, body.acks, entries, produce_version=version,
             transactional_id=tid, txn_operation=transaction_supported_operation(
                 version, services.config["transaction.version"]))
-    else:
+    elif entries:
         results = await services.replica_manager.append_records(
             body.timeout_ms, body.acks, entries, produce_version=version)
     if body.acks == 0:
@@ -64,11 +128,13 @@ async def handle_produce(ctx: RequestContext, body: ProduceRequest) -> ProduceRe
     part_cls = topic_cls.PartitionProduceResponse
     unknown_id = PartitionResponse(error=Errors.UNKNOWN_TOPIC_ID if body.acks in VALID_ACKS
                                    else Errors.INVALID_REQUIRED_ACKS)
+    denied = PartitionResponse(error=Errors.TOPIC_AUTHORIZATION_FAILED)
     responses = []
     for topic, name in zip(body.topic_data, names):
         parts = []
         for pd in topic.partition_data:
-            r = unknown_id if name is None else results[(name, pd.index)]
+            r = (unknown_id if name is None else
+                 results[(name, pd.index)] if name in writable else denied)
             parts.append(part_cls(index=pd.index, error_code=r.error, base_offset=r.base_offset,
                                   log_append_time_ms=r.log_append_time,
                                   log_start_offset=r.log_start_offset,

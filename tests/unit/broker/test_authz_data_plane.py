@@ -1,0 +1,195 @@
+"""Authorization of the data-plane APIs through their handlers, on one in-process node
+with the ACL authorizer (reference security.md 5, Kafka 3.9's ``KafkaApis``): Produce
+(Write on the topic; Write on the TransactionalId when any partition's batch is
+transactional), Fetch (Read for consumers; ClusterAction for a replica id, CVE-2018-1288),
+ListOffsets and OffsetForLeaderEpoch (Describe; ClusterAction too for the latter),
+DescribeProducers (Read), Metadata and DescribeCluster (Describe, auto-creation, the
+authorized-operations bitfields) and InitProducerId (TransactionalId Write; IdempotentWrite
+or Write on some topic).  Each check is asked before existence: an unknown topic answers
+TOPIC_AUTHORIZATION_FAILED to a caller who may not see it, never
+UNKNOWN_TOPIC_OR_PARTITION.  Every refusal has its control: the same request allowed."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from millrace.common.errors import Errors
+from millrace.protocol import ApiKey
+from millrace.record import RecordBatchBuilder
+from millrace.security.acl import AclOperation as Op
+from millrace.security.acl import PatternType, ResourceType
+from millrace.security.kafka_principal import KafkaPrincipal
+from tests.unit.broker.brokergen import (
+    AUTHORIZER,
+    PRODUCE_V,
+    T0,
+    Broker,
+    batch,
+    produce_req,
+    produced,
+)
+
+TOPIC, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
+ALICE, ADMIN = KafkaPrincipal.user("alice"), KafkaPrincipal.user("admin")
+DENIED = Errors.TOPIC_AUTHORIZATION_FAILED
+UNKNOWN = Errors.UNKNOWN_TOPIC_OR_PARTITION
+OMITTED = -2147483648
+BIG = 1 << 20
+
+
+@pytest.fixture
+def b(tmp_path: Path) -> Iterator[Broker]:
+    """A node with the authorizer, ``User:admin`` a super user, topic ``orders`` holding
+    two records at offsets 0-1."""
+    broker = Broker(str(tmp_path / "logs"), **AUTHORIZER, **{"super.users": "User:admin"})
+    try:
+        broker.create_topic("orders")
+        got = call(broker, ApiKey.PRODUCE, PRODUCE_V,
+                   produce_req({("orders", 0): batch(b"a", b"b")}), ADMIN)
+        assert produced(got) == {("orders", 0): (0, 0)}
+        yield broker
+    finally:
+        broker.close()
+
+
+def call(broker: Broker, key: int, version: int, body: Any,
+         principal: KafkaPrincipal = ALICE) -> Any:
+    return asyncio.run(broker.call(key, version, body, principal=principal))
+
+
+def log_end(broker: Broker, topic: str = "orders") -> int:
+    return broker.partition(topic).log.log_end_offset
+
+
+def bits(*ops: Op) -> int:
+    out = 0
+    for op in ops:
+        out |= 1 << op
+    return out
+
+
+# ---------------------------------------------------------------------------- Produce
+def produce_as(b: Broker, entries: dict[tuple[str, int], bytes | None], *,
+               principal: KafkaPrincipal = ALICE, acks: int = 1,
+               transactional_id: str | None = None, version: int = PRODUCE_V) -> Any:
+    request = produce_req(entries, acks)
+    request.transactional_id = transactional_id
+    return call(b, ApiKey.PRODUCE, version, request, principal)
+
+
+def test_produce_needs_write_on_the_topic(b: Broker) -> None:
+    got = produce_as(b, {("orders", 0): batch(b"x")})
+    assert produced(got) == {("orders", 0): (DENIED, -1)}
+    assert log_end(b) == 2                                    # nothing appended
+    b.allow("User:alice", Op.READ, TOPIC, "orders")           # Read is not Write
+    assert produced(produce_as(b, {("orders", 0): batch(b"x")})) == {
+        ("orders", 0): (DENIED, -1)}
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")
+    assert produced(produce_as(b, {("orders", 0): batch(b"x")})) == {("orders", 0): (0, 2)}
+    assert log_end(b) == 3
+
+
+def test_produce_denied_partitions_fail_alone_and_the_others_are_appended(
+        b: Broker) -> None:
+    b.create_topic("audit")
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")
+    got = produce_as(b, {("audit", 0): batch(b"x"), ("orders", 0): batch(b"y")})
+    assert [(t.name, p.error_code, p.base_offset) for t in got.responses
+            for p in t.partition_responses] == [("audit", DENIED, -1), ("orders", 0, 2)]
+    assert (log_end(b, "audit"), log_end(b)) == (0, 3)
+
+
+def test_produce_to_an_unknown_topic_unauthorized_is_29_not_3(b: Broker) -> None:
+    assert produced(produce_as(b, {("ghost", 0): batch(b"x")})) == {("ghost", 0): (DENIED, -1)}
+    b.allow("User:alice", Op.WRITE, TOPIC, "ghost")
+    assert produced(produce_as(b, {("ghost", 0): batch(b"x")})) == {("ghost", 0): (UNKNOWN, -1)}
+
+
+def test_produce_prefixed_acl_deny_wins_and_super_user(b: Broker) -> None:
+    b.create_topic("other")
+    b.allow("User:alice", Op.WRITE, TOPIC, "ord", PatternType.PREFIXED)
+    got = produce_as(b, {("orders", 0): batch(b"x"), ("other", 0): batch(b"y")})
+    assert produced(got) == {("orders", 0): (0, 2), ("other", 0): (DENIED, -1)}
+    b.deny("User:alice", Op.WRITE, TOPIC, "orders")           # deny beats the prefix
+    assert produced(produce_as(b, {("orders", 0): batch(b"z")})) == {
+        ("orders", 0): (DENIED, -1)}
+    got = produce_as(b, {("other", 0): batch(b"y")}, principal=ADMIN)  # no ACL needed
+    assert produced(got) == {("other", 0): (0, 0)}
+
+
+def test_produce_with_acks_0_denied_answers_nothing_and_appends_nothing(b: Broker) -> None:
+    assert produce_as(b, {("orders", 0): batch(b"x")}, acks=0) is None
+    assert produce_as(b, {("orders", 0): txn_batch()}, acks=0,
+                      transactional_id="txn-1") is None
+    assert log_end(b) == 2
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")          # control
+    assert produce_as(b, {("orders", 0): batch(b"x")}, acks=0) is None
+    assert log_end(b) == 3
+
+
+def txn_batch(pid: int = 7) -> bytes:
+    builder = RecordBatchBuilder(producer_id=pid, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True)
+    builder.append(T0, b"k", b"t")
+    return builder.build()
+
+
+def test_a_transactional_batch_in_the_second_partition_needs_the_transactional_id(
+        b: Broker) -> None:
+    """CVE-2018-17196: the flag is read from every partition, not the last or the
+    first; refused, every slot answers 53 (and nothing is appended anywhere)."""
+    b.create_topic("audit")
+    b.allow("User:alice", Op.WRITE, TOPIC, "*")
+    entries: dict[tuple[str, int], bytes | None] = {
+        ("audit", 0): batch(b"plain", producer_id=7, producer_epoch=0,
+                            base_sequence=0),
+        ("orders", 0): txn_batch(), ("other", 0): batch(b"plain")}
+    got = produce_as(b, entries, transactional_id="txn-1")
+    assert [(t.name, p.error_code, p.base_offset, p.error_message) for t in got.responses
+            for p in t.partition_responses] == [
+        (name, Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1,
+         "Transactional Id authorization failed.") for name in ("audit", "orders", "other")]
+    assert (log_end(b, "audit"), log_end(b)) == (0, 2)
+    # control, without KIP-890 verification (it would ask a coordinator over the network)
+    b.services.replica_manager.transaction_verification_enabled = False
+    b.allow("User:alice", Op.WRITE, TXN, "txn-1")
+    got = produce_as(b, entries, transactional_id="txn-1")
+    assert produced(got) == {("audit", 0): (0, 0), ("orders", 0): (0, 2),
+                             ("other", 0): (UNKNOWN, -1)}
+
+
+def test_the_transactional_id_alone_does_not_make_a_request_transactional(
+        b: Broker) -> None:
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")
+    got = produce_as(b, {("orders", 0): batch(b"x")}, transactional_id="txn-1")
+    assert produced(got) == {("orders", 0): (0, 2)}
+
+
+def test_a_transactional_batch_without_a_transactional_id_is_refused(b: Broker) -> None:
+    """Kafka asks Write on the id the request names; naming none, it cannot have it --
+    not even through an ACL on every transactional id."""
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")
+    b.allow("User:alice", Op.WRITE, TXN, "*")
+    got = produce_as(b, {("orders", 0): txn_batch()}, transactional_id=None)
+    assert produced(got) == {("orders", 0): (Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1)}
+    assert log_end(b) == 2
+
+
+def test_produce_by_topic_id_resolves_the_id_before_asking(b: Broker) -> None:
+    known = b.services.metadata.topics["orders"].topic_id
+    stranger = uuid.UUID(int=12345)
+    request = produce_req({("orders", 0): batch(b"x"), ("gone", 0): batch(b"y")})
+    request.topic_data[0].topic_id, request.topic_data[1].topic_id = known, stranger
+    got = call(b, ApiKey.PRODUCE, 13, request)
+    assert [(t.topic_id, p.error_code) for t in got.responses for p in t.partition_responses] \
+        == [(known, DENIED), (stranger, Errors.UNKNOWN_TOPIC_ID)]
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")
+    got = call(b, ApiKey.PRODUCE, 13, request)
+    assert [p.error_code for t in got.responses for p in t.partition_responses] == [
+        0, Errors.UNKNOWN_TOPIC_ID]
