@@ -19,20 +19,29 @@ from typing import Any
 
 import pytest
 
+from millrace.broker.metadata import BrokerRegistration, PartitionState
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
+from millrace.protocol.types import (
+    FetchRequest,
+)
 from millrace.record import RecordBatchBuilder
 from millrace.security.acl import AclOperation as Op
 from millrace.security.acl import PatternType, ResourceType
 from millrace.security.kafka_principal import KafkaPrincipal
 from tests.unit.broker.brokergen import (
     AUTHORIZER,
+    FETCH_V,
+    NODE,
     PRODUCE_V,
     T0,
     Broker,
     batch,
+    fetch_req,
+    fetched,
     produce_req,
     produced,
+    records,
 )
 
 TOPIC, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
@@ -193,3 +202,104 @@ def test_produce_by_topic_id_resolves_the_id_before_asking(b: Broker) -> None:
     got = call(b, ApiKey.PRODUCE, 13, request)
     assert [p.error_code for t in got.responses for p in t.partition_responses] == [
         0, Errors.UNKNOWN_TOPIC_ID]
+
+
+# ---------------------------------------------------------------------------- Fetch
+def fetch_as(b: Broker, *topics: str, principal: KafkaPrincipal = ALICE,
+             version: int = FETCH_V) -> Any:
+    return call(b, ApiKey.FETCH, version, fetch_req([(t, 0, 0, BIG) for t in topics]),
+                principal)
+
+
+def test_consumer_fetch_needs_read_on_the_topic(b: Broker) -> None:
+    part = fetched(fetch_as(b, "orders"))[("orders", 0)]
+    assert (part.error_code, records(part.records), part.high_watermark) == (DENIED, [], -1)
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")          # Write is not Read
+    assert fetched(fetch_as(b, "orders"))[("orders", 0)].error_code == DENIED
+    b.allow("User:alice", Op.READ, TOPIC, "orders")
+    part = fetched(fetch_as(b, "orders"))[("orders", 0)]
+    assert (part.error_code, records(part.records)) == (0, [(0, b"a"), (1, b"b")])
+
+
+def test_denied_partitions_answer_29_in_request_order_and_the_others_read(
+        b: Broker) -> None:
+    b.create_topic("audit")
+    b.create_topic("zebra")
+    b.allow("User:alice", Op.READ, TOPIC, "orders")
+    got = fetch_as(b, "zebra", "orders", "audit", "ghost")
+    assert [(t.topic, p.error_code, len(records(p.records))) for t in got.responses
+            for p in t.partitions] == [
+        ("zebra", DENIED, 0), ("orders", 0, 2), ("audit", DENIED, 0), ("ghost", DENIED, 0)]
+    b.allow("User:alice", Op.READ, TOPIC, "ghost")            # control: now it may know
+    assert fetched(fetch_as(b, "ghost"))[("ghost", 0)].error_code == UNKNOWN
+
+
+def test_fetch_prefixed_acl_deny_wins_and_super_user(b: Broker) -> None:
+    b.allow("User:alice", Op.READ, TOPIC, "or", PatternType.PREFIXED)
+    assert fetched(fetch_as(b, "orders"))[("orders", 0)].error_code == 0
+    b.deny("User:alice", Op.READ, TOPIC, "orders")
+    assert fetched(fetch_as(b, "orders"))[("orders", 0)].error_code == DENIED
+    assert fetched(fetch_as(b, "orders", principal=ADMIN))[("orders", 0)].error_code == 0
+
+
+def test_an_incremental_fetch_session_is_no_way_around(b: Broker) -> None:
+    request = fetch_req([("orders", 0, 0, BIG)])
+    request.session_id, request.session_epoch = 1, 1
+    got = call(b, ApiKey.FETCH, FETCH_V, request)
+    assert (got.error_code, got.responses) == (Errors.FETCH_SESSION_ID_NOT_FOUND, [])
+    request.session_id, request.session_epoch = 0, 0        # a new session: not kept
+    got = call(b, ApiKey.FETCH, FETCH_V, request)
+    assert (got.session_id, fetched(got)[("orders", 0)].error_code) == (0, DENIED)
+
+
+def follower_setup(b: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``orders`` led here with broker 2 in its ISR that has not fetched yet: the high
+    watermark stays at 2 (the records before) until broker 2 reports where its log
+    ends."""
+    metadata = b.services.metadata
+    brokers = [*metadata.brokers(), BrokerRegistration(2, "localhost", 9093)]
+    monkeypatch.setattr(metadata, "brokers", lambda: brokers)
+    p = b.partition("orders")
+    p.make_leader(PartitionState(leader=NODE, leader_epoch=1, isr=(NODE, 2)), [NODE, 2])
+    got = call(b, ApiKey.PRODUCE, PRODUCE_V, produce_req({("orders", 0): batch(b"c")}), ADMIN)
+    assert produced(got) == {("orders", 0): (0, 2)}
+    assert (p.log.log_end_offset, p.log.high_watermark) == (3, 2)
+
+
+def follower_fetch(b: Broker, version: int, replica_id: int, *topics: str) -> Any:
+    """A fetch of ``topics`` (partition 0; ``orders`` from offset 3) naming a replica:
+    by name before v13, by id after, with the replica id in ``replica_state`` from
+    v15."""
+    request = fetch_req([(t, 0, 3 if t == "orders" else 0, BIG) for t in topics])
+    if version >= 13:
+        for t in request.topics:
+            t.topic_id = b.services.metadata.topics[t.topic].topic_id
+    if version >= 15:
+        request.replica_state = FetchRequest.ReplicaState(replica_id=replica_id,
+                                                          replica_epoch=-1)
+    else:
+        request.replica_id = replica_id
+    return request
+
+
+@pytest.mark.parametrize("version", [12, 15])
+def test_a_forged_follower_fetch_gets_29_everywhere_and_moves_nothing(
+        b: Broker, monkeypatch: pytest.MonkeyPatch, version: int) -> None:
+    """CVE-2018-1288: a client naming a replica id is not a follower.  Read on the
+    topic does not help; without ClusterAction the high watermark, the follower's
+    position and the ISR stay where they were."""
+    follower_setup(b, monkeypatch)
+    b.create_topic("audit")
+    b.allow("User:alice", Op.READ, TOPIC, "*")
+    got = call(b, ApiKey.FETCH, version, follower_fetch(b, version, 2, "orders", "audit"))
+    assert [(p.error_code, p.high_watermark, bytes(p.records or b""))
+            for t in got.responses for p in t.partitions] == [(DENIED, -1, b"")] * 2
+    p = b.partition("orders")
+    assert (p.log.high_watermark, p.remote_replicas[2].log_end_offset, p.isr) == (
+        2, -1, (NODE, 2))
+    # control: the broker's own principal, with ClusterAction
+    b.allow("User:broker2", Op.CLUSTER_ACTION, CLUSTER, "kafka-cluster")
+    got = call(b, ApiKey.FETCH, version, follower_fetch(b, version, 2, "orders"),
+               KafkaPrincipal.user("broker2"))
+    assert got.responses[0].partitions[0].error_code == 0
+    assert (p.log.high_watermark, p.remote_replicas[2].log_end_offset) == (3, 3)
