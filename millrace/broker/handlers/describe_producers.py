@@ -3,6 +3,10 @@ broker leads, from each partition's producer state -- id, epoch, last sequence, 
 timestamp, coordinator epoch and the first offset of its open transaction (-1 if none).
 A partition this broker hosts but does not lead is NOT_LEADER_OR_FOLLOWER; one it does
 not host, UNKNOWN_TOPIC_OR_PARTITION.  Tools use it to find hanging transactions.
+
+Authorization (Kafka 3.9's ``handleDescribeProducersRequest``): Read on each topic,
+asked before existence; a denied topic's partitions answer TOPIC_AUTHORIZATION_FAILED
+with Kafka's message.
 """
 
 from __future__ import annotations
@@ -15,6 +19,10 @@ from millrace.protocol.types import (
     DescribeProducersRequest,
     DescribeProducersResponse,
 )
+from millrace.security.acl import AclOperation, ResourceType
+
+# Kafka's Errors.TOPIC_AUTHORIZATION_FAILED message (ApiError of the bare code).
+TOPIC_DENIED = "Topic authorization failed."
 
 
 @handles(ApiKey.DESCRIBE_PRODUCERS)
@@ -25,10 +33,17 @@ async def handle_describe_producers(ctx: RequestContext, body: DescribeProducers
     topic_cls = cls.TopicResponse
     part_cls = topic_cls.PartitionResponse
     state_cls = part_cls.ProducerState
+    readable = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                    (t.name for t in body.topics))
     topics = []
     for t in body.topics:
         parts = []
         for index in t.partition_indexes:
+            if t.name not in readable:
+                parts.append(part_cls(partition_index=index,
+                                      error_code=Errors.TOPIC_AUTHORIZATION_FAILED,
+                                      error_message=TOPIC_DENIED, active_producers=[]))
+                continue
             p = rm.leader_partition_or_error(t.name, index)
             if isinstance(p, Errors):
                 parts.append(part_cls(partition_index=index, error_code=p,

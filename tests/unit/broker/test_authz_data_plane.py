@@ -23,7 +23,9 @@ from millrace.broker.metadata import BrokerRegistration, PartitionState
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
+    DescribeProducersRequest,
     FetchRequest,
+    OffsetForLeaderEpochRequest,
 )
 from millrace.record import RecordBatchBuilder
 from millrace.security.acl import AclOperation as Op
@@ -32,6 +34,7 @@ from millrace.security.kafka_principal import KafkaPrincipal
 from tests.unit.broker.brokergen import (
     AUTHORIZER,
     FETCH_V,
+    LIST_OFFSETS_V,
     NODE,
     PRODUCE_V,
     T0,
@@ -39,6 +42,7 @@ from tests.unit.broker.brokergen import (
     batch,
     fetch_req,
     fetched,
+    list_offsets_req,
     produce_req,
     produced,
     records,
@@ -303,3 +307,79 @@ def test_a_forged_follower_fetch_gets_29_everywhere_and_moves_nothing(
                KafkaPrincipal.user("broker2"))
     assert got.responses[0].partitions[0].error_code == 0
     assert (p.log.high_watermark, p.remote_replicas[2].log_end_offset) == (3, 3)
+
+
+# ---------------------------------------------------------------------------- ListOffsets
+def list_offsets_as(b: Broker, *topics: str, principal: KafkaPrincipal = ALICE
+                    ) -> list[tuple[str, int, int, int]]:
+    got = call(b, ApiKey.LIST_OFFSETS, LIST_OFFSETS_V,
+               list_offsets_req([(t, 0, -1) for t in topics]), principal)
+    return [(t.name, p.error_code, p.timestamp, p.offset) for t in got.topics
+            for p in t.partitions]
+
+
+def test_list_offsets_needs_describe_which_read_or_write_imply(b: Broker) -> None:
+    assert list_offsets_as(b, "orders", "ghost") == [
+        ("orders", DENIED, -1, -1), ("ghost", DENIED, -1, -1)]
+    b.allow("User:alice", Op.READ, TOPIC, "orders")
+    b.allow("User:alice", Op.WRITE, TOPIC, "ghost")
+    assert list_offsets_as(b, "orders", "ghost") == [
+        ("orders", 0, -1, 2), ("ghost", UNKNOWN, -1, -1)]
+
+
+def test_list_offsets_prefixed_deny_and_super_user(b: Broker) -> None:
+    b.allow("User:alice", Op.DESCRIBE, TOPIC, "ord", PatternType.PREFIXED)
+    assert list_offsets_as(b, "orders") == [("orders", 0, -1, 2)]
+    b.deny("User:alice", Op.DESCRIBE, TOPIC, "orders")
+    assert list_offsets_as(b, "orders") == [("orders", DENIED, -1, -1)]
+    assert list_offsets_as(b, "orders", principal=ADMIN) == [("orders", 0, -1, 2)]
+
+
+# ---------------------------------------------------------------------------- OffsetForLeaderEpoch
+def epoch_ends(b: Broker, *topics: str, principal: KafkaPrincipal = ALICE
+               ) -> list[tuple[str, int, int, int]]:
+    cls = OffsetForLeaderEpochRequest
+    request = cls(replica_id=-2, topics=[cls.OffsetForLeaderTopic(topic=t, partitions=[
+        cls.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=0, leader_epoch=0)])
+        for t in topics])
+    got = call(b, ApiKey.OFFSET_FOR_LEADER_EPOCH, 4, request, principal)
+    return [(t.topic, p.error_code, p.leader_epoch, p.end_offset) for t in got.topics
+            for p in t.partitions]
+
+
+def test_offset_for_leader_epoch_needs_describe_on_the_topic(b: Broker) -> None:
+    assert epoch_ends(b, "orders", "ghost") == [
+        ("orders", DENIED, -1, -1), ("ghost", DENIED, -1, -1)]
+    b.allow("User:alice", Op.READ, TOPIC, "orders")            # implies Describe
+    b.allow("User:alice", Op.DESCRIBE, TOPIC, "ghost")
+    assert epoch_ends(b, "orders", "ghost") == [
+        ("orders", 0, 0, 2), ("ghost", UNKNOWN, -1, -1)]
+
+
+def test_offset_for_leader_epoch_cluster_action_covers_every_topic(b: Broker) -> None:
+    b.deny("User:alice", Op.DESCRIBE, TOPIC, "orders")         # not even asked
+    b.allow("User:alice", Op.CLUSTER_ACTION, CLUSTER, "kafka-cluster")
+    assert epoch_ends(b, "orders", "ghost") == [
+        ("orders", 0, 0, 2), ("ghost", UNKNOWN, -1, -1)]
+    assert epoch_ends(b, "orders", principal=ADMIN) == [("orders", 0, 0, 2)]
+
+
+# ---------------------------------------------------------------------------- DescribeProducers
+def producers(b: Broker, *topics: str, principal: KafkaPrincipal = ALICE
+              ) -> list[tuple[str, int, str | None]]:
+    cls = DescribeProducersRequest
+    request = cls(topics=[cls.TopicRequest(name=t, partition_indexes=[0]) for t in topics])
+    got = call(b, ApiKey.DESCRIBE_PRODUCERS, 0, request, principal)
+    return [(t.name, p.error_code, p.error_message) for t in got.topics for p in t.partitions]
+
+
+def test_describe_producers_needs_read_not_just_describe(b: Broker) -> None:
+    refused = "Topic authorization failed."
+    b.allow("User:alice", Op.DESCRIBE, TOPIC, "*")
+    assert producers(b, "orders", "ghost") == [
+        ("orders", DENIED, refused), ("ghost", DENIED, refused)]
+    b.allow("User:alice", Op.READ, TOPIC, "*")
+    assert producers(b, "orders", "ghost") == [("orders", 0, None), ("ghost", UNKNOWN, None)]
+    b.deny("User:alice", Op.READ, TOPIC, "orders")
+    assert producers(b, "orders") == [("orders", DENIED, refused)]
+    assert producers(b, "orders", principal=ADMIN) == [("orders", 0, None)]
