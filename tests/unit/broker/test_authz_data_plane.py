@@ -12,6 +12,7 @@ UNKNOWN_TOPIC_OR_PARTITION.  Every refusal has its control: the same request all
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +24,10 @@ from millrace.broker.metadata import BrokerRegistration, PartitionState
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import (
+    DescribeClusterRequest,
     DescribeProducersRequest,
     FetchRequest,
+    MetadataRequest,
     OffsetForLeaderEpochRequest,
 )
 from millrace.record import RecordBatchBuilder
@@ -383,3 +386,140 @@ def test_describe_producers_needs_read_not_just_describe(b: Broker) -> None:
     b.deny("User:alice", Op.READ, TOPIC, "orders")
     assert producers(b, "orders") == [("orders", DENIED, refused)]
     assert producers(b, "orders", principal=ADMIN) == [("orders", 0, None)]
+
+
+# ---------------------------------------------------------------------------- Metadata
+def metadata(b: Broker, topics: list[str] | None, *, version: int = 9,
+             principal: KafkaPrincipal = ALICE, allow_create: bool = True,
+             topic_ops: bool = False, cluster_ops: bool = False) -> Any:
+    request = MetadataRequest(
+        topics=None if topics is None else [
+            MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=allow_create,
+        include_cluster_authorized_operations=cluster_ops,
+        include_topic_authorized_operations=topic_ops)
+    return call(b, ApiKey.METADATA, version, request, principal)
+
+
+def entries(got: Any) -> list[tuple[str, int, int]]:
+    return [(t.name, t.error_code, len(t.partitions)) for t in got.topics]
+
+
+def test_metadata_of_a_named_topic_needs_describe(b: Broker) -> None:
+    got = metadata(b, ["orders"], topic_ops=True, version=10)
+    t = got.topics[0]
+    assert (t.name, t.error_code, t.topic_id, t.partitions, t.topic_authorized_operations) == (
+        "orders", DENIED, uuid.UUID(int=0), [], OMITTED)
+    b.allow("User:alice", Op.READ, TOPIC, "orders")           # implies Describe
+    t = metadata(b, ["orders"], topic_ops=True, version=10).topics[0]
+    assert (t.error_code, t.topic_id, len(t.partitions), t.topic_authorized_operations) == (
+        0, b.services.metadata.topics["orders"].topic_id, 1, bits(Op.READ, Op.DESCRIBE))
+    assert metadata(b, ["orders"]).topics[0].topic_authorized_operations == OMITTED
+
+
+def test_metadata_of_an_unknown_topic_unauthorized_is_29_and_creates_nothing(
+        b: Broker) -> None:
+    assert entries(metadata(b, ["ghost"])) == [("ghost", DENIED, 0)]
+    assert "ghost" not in b.services.metadata.topics
+    b.allow("User:alice", Op.DESCRIBE, TOPIC, "ghost")        # may see, may not create
+    assert entries(metadata(b, ["ghost"])) == [("ghost", DENIED, 0)]
+    assert "ghost" not in b.services.metadata.topics
+    assert entries(metadata(b, ["ghost"], allow_create=False)) == [("ghost", UNKNOWN, 0)]
+
+
+@pytest.mark.parametrize("acl", [(CLUSTER, "kafka-cluster"), (TOPIC, "ghost")])
+def test_metadata_auto_creation_needs_create_on_the_cluster_or_the_topic(
+        b: Broker, acl: tuple[ResourceType, str]) -> None:
+    b.allow("User:alice", Op.DESCRIBE, TOPIC, "ghost")
+    b.allow("User:alice", Op.CREATE, *acl)
+    assert entries(metadata(b, ["ghost"])) == [("ghost", 0, 1)]
+    assert "ghost" in b.services.metadata.topics
+
+
+def test_metadata_of_all_topics_leaves_out_what_the_caller_may_not_describe(
+        b: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    b.create_topic("audit")
+    b.create_topic("other")
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")
+    b.allow("User:alice", Op.DESCRIBE, TOPIC, "oth", PatternType.PREFIXED)
+    with caplog.at_level(logging.INFO, "millrace.authorizer"):
+        assert entries(metadata(b, None)) == [("orders", 0, 1), ("other", 0, 1)]
+        assert entries(metadata(b, [], version=0)) == [("orders", 0, 1), ("other", 0, 1)]
+    assert not [r for r in caplog.records if "Denied" in r.getMessage()]
+    with caplog.at_level(logging.INFO, "millrace.authorizer"):  # named: logged
+        assert entries(metadata(b, ["audit"])) == [("audit", DENIED, 0)]
+    assert [r for r in caplog.records if "Denied" in r.getMessage()]
+    everything = sorted(b.services.metadata.topics)
+    assert {"audit", "orders", "other"} < set(everything)
+    assert [n for n, _, _ in entries(metadata(b, None, principal=ADMIN))] == everything
+
+
+def test_metadata_deny_wins_over_an_implied_describe(b: Broker) -> None:
+    b.allow("User:alice", Op.READ, TOPIC, "*")
+    b.deny("User:alice", Op.DESCRIBE, TOPIC, "orders")
+    assert entries(metadata(b, ["orders"])) == [("orders", DENIED, 0)]
+    listed = [n for n, _, _ in entries(metadata(b, None))]
+    assert listed == sorted(set(b.services.metadata.topics) - {"orders"})
+
+
+def test_metadata_by_topic_id_tells_unknown_ids_and_keeps_the_id_when_denied(
+        b: Broker) -> None:
+    known = b.services.metadata.topics["orders"].topic_id
+    stranger = uuid.UUID(int=4242)
+    request = MetadataRequest(topics=[
+        MetadataRequest.MetadataRequestTopic(name=None, topic_id=known),
+        MetadataRequest.MetadataRequestTopic(name=None, topic_id=stranger)],
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    got = call(b, ApiKey.METADATA, 12, request)
+    assert [(t.name, t.topic_id, t.error_code, t.partitions) for t in got.topics] == [
+        (None, known, DENIED, []), (None, stranger, Errors.UNKNOWN_TOPIC_ID, [])]
+    b.allow("User:alice", Op.DESCRIBE, TOPIC, "orders")
+    got = call(b, ApiKey.METADATA, 12, request)
+    assert [(t.name, t.error_code) for t in got.topics] == [
+        ("orders", 0), (None, Errors.UNKNOWN_TOPIC_ID)]
+
+
+def test_metadata_cluster_operations_need_describe_on_the_cluster(b: Broker) -> None:
+    assert metadata(b, [], cluster_ops=True).cluster_authorized_operations == 0
+    assert metadata(b, []).cluster_authorized_operations == OMITTED
+    b.allow("User:alice", Op.DESCRIBE, CLUSTER, "kafka-cluster")
+    b.allow("User:alice", Op.IDEMPOTENT_WRITE, CLUSTER, "kafka-cluster")
+    assert metadata(b, [], cluster_ops=True).cluster_authorized_operations == bits(
+        Op.DESCRIBE, Op.IDEMPOTENT_WRITE)
+
+
+# ---------------------------------------------------------------------------- DescribeCluster
+def describe_cluster(b: Broker, principal: KafkaPrincipal = ALICE, ops: bool = True) -> Any:
+    return call(b, ApiKey.DESCRIBE_CLUSTER, 1,
+                DescribeClusterRequest(include_cluster_authorized_operations=ops), principal)
+
+
+def test_describe_cluster_answers_anyone_but_the_operations_need_describe(
+        b: Broker) -> None:
+    got = describe_cluster(b)
+    assert (got.error_code, [x.broker_id for x in got.brokers],
+            got.cluster_authorized_operations) == (0, [NODE], 0)
+    assert describe_cluster(b, ops=False).cluster_authorized_operations == OMITTED
+    b.allow("User:alice", Op.DESCRIBE, CLUSTER, "kafka-cluster")
+    assert describe_cluster(b).cluster_authorized_operations == bits(Op.DESCRIBE)
+    every = bits(Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+                 Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)
+    assert describe_cluster(b, ADMIN).cluster_authorized_operations == every
+
+
+# ---------------------------------------------------------------------------- no authorizer
+def test_without_an_authorizer_the_bitfields_hold_every_supported_operation(
+        broker: Broker) -> None:
+    broker.create_topic("orders")
+    got = call(broker, ApiKey.METADATA, 9, MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="orders")],
+        allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=True))
+    assert got.topics[0].topic_authorized_operations == bits(
+        Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE, Op.ALTER,
+        Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS)
+    assert got.cluster_authorized_operations == bits(
+        Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
+        Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)
+    got = fetched(call(broker, ApiKey.FETCH, FETCH_V, fetch_req([("orders", 0, 0, BIG)])))
+    assert got[("orders", 0)].error_code == 0
