@@ -97,7 +97,8 @@ class Names:
 
 
 Builder = Callable[[Names, int], Any]
-Reader = Callable[[Any, int], list[int]]
+Reader = Callable[[Any, int], list[int | None]]
+"""A response's error slots at a version; None stands for a slot the answer lacks."""
 
 
 # ---------------------------------------------------------------------- readers
@@ -129,14 +130,14 @@ def at(path: str) -> Reader:
     list, or a field the version does not carry, is no slot)."""
     parts = path.split(".")
 
-    def read(response: Any, version: int) -> list[int]:
+    def read(response: Any, version: int) -> list[int | None]:
         return [int(v) for v in _walk(response, _schema(response), parts, version)]
     return read
 
 
 def by_version(*ranges: tuple[int, Reader]) -> Reader:
     """The reader of the highest ``(from_version, reader)`` at or below the version."""
-    def read(response: Any, version: int) -> list[int]:
+    def read(response: Any, version: int) -> list[int | None]:
         return [r for lo, r in ranges if lo <= version][-1](response, version)
     return read
 
@@ -163,8 +164,18 @@ def error_slots(response: Any, version: int) -> list[tuple[str, int]]:
     return list(_slots(response, _schema(response), version, type(response).__name__))
 
 
-def every_slot(response: Any, version: int) -> list[int]:
+def every_slot(response: Any, version: int) -> list[int | None]:
     return [code for _, code in error_slots(response, version)]
+
+
+def listing(*required: Reader) -> Reader:
+    """Every slot of the answer, which must include some at each ``required`` place (a
+    None for each that has none): Kafka's error response of an API that "throws" names
+    each resource of the request with the code (``getErrorResponse``)."""
+    def read(response: Any, version: int) -> list[int | None]:
+        missing: list[int | None] = [None for r in required if not r(response, version)]
+        return every_slot(response, version) + missing
+    return read
 
 
 # ---------------------------------------------------------------------- records

@@ -57,7 +57,7 @@ from millrace.security.acl import (
 )
 from millrace.security.kafka_principal import KafkaPrincipal
 from tests.unit.broker import authz_requests as rq
-from tests.unit.broker.authz_requests import Builder, Names, Reader, at, by_version, every_slot
+from tests.unit.broker.authz_requests import Builder, Names, Reader, at, by_version, listing
 from tests.unit.broker.brokergen import AUTHORIZER, Broker
 
 load_all()
@@ -176,6 +176,8 @@ OFFSET_FETCH_TOPIC = by_version((0, PARTITION_SLOTS),
                                 (8, at("groups.topics.partitions.error_code")))
 FIND_COORDINATOR_SLOTS = by_version((0, at("error_code")), (4, at("coordinators.error_code")))
 TOP = at("error_code")
+ALONE = listing(TOP)
+"""APIs whose answer has one error: it holds the code (and nothing else holds another)."""
 APPEND_TXN_SLOTS = at("results_by_topic_v3_and_below.results_by_partition.partition_error_code")
 
 
@@ -256,17 +258,21 @@ TABLE: tuple[Row, ...] = (
               CLUSTER_AUTH, TOP),)),
     # --- inter-broker: ClusterAction on the Cluster, the code in every slot
     Row(K.LEADER_AND_ISR, "", rq.leader_and_isr,
-        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, listing(TOP, by_version(
+            (0, at("partition_errors.error_code")),
+            (5, at("topics.partition_errors.error_code"))))),)),
     Row(K.STOP_REPLICA, "", rq.stop_replica,
-        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH,
+              listing(TOP, at("partition_errors.error_code"))),)),
     Row(K.UPDATE_METADATA, "", rq.update_metadata,
-        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, ALONE),)),
     Row(K.CONTROLLED_SHUTDOWN, "", rq.controlled_shutdown,
-        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, ALONE),)),
     Row(K.WRITE_TXN_MARKERS, "", rq.write_txn_markers,
-        (Need((cluster(Op.CLUSTER_ACTION), cluster(Op.ALTER)), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.CLUSTER_ACTION), cluster(Op.ALTER)), CLUSTER_AUTH,
+              listing(at("markers.topics.partitions.error_code"))),)),
     Row(K.ADD_PARTITIONS_TO_TXN, "broker-to-broker", rq.add_partitions_to_txn,
-        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, every_slot),), versions=(4, 5)),
+        (Need((cluster(Op.CLUSTER_ACTION),), CLUSTER_AUTH, ALONE),), versions=(4, 5)),
     # --- groups
     Row(K.OFFSET_COMMIT, "", rq.offset_commit, (
         Need((group(Op.READ),), GROUP_AUTH, PARTITION_SLOTS),
@@ -281,10 +287,10 @@ TABLE: tuple[Row, ...] = (
         (Need((group(Op.DESCRIBE),), GROUP_AUTH, FIND_COORDINATOR_SLOTS),)),
     Row(K.FIND_COORDINATOR, "transaction", rq.find_txn_coordinator,
         (Need((txn(Op.DESCRIBE),), TXN_AUTH, FIND_COORDINATOR_SLOTS),), versions=(1, 0x7FFF)),
-    Row(K.JOIN_GROUP, "", rq.join_group, (Need((group(Op.READ),), GROUP_AUTH, every_slot),)),
-    Row(K.HEARTBEAT, "", rq.heartbeat, (Need((group(Op.READ),), GROUP_AUTH, every_slot),)),
-    Row(K.LEAVE_GROUP, "", rq.leave_group, (Need((group(Op.READ),), GROUP_AUTH, every_slot),)),
-    Row(K.SYNC_GROUP, "", rq.sync_group, (Need((group(Op.READ),), GROUP_AUTH, every_slot),)),
+    Row(K.JOIN_GROUP, "", rq.join_group, (Need((group(Op.READ),), GROUP_AUTH, ALONE),)),
+    Row(K.HEARTBEAT, "", rq.heartbeat, (Need((group(Op.READ),), GROUP_AUTH, ALONE),)),
+    Row(K.LEAVE_GROUP, "", rq.leave_group, (Need((group(Op.READ),), GROUP_AUTH, ALONE),)),
+    Row(K.SYNC_GROUP, "", rq.sync_group, (Need((group(Op.READ),), GROUP_AUTH, ALONE),)),
     Row(K.DESCRIBE_GROUPS, "", rq.describe_groups,
         (Need((group(Op.DESCRIBE),), GROUP_AUTH, at("groups.error_code")),)),
     Row(K.LIST_GROUPS, "", rq.list_groups, shows=(group(Op.DESCRIBE), cluster(Op.DESCRIBE)),
@@ -334,25 +340,27 @@ TABLE: tuple[Row, ...] = (
     Row(K.INCREMENTAL_ALTER_CONFIGS, "broker", rq.incremental_alter_broker_configs,
         (Need((cluster(Op.ALTER_CONFIGS),), CLUSTER_AUTH, at("responses.error_code")),)),
     Row(K.DESCRIBE_ACLS, "", rq.describe_acls,
-        (Need((cluster(Op.DESCRIBE),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.DESCRIBE),), CLUSTER_AUTH, ALONE),)),
     Row(K.CREATE_ACLS, "", rq.create_acls,
-        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, listing(at("results.error_code"))),)),
     Row(K.DELETE_ACLS, "", rq.delete_acls,
-        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, listing(at("filter_results.error_code"))),)),
     Row(K.ELECT_LEADERS, "", rq.elect_leaders,
-        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.ALTER),), CLUSTER_AUTH,
+              listing(at("replica_election_results.partition_result.error_code"))),)),
     Row(K.ALTER_PARTITION_REASSIGNMENTS, "", rq.alter_partition_reassignments,
-        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.ALTER),), CLUSTER_AUTH,
+              listing(TOP, at("responses.partitions.error_code"))),)),
     Row(K.LIST_PARTITION_REASSIGNMENTS, "", rq.list_partition_reassignments,
-        (Need((cluster(Op.DESCRIBE),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.DESCRIBE),), CLUSTER_AUTH, ALONE),)),
     Row(K.DESCRIBE_USER_SCRAM_CREDENTIALS, "", rq.describe_user_scram_credentials,
-        (Need((cluster(Op.DESCRIBE),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.DESCRIBE),), CLUSTER_AUTH, listing(TOP, at("results.error_code"))),)),
     Row(K.ALTER_USER_SCRAM_CREDENTIALS, "", rq.alter_user_scram_credentials,
-        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.ALTER),), CLUSTER_AUTH, listing(at("results.error_code"))),)),
     Row(K.DESCRIBE_CLIENT_QUOTAS, "", rq.describe_client_quotas,
-        (Need((cluster(Op.DESCRIBE_CONFIGS),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.DESCRIBE_CONFIGS),), CLUSTER_AUTH, ALONE),)),
     Row(K.ALTER_CLIENT_QUOTAS, "", rq.alter_client_quotas,
-        (Need((cluster(Op.ALTER_CONFIGS),), CLUSTER_AUTH, every_slot),)),
+        (Need((cluster(Op.ALTER_CONFIGS),), CLUSTER_AUTH, listing(at("entries.error_code"))),)),
     Row(K.DESCRIBE_CLUSTER, "", rq.describe_cluster, shows=(cluster(Op.DESCRIBE),),
         listed=_cluster_describe_bit),
     # --- none needed
