@@ -27,6 +27,7 @@ from millrace.protocol.types import (
     DescribeClusterRequest,
     DescribeProducersRequest,
     FetchRequest,
+    InitProducerIdRequest,
     MetadataRequest,
     OffsetForLeaderEpochRequest,
 )
@@ -505,6 +506,48 @@ def test_describe_cluster_answers_anyone_but_the_operations_need_describe(
     every = bits(Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS,
                  Op.IDEMPOTENT_WRITE, Op.ALTER, Op.DESCRIBE)
     assert describe_cluster(b, ADMIN).cluster_authorized_operations == every
+
+
+# ---------------------------------------------------------------------------- InitProducerId
+def init_pid(b: Broker, transactional_id: str | None = None,
+             principal: KafkaPrincipal = ALICE) -> Any:
+    return call(b, ApiKey.INIT_PRODUCER_ID, 4, InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout_ms=60_000), principal)
+
+
+def test_init_producer_id_idempotent_needs_idempotent_write_or_write_on_some_topic(
+        b: Broker) -> None:
+    got = init_pid(b)
+    assert (got.error_code, got.producer_id, got.producer_epoch) == (
+        Errors.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
+    b.allow("User:alice", Op.READ, TOPIC, "*")                 # Read is not Write
+    assert init_pid(b).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+    b.allow("User:alice", Op.WRITE, TOPIC, "some-", PatternType.PREFIXED)
+    got = init_pid(b)
+    assert (got.error_code, got.producer_epoch) == (0, 0) and got.producer_id >= 0
+
+
+def test_init_producer_id_idempotent_write_on_the_cluster_and_deny_wins(b: Broker) -> None:
+    b.allow("User:alice", Op.WRITE, TOPIC, "orders")
+    b.deny("User:alice", Op.WRITE, TOPIC, "*")                 # covers every topic
+    assert init_pid(b).error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
+    b.allow("User:alice", Op.IDEMPOTENT_WRITE, CLUSTER, "kafka-cluster")
+    assert init_pid(b).error_code == 0
+    assert init_pid(b, principal=KafkaPrincipal.user("bob")).error_code == \
+        Errors.CLUSTER_AUTHORIZATION_FAILED
+    assert init_pid(b, principal=ADMIN).error_code == 0
+
+
+def test_init_producer_id_transactional_needs_write_on_the_transactional_id(
+        b: Broker) -> None:
+    b.allow("User:alice", Op.IDEMPOTENT_WRITE, CLUSTER, "kafka-cluster")  # not enough
+    got = init_pid(b, "txn-1")
+    assert (got.error_code, got.producer_id, got.producer_epoch) == (
+        Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
+    b.allow("User:alice", Op.WRITE, TXN, "txn-", PatternType.PREFIXED)
+    # past the check: the coordinator answers (its partition is not loaded here)
+    assert init_pid(b, "txn-1").error_code == Errors.NOT_COORDINATOR
+    assert init_pid(b, "other").error_code == Errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
 # ---------------------------------------------------------------------------- no authorizer
