@@ -42,6 +42,7 @@ import pytest
 
 from millrace.broker.api_version_manager import ApiVersionManager
 from millrace.broker.handlers import HANDLERS, Handler, load_all
+from millrace.broker.metadata import BrokerRegistration
 from millrace.broker.security.authorizer import Action
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
@@ -394,8 +395,12 @@ class Brokers:
         self.count = itertools.count()
 
     def new(self) -> Broker:
-        return Broker(str(self.root / f"b{next(self.count)}"), **AUTHORIZER,
-                      **{"super.users": str(ADMIN)})
+        b = Broker(str(self.root / f"b{next(self.count)}"), **AUTHORIZER,
+                   **{"super.users": str(ADMIN)})
+        # A transactional Produce asks the transaction coordinator (this node) over the
+        # network: at a port nothing listens on, never at a real broker's 9092.
+        b.services.metadata.register_broker(BrokerRegistration(rq.NODE, "127.0.0.1", 1))
+        return b
 
 
 @dataclass
