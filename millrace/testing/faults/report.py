@@ -6,6 +6,11 @@ faults, records acknowledged, unknown, lost, duplicated, divergent ...), then dr
 the runs named with ``--plot``, a timeline: records acknowledged per second (by the time
 the acknowledgement came) and the share of sends that were eventually acknowledged (by
 the time they were sent), with each fault's span shaded from injection to heal.
+
+Runs with hostile clients (the security scenarios) get two more tables: per scenario the
+hostile attempts, denials, authentication failures, unauthorized successes, hostile
+records left in the log, authorized records lost and the brokers' RSS growth; and per
+kind of attempt what the brokers answered.
 """
 
 from __future__ import annotations
@@ -38,6 +43,58 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"{total('unknown')} | {total('lost')} | {total('duplicated')} | "
             f"{total('misplaced')} | {total('reordered')} | {total('divergent')} | "
             f"{total('commits_backwards')} | {other} |")
+    return "\n".join(lines)
+
+
+def security_table(runs: list[dict[str, Any]]) -> str:
+    """One row per scenario that ran hostile clients ('' when none did)."""
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        if r.get("security"):
+            by[r["scenario"]].append(r)
+    if not by:
+        return ""
+    head = ("| scenario | runs | passed | hostile attempts | denied | bad SASL refused "
+            "| unauthorized successes | hostile records | effects | records acknowledged "
+            "| authorized records lost | broker RSS start → end (MiB) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, rs in by.items():
+        sec = [r["security"] for r in rs]
+
+        def total(key: str, sec: list[dict[str, Any]] = sec) -> int:
+            return sum(int(x.get(key, 0)) for x in sec)
+        rss = "; ".join(
+            ", ".join(f"{v['start_kib'] / 1024:.0f} → {v['end_kib'] / 1024:.0f}"
+                      for _, v in sorted(x["rss"].items())) for x in sec)
+        lines.append(
+            f"| {name} | {len(rs)} | {sum(r['passed'] for r in rs)} | "
+            f"{total('attempts')} | {total('denied')} | {total('auth_failures')} | "
+            f"{total('unauthorized_successes')} | {total('hostile_records')} | "
+            f"{sum(len(x['examples']['effects']) for x in sec)} | "
+            f"{sum(int(r['report']['acknowledged']) for r in rs)} | "
+            f"{sum(int(r['report']['lost']) for r in rs)} | {rss} |")
+    return "\n".join(lines)
+
+
+def hostile_kinds_table(runs: list[dict[str, Any]], scenario: str) -> str:
+    """What the brokers answered each kind of hostile attempt, over ``scenario``'s runs."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        if r["scenario"] != scenario or not r.get("security"):
+            continue
+        for kind, t in r["security"]["kinds"].items():
+            k = kinds.setdefault(kind, {"attempts": 0, "denied": 0, "succeeded": 0,
+                                        "refused": 0, "failed": 0, "codes": {}})
+            for key in ("attempts", "denied", "succeeded", "refused", "failed"):
+                k[key] += t[key]
+            for code, n in t["codes"].items():
+                k["codes"][code] = k["codes"].get(code, 0) + n
+    head = "| attempt | sent | denied | succeeded | refused otherwise (codes, per error slot) | no answer |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for kind, k in kinds.items():
+        codes = ", ".join(f"{c} {n}" for c, n in sorted(k["codes"].items()))
+        lines.append(f"| {kind} | {k['attempts']} | {k['denied']} | {k['succeeded']} | "
+                     f"{k['refused']}{f' ({codes})' if codes else ''} | {k['failed']} |")
     return "\n".join(lines)
 
 
@@ -100,6 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     print(table(runs))
     print()
     print("faults injected: " + ", ".join(f"{k} {v}" for k, v in fault_counts(runs).items()))
+    security = security_table(runs)
+    if security:
+        print()
+        print(security)
+        for name in dict.fromkeys(r["scenario"] for r in runs if r.get("security")):
+            print()
+            print(f"{name}:")
+            print(hostile_kinds_table(runs, name))
     for r in runs:
         if not r["passed"] or r["error"]:
             print(f"- {r['scenario']} seed {r['seed']}: passed={r['passed']} "
