@@ -122,12 +122,13 @@ class Attempt:
     detail: str = ""
 
 
-def classify(kind: str, codes: Sequence[int], detail: str = "") -> str:
-    """The outcome of an answer whose error slots hold ``codes``."""
+def classify(kind: str, codes: Sequence[int], leaked: bool = False) -> str:
+    """The outcome of an answer whose error slots hold ``codes``; ``leaked``: it carried
+    data whatever its codes said (records, a high watermark)."""
+    if leaked or any(c == 0 or c in EFFECT_CODES.get(kind, ()) for c in codes):
+        return "succeeded"
     if not codes:
         return "refused"
-    if any(c == 0 or c in EFFECT_CODES.get(kind, ()) for c in codes):
-        return "succeeded"
     if all(c == EXPECTED[kind] for c in codes):
         return "denied"
     return "refused"
@@ -280,7 +281,7 @@ class HostileClients:
         at = self.clock()
         try:
             conn = self._connection(user, broker, conns)
-            codes, detail = self._send(conn, user, kind, broker)
+            codes, detail, leaked = self._send(conn, user, kind, broker)
         except (OSError, ConnectionError, AuthenticationRefused) as e:
             dropped = conns.pop(broker.id, None)
             if dropped is not None:
@@ -288,10 +289,14 @@ class HostileClients:
             self.record(Attempt(at, user, kind, broker.id, "failed", [],
                                 f"{type(e).__name__}: {e}"))
             return
-        self.record(Attempt(at, user, kind, broker.id, classify(kind, codes), codes, detail))
+        self.record(Attempt(at, user, kind, broker.id, classify(kind, codes, leaked), codes,
+                            detail))
 
     def _send(self, conn: SaslSslConnection, user: str, kind: str, broker: Broker
-              ) -> tuple[list[int], str]:
+              ) -> tuple[list[int], str, bool]:
+        """Send one attempt of ``kind``: the answer's error codes (one per slot), what it
+        carried, and whether it carried data its codes deny (fetch: records or a high
+        watermark in a partition answered with an error)."""
         t = self.target
         if kind == "produce":
             value = HOSTILE_MARK + f"{user}:{next(self._n)}".encode()
@@ -299,7 +304,7 @@ class HostileClients:
             codes = [p.error_code for x in r.responses for p in x.partition_responses]
             offsets = [p.base_offset for x in r.responses for p in x.partition_responses
                        if p.error_code == 0]
-            return codes, f"appended at {offsets}" if offsets else ""
+            return codes, f"appended at {offsets}" if offsets else "", False
         if kind in ("fetch", "replica-fetch"):
             # forge the id of another broker: the leader would take us for its follower
             forged = -1 if kind == "fetch" else next(
@@ -310,23 +315,25 @@ class HostileClients:
                 codes = [r.error_code]
             n = fetched_records(r)
             hws = [p.high_watermark for x in r.responses for p in x.partitions
-                   if p.error_code == 0]
-            return codes, f"{n} records returned, high watermarks {hws}" if hws else ""
+                   if p.error_code == 0 or p.high_watermark > 0]
+            detail = f"{n} records returned, high watermarks {hws}" if n or hws else ""
+            return codes, detail, bool(n or hws)
         if kind == "join-group":
             r = conn.call(join_group_request(t), JOIN_GROUP_V)
-            return [r.error_code], f"member id {r.member_id!r}" if r.member_id else ""
+            return ([r.error_code], f"member id {r.member_id!r}" if r.member_id else "",
+                    bool(r.member_id))
         if kind == "offset-commit":
             r = conn.call(offset_commit_request(t), OFFSET_COMMIT_V)
-            return [p.error_code for x in r.topics for p in x.partitions], ""
+            return [p.error_code for x in r.topics for p in x.partitions], "", False
         if kind == "delete-topics":
             r = conn.call(DeleteTopicsRequest(topic_names=[t.decoy, MISSING_TOPIC],
                                               timeout_ms=5000), DELETE_TOPICS_V)
             deleted = [x.name for x in r.responses if x.error_code == 0]
             return ([x.error_code for x in r.responses],
-                    f"deleted {deleted}" if deleted else "")
+                    f"deleted {deleted}" if deleted else "", False)
         if kind == "create-acls":
             r = conn.call(create_acls_request(user), CREATE_ACLS_V)
-            return [x.error_code for x in r.results], ""
+            return [x.error_code for x in r.results], "", False
         raise ValueError(f"unknown kind {kind!r}")
 
     def _run_bad_sasl(self) -> None:
