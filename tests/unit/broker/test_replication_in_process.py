@@ -73,7 +73,7 @@ class Node:
         isr_manager.rm = self.rm
         self.rm.alter_isr_manager = isr_manager
         self.services = SimpleNamespace(replica_manager=self.rm, metadata=self.metadata,
-                                        config=self.config)
+                                        config=self.config, acls=None)  # no authorizer
 
     def partition(self) -> Partition:
         p = self.rm.get_partition(*TP)
