@@ -74,7 +74,8 @@ def test_without_the_authorizer_the_checker_catches_the_hostile_clients(
     assert sec is not None
     assert not sec.ok and r.passed, f"the checker missed the control: {explain(r)}"
     # nothing checks these without an authorizer: each kind got through somewhere
-    for kind in ("produce", "fetch", "replica-fetch", "join-group", "delete-topics"):
+    for kind in ("produce", "fetch", "replica-fetch", "find-coord", "join-group",
+                 "delete-topics"):
         assert sec.kinds[kind].succeeded > 0, (kind, explain(r))
     assert sec.hostile_records, explain(r)
     assert any("faults-decoy was deleted" in e for e in sec.effects), explain(r)

@@ -14,6 +14,7 @@ kind                request                                             expected
 ``fetch``           Fetch of every partition from offset 0               29 per partition
 ``replica-fetch``   the same with ``replica_id`` forged to another       29 per partition
                     broker's id (CVE-2018-1288)                          (3.9)
+``find-coord``      FindCoordinator of the workload's group              30
 ``join-group``      JoinGroup on the workload's group                    30
 ``offset-commit``   OffsetCommit of offset 0 on the workload's group     30 per partition
 ``delete-topics``   DeleteTopics of a decoy topic and of a name that     29 per topic
@@ -30,8 +31,8 @@ leadership, coordination or existence, so every broker answers the authorization
 Each attempt's outcome is one of:
 
 - ``denied``: the expected error in every slot (every partition, topic, result);
-- ``succeeded``: some slot answered without error -- records appended or returned, a
-  member id handed out (JoinGroup's MEMBER_ID_REQUIRED carries one), offsets committed, a
+- ``succeeded``: some slot answered without error -- records appended or returned, the
+  group's coordinator named, a member id handed out (JoinGroup's MEMBER_ID_REQUIRED carries one), offsets committed, a
   topic deleted, an ACL created, a session authenticated: an **unauthorized success**;
 - ``refused``: some other error code (NOT_LEADER_OR_FOLLOWER from a broker that did not
   check, SECURITY_DISABLED ...), listed by code;
@@ -61,6 +62,7 @@ from millrace.protocol import (
     CreateAclsRequest,
     DeleteTopicsRequest,
     FetchRequest,
+    FindCoordinatorRequest,
     JoinGroupRequest,
     OffsetCommitRequest,
     ProduceRequest,
@@ -75,15 +77,16 @@ HOSTILE_USERS = ("mallory", "trudy")  # SCRAM users with no ACL
 HOSTILE_MARK = b"hostile:"  # every value a hostile client writes starts with it
 MISSING_TOPIC = "faults-no-such-topic"
 EXAMPLES = 5
-PRODUCE_V, FETCH_V, JOIN_GROUP_V, OFFSET_COMMIT_V = 9, 12, 5, 8
+PRODUCE_V, FETCH_V, FIND_COORDINATOR_V, JOIN_GROUP_V, OFFSET_COMMIT_V = 9, 12, 3, 5, 8
 DELETE_TOPICS_V, CREATE_ACLS_V = 5, 2
 
-KINDS = ("produce", "fetch", "replica-fetch", "join-group", "offset-commit",
+KINDS = ("produce", "fetch", "replica-fetch", "find-coord", "join-group", "offset-commit",
          "delete-topics", "create-acls", "bad-sasl")
 EXPECTED: dict[str, int] = {
     "produce": Errors.TOPIC_AUTHORIZATION_FAILED,
     "fetch": Errors.TOPIC_AUTHORIZATION_FAILED,
     "replica-fetch": Errors.TOPIC_AUTHORIZATION_FAILED,
+    "find-coord": Errors.GROUP_AUTHORIZATION_FAILED,
     "join-group": Errors.GROUP_AUTHORIZATION_FAILED,
     "offset-commit": Errors.GROUP_AUTHORIZATION_FAILED,
     "delete-topics": Errors.TOPIC_AUTHORIZATION_FAILED,
@@ -318,6 +321,10 @@ class HostileClients:
                    if p.error_code == 0 or p.high_watermark > 0]
             detail = f"{n} records returned, high watermarks {hws}" if n or hws else ""
             return codes, detail, bool(n or hws)
+        if kind == "find-coord":
+            r = conn.call(FindCoordinatorRequest(key=t.group, key_type=0), FIND_COORDINATOR_V)
+            named = r.error_code == 0 or r.node_id >= 0
+            return ([r.error_code], f"coordinator {r.node_id}" if named else "", named)
         if kind == "join-group":
             r = conn.call(join_group_request(t), JOIN_GROUP_V)
             return ([r.error_code], f"member id {r.member_id!r}" if r.member_id else "",
