@@ -418,9 +418,18 @@ class RssSampler:
         self.sample()
 
     def summary(self) -> dict[int, dict[str, int]]:
-        return {b: {"start_kib": s[0][1], "end_kib": s[-1][1],
-                    "peak_kib": max(k for _, k in s), "growth_kib": s[-1][1] - s[0][1]}
-                for b, s in sorted(self.samples.items()) if s}
+        """Per broker: RSS at the first and last sample, the peak, the growth over the
+        run and over its second half (a leak keeps growing; warm-up does not)."""
+        out = {}
+        for b, s in sorted(self.samples.items()):
+            if not s:
+                continue
+            middle = (s[0][0] + s[-1][0]) / 2
+            mid_kib = next(k for at, k in s if at >= middle)
+            out[b] = {"start_kib": s[0][1], "end_kib": s[-1][1],
+                      "peak_kib": max(k for _, k in s), "growth_kib": s[-1][1] - s[0][1],
+                      "second_half_growth_kib": s[-1][1] - mid_kib}
+        return out
 
 
 # ---------------------------------------------------------------------- the verdict

@@ -56,7 +56,7 @@ def security_table(runs: list[dict[str, Any]]) -> str:
         return ""
     head = ("| scenario | runs | passed | hostile attempts | denied | bad SASL refused "
             "| unauthorized successes | hostile records | effects | records acknowledged "
-            "| authorized records lost | broker RSS start → end (MiB) |")
+            "| authorized records lost | broker RSS start → end, MiB (2nd half) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, rs in by.items():
         sec = [r["security"] for r in rs]
@@ -64,7 +64,8 @@ def security_table(runs: list[dict[str, Any]]) -> str:
         def total(key: str, sec: list[dict[str, Any]] = sec) -> int:
             return sum(int(x.get(key, 0)) for x in sec)
         rss = "; ".join(
-            ", ".join(f"{v['start_kib'] / 1024:.0f} → {v['end_kib'] / 1024:.0f}"
+            ", ".join(f"{v['start_kib'] / 1024:.0f} → {v['end_kib'] / 1024:.0f} "
+                      f"({v.get('second_half_growth_kib', 0) / 1024:+.1f})"
                       for _, v in sorted(x["rss"].items())) for x in sec)
         lines.append(
             f"| {name} | {len(rs)} | {sum(r['passed'] for r in rs)} | "
