@@ -382,7 +382,8 @@ class BrokerConnection(asyncio.Protocol):
         try:
             if throttling:
                 cap_fetch(quotas, ctx, event)
-                if quotas.request.enabled:
+                if quotas.request.enabled and quotas.request.limits(ctx.principal.name,
+                                                                    ctx.client_id):
                     timed = TimedCoroutine(handler(ctx, event.body))
             body = await (timed if timed is not None else handler(ctx, event.body))
         except InvalidRequestError as e:  # a request the handler refuses whole (Kafka closes)

@@ -6,7 +6,9 @@ client on the same broker at the same time keeps moving much more.
 Clients: confluent-kafka (librdkafka ignores ``throttle_time_ms``, so only the broker's
 mute holds it; its throttle callback shows the broker reported the throttle), kafka-python
 (which also backs off itself), and a confluent-kafka consumer under
-``consumer_byte_rate`` (throttled fetches come back without data).  Rates are asserted
+``consumer_byte_rate`` (throttled fetches come back without data); and raw Metadata
+requests under ``request_percentage`` (the answer says how long, the next request waits
+that long on the broker).  Rates are asserted
 with wide margins only (<= 2x and >= 0.3x the quota over 10 s; the unthrottled client
 >= 5x the throttled one); the ratio is measured in ``bench/quotas.py``.
 """
@@ -25,8 +27,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from millrace.broker.quota.entity import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
-from millrace.protocol.types import AlterClientQuotasRequest
+from millrace.broker.quota.entity import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+)
+from millrace.protocol.types import AlterClientQuotasRequest, MetadataRequest
 from millrace.testing.broker_process import BrokerProcess
 from millrace.testing.raw_connection import RawConnection
 
@@ -210,3 +216,27 @@ def test_librdkafka_consumer_held_to_its_fetch_quota(broker: BrokerProcess) -> N
     rate = result[throttled] / RUN_S
     assert 0.3 * QUOTA <= rate <= 2 * QUOTA, f"{rate / QUOTA:.2f}x the quota"
     assert result[free] == loaded * len(RECORD)  # the other reader got everything
+
+
+def test_request_percentage_throttles_and_mutes_a_busy_client(broker: BrokerProcess) -> None:
+    set_quota(broker, "rq-busy", REQUEST_PERCENTAGE, 0.001)  # 10 us of handler time / s
+
+    def throttles(client_id: str, n: int) -> list[tuple[int, float]]:
+        """(throttle_time_ms, seconds waited) of up to ``n`` Metadata requests, stopping
+        one request after the first throttled answer."""
+        out: list[tuple[int, float]] = []
+        with RawConnection(broker.port, client_id=client_id) as conn:
+            for _ in range(n):
+                started = time.monotonic()
+                resp = conn.call(MetadataRequest(topics=None), 9)
+                out.append((resp.throttle_time_ms, time.monotonic() - started))
+                if len(out) >= 2 and out[-2][0] > 0:
+                    break
+        return out
+
+    busy = throttles("rq-busy", 200)
+    assert busy[-2][0] > 0, busy
+    assert busy[-2][0] <= 1000  # the request quota's throttle is capped at one window
+    # the request after a throttled answer waited out the mute on the broker's side
+    assert busy[-1][1] >= busy[-2][0] / 1000 / 2, busy[-2:]
+    assert all(ms == 0 for ms, _ in throttles("rq-free", 50))  # no quota, never throttled

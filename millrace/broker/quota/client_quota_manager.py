@@ -68,6 +68,7 @@ MAX_REMEMBERED_CLIENTS = 10_000  # (user, client id) lookups kept before startin
 NANOS_TO_PERCENT = 100.0 / 1_000_000_000  # one second of handler time = 100 %
 
 _Key = tuple[str, str]
+_UNKNOWN: object = object()
 
 
 class _ClientSensor:
@@ -144,6 +145,20 @@ class ClientQuotaManager:
         found = self._resolve(user, client_id)
         return found[1] if found is not None else None
 
+    def limits(self, user: str, client_id: str) -> bool:
+        """Does a quota apply to (user, client id)?  (Cheap: the lookup is remembered.)"""
+        key = (user, client_id)
+        resolved = self._resolved
+        found = resolved.get(key, _UNKNOWN)
+        if found is not _UNKNOWN:
+            return found is not None
+        if self._resolve(user, client_id) is not None:
+            return True  # its sensor is made when it first records
+        if len(resolved) >= MAX_REMEMBERED_CLIENTS:
+            resolved.clear()
+        resolved[key] = None
+        return False
+
     def _resolve(self, user: str, client_id: str) -> tuple[_Key, float] | None:
         quotas = self._quotas
         for entity, group in _candidates(user, client_id):
@@ -216,7 +231,7 @@ class ClientQuotaManager:
         """The most that can be recorded at once without a certain throttle (a fetch's
         ``max_bytes`` is capped to it: a response bigger than this would be throttled --
         and taken back -- every time, and the consumer would never progress)."""
-        found = self._resolve(user, client_id) if self.enabled else None
+        found = self._resolve(user, client_id) if self.limits(user, client_id) else None
         if found is None:
             return float("inf")
         return found[1] * (self.samples - 1) * self.window_ms / 1000

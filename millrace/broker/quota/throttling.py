@@ -102,10 +102,10 @@ def _replica_id(request: Request) -> int:
 
 def cap_fetch(quotas: ClientQuotas, ctx: RequestContext, request: Request) -> None:
     """Lower a consumer Fetch's ``max_bytes`` to one quota window's worth."""
-    if request.api.key != ApiKey.FETCH or not quotas.fetch.enabled or \
-            _replica_id(request) >= 0:
+    fetch = quotas.fetch
+    if request.api.key != ApiKey.FETCH or not fetch.enabled or _replica_id(request) >= 0:
         return
-    cap = quotas.fetch.max_value_in_quota_window(ctx.principal.name, ctx.client_id)
+    cap = fetch.max_value_in_quota_window(ctx.principal.name, ctx.client_id)
     if cap < request.body.max_bytes:
         request.body.max_bytes = max(int(cap), 1)
 
@@ -138,7 +138,7 @@ def charge(quotas: ClientQuotas, ctx: RequestContext, request: Request, body: An
                 user, client_id, handler.elapsed_ns * NANOS_TO_PERCENT, now_ms)
         parts = _encode(request, body)
         fetch = quotas.fetch
-        if fetch.enabled:
+        if fetch.enabled and fetch.limits(user, client_id):
             size = sum(len(part) for part in parts)
             fetch_ms = fetch.record_and_get_throttle_time_ms(user, client_id, size, now_ms)
             throttle_ms = max(throttle_ms, fetch_ms)
@@ -151,7 +151,7 @@ def charge(quotas: ClientQuotas, ctx: RequestContext, request: Request, body: An
         return throttle_ms, _encode(request, throttled)
     if key == ApiKey.PRODUCE:
         produce = quotas.produce
-        if produce.enabled:
+        if produce.enabled and produce.limits(user, client_id):
             throttle_ms = produce.record_and_get_throttle_time_ms(
                 user, client_id, produce_size(request.body), now_ms)
         if request.body.acks == 0:

@@ -207,6 +207,17 @@ def test_clients_without_a_quota_record_nothing_and_idle_groups_are_dropped() ->
     assert m.sensor_count == 0
 
 
+def test_limits_says_whether_a_quota_applies_and_follows_changes() -> None:
+    m = manager()
+    assert not m.limits(U, C)
+    m.update_quota(QuotaEntity(None, DEFAULT), 1000.0)
+    assert m.limits(U, C) and m.limits("bob", "x")
+    m.update_quota(QuotaEntity(None, DEFAULT), None)
+    m.update_quota(QuotaEntity(U, None), 1000.0)
+    assert m.limits(U, C) and not m.limits("bob", "x")
+    assert not m.limits("bob", "x")  # remembered as unlimited: still right
+
+
 def test_max_value_in_quota_window() -> None:
     m = manager()
     assert m.max_value_in_quota_window(U, C) == float("inf")
