@@ -8,7 +8,8 @@ mute holds it; its throttle callback shows the broker reported the throttle), ka
 (which also backs off itself), and a confluent-kafka consumer under
 ``consumer_byte_rate`` (throttled fetches come back without data); and raw Metadata
 requests under ``request_percentage`` (the answer says how long, the next request waits
-that long on the broker).  Rates are asserted
+that long on the broker).  In a two-broker ZooKeeper cluster, a quota set through one
+broker throttles on the other.  Rates are asserted
 with wide margins only (<= 2x and >= 0.3x the quota over 10 s; the unthrottled client
 >= 5x the throttled one); the ratio is measured in ``bench/quotas.py``.
 """
@@ -32,7 +33,9 @@ from millrace.broker.quota.entity import (
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
 )
-from millrace.protocol.types import AlterClientQuotasRequest, MetadataRequest
+from millrace.launcher.local_cluster import LocalCluster
+from millrace.protocol.types import AlterClientQuotasRequest, MetadataRequest, ProduceRequest
+from millrace.record import RecordBatchBuilder
 from millrace.testing.broker_process import BrokerProcess
 from millrace.testing.raw_connection import RawConnection
 
@@ -240,3 +243,33 @@ def test_request_percentage_throttles_and_mutes_a_busy_client(broker: BrokerProc
     # the request after a throttled answer waited out the mute on the broker's side
     assert busy[-1][1] >= busy[-2][0] / 1000 / 2, busy[-2:]
     assert all(ms == 0 for ms, _ in throttles("rq-free", 50))  # no quota, never throttled
+
+
+def test_a_quota_set_through_one_broker_throttles_on_another(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In a ZooKeeper cluster the quota travels as a config change notification: set
+    through broker 1, broker 2 charges a produce against it (bytes count even when the
+    partitions fail, as Kafka's)."""
+    directory: Path = tmp_path_factory.mktemp("quota-cluster")
+    with LocalCluster(directory, 2, overrides={"zookeeper.session.timeout.ms": "6000",
+                                              "offsets.topic.replication.factor": "2",
+                                              "transaction.state.log.replication.factor": "2",
+                                              "transaction.state.log.min.isr": "1"}) as c:
+        set_quota(c.brokers[1], "zk-throttled", PRODUCER_BYTE_RATE, 1024)
+        records = RecordBatchBuilder()
+        records.append(0, None, bytes(12 * 1024))  # 12 kB: 1.2x a 10 s window's 10 kB
+        produce = ProduceRequest(acks=1, timeout_ms=5000, topic_data=[
+            ProduceRequest.TopicProduceData(name="no-such-topic", partition_data=[
+                ProduceRequest.TopicProduceData.PartitionProduceData(
+                    index=0, records=records.build())])])
+
+        def throttle_on_broker_2(client_id: str) -> int:
+            with RawConnection(c.brokers[2].port, client_id=client_id) as conn:
+                return int(conn.call(produce, 9).throttle_time_ms)
+
+        deadline = time.monotonic() + 15
+        while (throttle := throttle_on_broker_2("zk-throttled")) == 0 and \
+                time.monotonic() < deadline:
+            time.sleep(0.5)  # the notification is on its way
+        assert throttle > 0
+        assert throttle_on_broker_2("zk-free") == 0  # another client id: no quota
