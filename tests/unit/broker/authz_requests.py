@@ -459,7 +459,7 @@ def delete_records(n: Names, v: int) -> Any:
 
 
 def create_partitions(n: Names, v: int) -> Any:
-    return CreatePartitionsRequest(timeout_ms=1000, validate_only=True, topics=[
+    return CreatePartitionsRequest(timeout_ms=1000, validate_only=False, topics=[
         CreatePartitionsRequest.CreatePartitionsTopic(name=n.topic, count=2,
                                                       assignments=None)])
 
@@ -476,7 +476,7 @@ def describe_broker_configs(n: Names, v: int) -> Any:
 
 def alter_configs(n: Names, v: int, *, broker: bool = False) -> Any:
     cls = AlterConfigsRequest.AlterConfigsResource
-    return AlterConfigsRequest(validate_only=True, resources=[cls(
+    return AlterConfigsRequest(validate_only=False, resources=[cls(
         resource_type=BROKER_CONFIG if broker else TOPIC_CONFIG,
         resource_name=str(NODE) if broker else n.topic,
         configs=[cls.AlterableConfig(name="retention.ms", value="100000")])])
@@ -488,7 +488,7 @@ def alter_broker_configs(n: Names, v: int) -> Any:
 
 def incremental_alter_configs(n: Names, v: int, *, broker: bool = False) -> Any:
     cls = IncrementalAlterConfigsRequest.AlterConfigsResource
-    return IncrementalAlterConfigsRequest(validate_only=True, resources=[cls(
+    return IncrementalAlterConfigsRequest(validate_only=False, resources=[cls(
         resource_type=BROKER_CONFIG if broker else TOPIC_CONFIG,
         resource_name=str(NODE) if broker else n.topic,
         configs=[cls.AlterableConfig(name="retention.ms", config_operation=0,
@@ -542,8 +542,11 @@ def describe_user_scram_credentials(n: Names, v: int) -> Any:
 
 
 def alter_user_scram_credentials(n: Names, v: int) -> Any:
-    return AlterUserScramCredentialsRequest(upsertions=[], deletions=[
-        AlterUserScramCredentialsRequest.ScramCredentialDeletion(name="carol", mechanism=1)])
+    """Give carol a SCRAM-SHA-256 credential."""
+    return AlterUserScramCredentialsRequest(deletions=[], upsertions=[
+        AlterUserScramCredentialsRequest.ScramCredentialUpsertion(
+            name="carol", mechanism=1, iterations=4096, salt=b"salt" * 4,
+            salted_password=bytes(range(32)))])
 
 
 def describe_cluster(n: Names, v: int) -> Any:
@@ -559,7 +562,7 @@ def describe_client_quotas(n: Names, v: int) -> Any:
 def alter_client_quotas(n: Names, v: int) -> Any:
     cls = CLASSES["AlterClientQuotasRequest"]
     entry = cls.EntryData
-    return cls(validate_only=True, entries=[entry(
+    return cls(validate_only=False, entries=[entry(
         entity=[entry.EntityData(entity_type="user", entity_name="carol")],
         ops=[entry.OpData(key="producer_byte_rate", value=1024.0, remove=False)])])
 

@@ -9,10 +9,12 @@ row's range), each run on a fresh in-process broker with the authorizer on:
 
 - *refused*: ``User:bob`` without any ACL, naming resources that do not exist -- every
   error slot of the first permission holds its code (29/30/31/53), not "unknown": an
-  unauthorized caller cannot probe names; the refused request created no topic (a
-  request naming its topic by id names the existing one: ids are not probed by name);
+  unauthorized caller cannot probe names (a request naming its topic by id names the
+  existing one: ids are not probed by name); then again naming existing resources;
+  a refused request changes nothing (topics, their logs and configs, ACLs, SCRAM users,
+  quotas, committed offsets, transactions);
 - *without X* (APIs needing two or three permissions): everything granted but X, on
-  resources that exist -- X's code in X's slots;
+  resources that exist -- X's code in X's slots, nothing changed;
 - *granted*: exactly the ACLs the row names (each alternative in turn) -- no
   authorization code anywhere in the answer (any other error is fine: not the
   controller, unknown member...);
@@ -41,6 +43,7 @@ from typing import Any
 import pytest
 
 from millrace.broker.api_version_manager import ApiVersionManager
+from millrace.broker.context import RequestContext
 from millrace.broker.handlers import HANDLERS, Handler, load_all
 from millrace.broker.metadata import BrokerRegistration
 from millrace.broker.security.authorizer import Action
@@ -118,12 +121,14 @@ def cluster(op: AclOperation) -> Acl:
 @dataclass(frozen=True)
 class Need:
     """One permission an API needs: any of ``grants`` gives it; without it every slot
-    ``slots`` reads holds ``error``.  ``since``: the first version it applies to."""
+    ``slots`` reads holds ``error`` and (``blocks``) nothing changes.  ``since``: the first
+    version it applies to."""
 
     grants: tuple[Acl, ...]
     error: int
     slots: Reader
     since: int = 0
+    blocks: bool = True
 
     def __str__(self) -> str:
         return " or ".join(map(str, self.grants))
@@ -317,8 +322,9 @@ TABLE: tuple[Row, ...] = (
     # --- admin
     Row(K.CREATE_TOPICS, "", rq.create_topics, (
         Need((cluster(Op.CREATE), topic(Op.CREATE)), TOPIC_AUTH, at("topics.error_code")),
+        # without it the topic is created all the same, only its configs are not shown
         Need((topic(Op.DESCRIBE_CONFIGS),), TOPIC_AUTH, at("topics.topic_config_error_code"),
-             since=5)), setup=_nothing),
+             since=5, blocks=False)), setup=_nothing),
     Row(K.DELETE_TOPICS, "by name", rq.delete_topics,
         (Need((topic(Op.DELETE),), TOPIC_AUTH, at("responses.error_code")),)),
     Row(K.DELETE_TOPICS, "by id", rq.delete_topics_by_id,
@@ -422,7 +428,41 @@ class Run:
                              f"[{self.principal}, {granted}]: {message}")
 
 
-async def _call(brokers: Brokers, run: Run) -> tuple[Broker, Any] | None:
+def _state(b: Broker) -> dict[str, Any]:
+    """What a request could change: the topics (partitions, configs, log offsets), ACLs,
+    SCRAM users, client quotas, groups' committed offsets, transactions."""
+    s = b.services
+    topics = {}
+    for name, info in s.metadata.topics.items():
+        if info.internal:
+            continue
+        logs = [None if (p := s.replica_manager.get_partition(name, i)) is None
+                else (p.log.log_start_offset, p.log.log_end_offset)
+                for i in range(info.partitions)]
+        topics[name] = (info.partitions, dict(info.configs), logs)
+    assert s.acls is not None
+    return {
+        "topics": topics,
+        "acls": sorted(map(str, s.acls.authorizer.acls())),
+        "SCRAM users": sorted(s.credentials.store.users_with_configs()),
+        "quotas": sorted(map(repr, s.quota_store.read_all().items())),
+        "offsets": {gid: sorted((tp, o.offset) for tp, o in g.offsets.items())
+                    for gid, g in s.group_coordinator.coordinator.groups.items()},
+        "transactions": {tid: (t.producer_id, t.producer_epoch, t.state,
+                               sorted(t.topic_partitions))
+                         for tid, t in s.transaction_coordinator.coordinator
+                         .transactions.items()},
+    }
+
+
+@dataclass
+class Answer:
+    response: Any
+    changed: list[str]
+    """What the call changed in ``_state`` (one line per kind)."""
+
+
+async def _call(brokers: Brokers, run: Run) -> Answer | None:
     b = brokers.new()
     services = b.services
     try:
@@ -438,9 +478,12 @@ async def _call(brokers: Brokers, run: Run) -> tuple[Broker, Any] | None:
         if (info := services.metadata.topics.get(names.topic)) is not None:
             names = replace(names, topic_id=info.topic_id)
         body = run.row.build(names, run.version)
+        before = _state(b)
         response = await asyncio.wait_for(
             b.call(run.row.key, run.version, body, principal=run.principal), TIMEOUT_S)
-        return b, response
+        after = _state(b)
+        return Answer(response, [f"{k}: {before[k]} -> {after[k]}" for k in before
+                                 if before[k] != after[k]])
     except TimeoutError:
         run.fail(f"no answer within {TIMEOUT_S}s")
     except Exception as e:  # a crash is a finding, reported with the rest
@@ -470,7 +513,7 @@ async def _check(brokers: Brokers, run: Run, expect: Expect) -> None:
     got = await _call(brokers, run)
     if got is None:
         return
-    b, response = got
+    response = got.response
     auth = _auth_slots(response, run.version)
     if expect.kind == "refused":
         need = expect.need
@@ -479,8 +522,8 @@ async def _check(brokers: Brokers, run: Run, expect: Expect) -> None:
         if not slots or any(code != need.error for code in slots):
             run.fail(f"expected {need.error} ({CODE_NAMES[need.error]}) in every slot for "
                      f"want of {need}, got {slots} in {response}")
-        if run.names is GHOST and GHOST.topic in b.services.metadata.topics:
-            run.fail(f"the refused request created topic {GHOST.topic!r}")
+        if got.changed and need.blocks:
+            run.fail(f"the refused request changed {'; '.join(got.changed)}")
     elif expect.kind == "allowed":
         if auth:
             run.fail(f"authorization error(s) {auth} in {response}")
@@ -522,6 +565,7 @@ def runs(row: Row, version: int) -> Iterator[tuple[Run, Expect]]:
         yield run("refused, topic named by id", BOB, ()), Expect("refused", needs[0])
     else:
         yield run("refused, unknown names", BOB, (), GHOST), Expect("refused", needs[0])
+        yield run("refused, existing names", BOB, ()), Expect("refused", needs[0])
 
     def first_choices_but(i: int) -> tuple[Acl, ...]:
         return tuple(n.grants[0] for j, n in enumerate(needs) if j != i)
@@ -616,14 +660,20 @@ def _skipping(handler: Handler, skipped: frozenset[tuple[AclOperation, ResourceT
               ) -> Handler:
     """``handler`` without some of its checks: all of them (``skipped`` None: run with no
     authorizer, every ``ctx.authorize*`` says yes) or those of ``skipped``."""
-    async def run(ctx: Any, body: Any) -> Any:
-        saved = ctx.services.acls
-        ctx.services.acls = None if skipped is None else _LenientService(saved, skipped)
-        try:
-            return await handler(ctx, body)
-        finally:
-            ctx.services.acls = saved
+    async def run(ctx: RequestContext, body: Any) -> Any:
+        acls: Any = None if skipped is None else _LenientService(ctx.services.acls, skipped)
+        return await handler(replace(ctx, services=replace(ctx.services, acls=acls)), body)
     return run
+
+
+FINDINGS = ("expected ", "should be ", "changed ")
+"""What the checker says about a wrong answer (not a crash or a timeout of the run)."""
+
+
+def _findings(problems: list[str], where: str) -> bool:
+    """Problems found, each in a run ``where`` names, each about the answer."""
+    return bool(problems) and all(where in p and any(f in p for f in FINDINGS)
+                                  and "raised " not in p for p in problems)
 
 
 CHECKED_ROWS = [row for row in TABLE if row.needs or row.filters]
@@ -635,7 +685,23 @@ def test_the_checker_reports_a_handler_that_skips_authorization(
     monkeypatch.setitem(HANDLERS, row.key, _skipping(HANDLERS[row.key], None))
     first = "without the permission" if row.filters else "refused,"
     problems = check_row(row, tmp_path, lambda run, _: run.what.startswith(first))
-    assert problems and all(first in p for p in problems), problems
+    assert _findings(problems, first), problems
+
+
+WRITERS = [row for row in TABLE if row_name(row) in {
+    "PRODUCE-idempotent", "DELETE_TOPICS-by name", "CREATE_PARTITIONS", "ALTER_CONFIGS-topic",
+    "OFFSET_COMMIT", "ALTER_USER_SCRAM_CREDENTIALS", "ALTER_CLIENT_QUOTAS"}]
+"""Rows whose request, let through, changes what ``_state`` sees (the ACL APIs cannot be
+let through this way: without an authorizer they answer SECURITY_DISABLED)."""
+
+
+@pytest.mark.parametrize("row", WRITERS, ids=row_name)
+def test_the_checker_reports_what_an_unchecked_handler_changed(
+        row: Row, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(HANDLERS, row.key, _skipping(HANDLERS[row.key], None))
+    problems = check_row(row, tmp_path, lambda run, _: run.what == "refused, existing names")
+    assert _findings(problems, "refused, existing names"), problems
+    assert any("the refused request changed" in p for p in problems), problems
 
 
 PARTIAL = [(row, need) for row in TABLE if len(row.needs) > 1 for need in row.needs]
@@ -648,7 +714,7 @@ def test_the_checker_reports_a_handler_that_skips_one_of_two_checks(
     skipped = frozenset((acl.operation, acl.resource_type) for acl in need.grants)
     monkeypatch.setitem(HANDLERS, row.key, _skipping(HANDLERS[row.key], skipped))
     problems = check_row(row, tmp_path, lambda run, _: run.what == f"without {need}")
-    assert problems and all(f"without {need} " in p for p in problems), problems
+    assert _findings(problems, f"without {need} "), problems
 
 
 def test_the_checker_reports_a_served_key_without_a_row(
