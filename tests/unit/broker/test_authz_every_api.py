@@ -153,7 +153,7 @@ class Row:
     any of these makes ``listed`` true -- the run's resource appears in the answer;
     ``base`` is granted in every run of a filtering row.  ``setup`` runs as the super
     user before each run (default: the topic exists).  ``versions``: the range this row
-    covers, within what the broker serves.  ``ids_since``: see below."""
+    covers, within what the broker serves."""
 
     key: ApiKey
     label: str
@@ -200,8 +200,7 @@ def _group_listed(resp: Any, n: Names) -> bool:
 
 
 def _offsets_listed(resp: Any, n: Names) -> bool:
-    topics = resp.topics if resp.groups is None or not resp.groups \
-        else [t for g in resp.groups for t in g.topics]
+    topics = [t for g in resp.groups for t in g.topics] if resp.groups else resp.topics
     return n.topic in [t.name for t in topics or ()]
 
 
