@@ -4,7 +4,10 @@
 # the tables and the timeline plots of docs/reliability.md.
 #
 #   scripts/faults.sh --minutes 30 --seed 1 [--out build/faults/long] [--scenario NAME]...
+#   scripts/faults.sh --scenario security --scenario control-no-authorizer --seconds 180
 #
+# Scenarios without faults (security, control-no-authorizer) run for --seconds each
+# (default 60) instead of a number of faults.
 # Needs root (nftables rules and cgroups for the partitions, tmpfs mounts for the full
 # disk).  Exit status 1 when any run failed: an anomaly in a normal scenario, or a
 # negative control the checker missed; the run directories keep every history and log.

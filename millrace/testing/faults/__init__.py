@@ -10,5 +10,8 @@
 - ``replica_logs``: every replica's log read from the files the brokers left on disk;
 - ``checker``: the verdict (lost, duplicated, misplaced, reordered, phantom records,
   divergent replicas, committed offsets going backwards, group ownership);
+- ``hostile`` (with ``sasl_ssl_connection`` and ``security_setup``): the security
+  scenario's clients without ACLs or with wrong passwords, every attempt's outcome, and
+  the verdict on them (unauthorized successes, hostile records, broker RSS growth);
 - ``runner`` and ``__main__``: scenarios, and ``python -m millrace.testing.faults``.
 """
