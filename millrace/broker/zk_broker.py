@@ -161,8 +161,9 @@ def start_config_change_listener(services: BrokerServices,
     (Kafka's ZkConfigManager).  A notification naming ``users/<sanitized user>`` makes
     the broker re-read that user's SCRAM credentials into its ``CredentialCache``
     (Kafka's UserConfigHandler).  A notification naming a quota entity (``users/<u>``,
-    ``users/<u>/clients/<c>``, ``clients/<c>``) makes the broker re-read its quotas and
-    publish them to the quota store's watchers (Kafka's QuotaConfigHandler).
+    ``users/<u>/clients/<c>``, ``clients/<c>``, ``ips/<ip>``) makes the broker re-read its
+    quotas and publish them to the quota store's watchers: the client quota manager, the
+    connection quotas for an IP (Kafka's QuotaConfigHandler and IpConfigHandler).
     Notifications present at start-up were already read with the topics' configs and
     the credentials; the quotas are re-read whole now, so a change made after the quota
     watchers' ``load()`` and before this listener started is published too."""

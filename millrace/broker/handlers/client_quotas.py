@@ -9,6 +9,8 @@ filter.  AlterClientQuotas answers one result per entry, naming its entity: an i
 entity or operation is INVALID_REQUEST for that entry alone, the others are applied
 (``validate_only``: checked, not written).  A write is published to this broker's quota
 watchers at once; the other brokers get it through the config change notification.
+Entities are users, client ids and both, and IP addresses (``ip``, KIP-612:
+``connection_creation_rate``, enforced at accept by the connection quotas).
 
 Authorization: DescribeClientQuotas needs DescribeConfigs on the Cluster and
 AlterClientQuotas AlterConfigs on it, checked before the request is looked at; without,

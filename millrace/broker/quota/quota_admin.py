@@ -6,25 +6,27 @@ checks of its KRaft ``ClientQuotaControlManager``).
 Entities.  On the wire an entity is a list of (entity type, name) pairs, types ``user``,
 ``client-id`` and ``ip``, a null name meaning the default entity.  Refused with
 INVALID_REQUEST, naming why: no pair, a type twice, an unknown type, an empty name,
-``ip`` together with ``user``/``client-id``, and a name equal to ``<default>`` (the
-stored spelling of the default entity; a default is asked for with a null name).  IP
-entities (``connection_creation_rate``, ``/config/ips``) are not supported by this
-broker: an ``ip`` entity is refused with INVALID_REQUEST saying so, and a describe filter
-on ``ip`` matches nothing.
+``ip`` together with ``user``/``client-id``, an ``ip`` name that is not an IPv4 or IPv6
+address (hostnames are not resolved), and a name equal to ``<default>`` (the stored
+spelling of the default entity; a default is asked for with a null name).  An ``ip``
+entity is an ``IpQuotaEntity`` (KIP-612, ``/config/ips``), the others a ``QuotaEntity``.
 
-Operations.  Set a key or remove it.  The keys are ``producer_byte_rate``,
-``consumer_byte_rate``, ``request_percentage`` and ``controller_mutation_rate``; any
+Operations.  Set a key or remove it.  A user / client-id entity's keys are
+``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage`` and
+``controller_mutation_rate``; an ip entity's only ``connection_creation_rate``.  Any
 other key (a SCRAM mechanism among them: credentials go through
 AlterUserScramCredentials) is an invalid configuration key, for removals too.  A value
-must be a finite number greater than 0; the byte rates are whole numbers (Kafka's LONG
-keys: a fraction over 1e-6 is refused).  Kafka's ZooKeeper mode takes 0 and negative
-values; its KRaft mode, and this broker, refuse them.
+must be a finite number greater than 0; the byte rates and the connection rate are whole
+numbers (Kafka's LONG keys, and its INT key, at most 2147483647: a fraction over 1e-6 is
+refused).  Kafka's ZooKeeper mode takes 0 and negative values; its KRaft mode, and this
+broker, refuse them.
 
 Filters.  A component names an entity type and how to match its name: 0 exactly
 ``match`` (which must not be null), 1 the default entity, 2 any name, the default
 included (Kafka's ``ofEntityType``).  An entity matches when every component matches its
 part of the entity and, for a type no component names, the entity has no such part or
-the filter is not strict.  An empty entity type, a type given twice or ``ip`` with
+the filter is not strict (so an ``ip`` filter finds only ip entities, a user / client-id
+filter never finds them, and an empty filter that is not strict finds every entity).  An empty entity type, a type given twice or ``ip`` with
 ``user``/``client-id`` is INVALID_REQUEST; an unknown type UNSUPPORTED_VERSION ("Custom
 entity type ... not supported"), as Kafka answers.
 """
@@ -36,20 +38,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from millrace.broker.quota.entity import (
+    CONNECTION_CREATION_RATE,
     DEFAULT,
+    IP_KEYS,
     STORED_KEYS,
+    AnyQuotaEntity,
+    IpQuotaEntity,
     QuotaEntity,
     QuotaValues,
+    keys_of,
 )
-from millrace.broker.quota.quota_store import INTEGER_KEYS, QuotaOps
+from millrace.broker.quota.quota_store import INTEGER_KEYS, QuotaOps, valid_ip_name
 from millrace.common.errors import Errors
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2
 LONG_MAX = 2 ** 63 - 1
-IP_UNSUPPORTED = ("IP quota entities (connection_creation_rate) are not supported by this "
-                  "broker: only user and client-id entities")
+INT_MAX = 2 ** 31 - 1
 
 
 class QuotaRequestError(Exception):
@@ -62,7 +68,7 @@ class QuotaRequestError(Exception):
 
 
 # ---------------------------------------------------------------------- alter
-def parse_entity(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
+def parse_entity(pairs: Iterable[tuple[str, str | None]]) -> AnyQuotaEntity:
     """The entity of an AlterClientQuotas entry; ``QuotaRequestError`` saying why not."""
     seen: dict[str, str | None] = {}
     for entity_type, name in pairs:
@@ -84,16 +90,23 @@ def parse_entity(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
         if USER in seen or CLIENT_ID in seen:
             raise QuotaRequestError("Invalid quota entity combination, IP entity should not "
                                     "be combined with User or ClientId")
-        raise QuotaRequestError(IP_UNSUPPORTED)
+        ip = seen[IP]
+        if ip is None:
+            return IpQuotaEntity(DEFAULT)
+        if not valid_ip_name(ip):
+            raise QuotaRequestError(f"{ip} is not a valid IP address (hostnames are not "
+                                    "resolved)")
+        return IpQuotaEntity(ip)
     user = (seen[USER] if seen[USER] is not None else DEFAULT) if USER in seen else None
     client_id = ((seen[CLIENT_ID] if seen[CLIENT_ID] is not None else DEFAULT)
                  if CLIENT_ID in seen else None)
     return QuotaEntity(user, client_id)
 
 
-def check_op(key: str, value: float | None) -> None:
-    """One set (``value``) or removal (None); ``QuotaRequestError`` if invalid."""
-    if key not in STORED_KEYS:
+def check_op(key: str, value: float | None, entity: AnyQuotaEntity | None = None) -> None:
+    """One set (``value``) or removal (None) on ``entity`` (None: on an entity of either
+    kind); ``QuotaRequestError`` if invalid."""
+    if key not in (keys_of(entity) if entity is not None else (*STORED_KEYS, *IP_KEYS)):
         raise QuotaRequestError(f"Invalid configuration key {key}")
     if value is None:
         return
@@ -102,17 +115,21 @@ def check_op(key: str, value: float | None) -> None:
     if value <= 0.0:
         raise QuotaRequestError(f"Quota {key} must be greater than 0")
     if key in INTEGER_KEYS:
+        if key == CONNECTION_CREATION_RATE and value > INT_MAX:
+            raise QuotaRequestError(f"Proposed value for {key} is too large for an INT.")
         if value > LONG_MAX:
             raise QuotaRequestError(f"Proposed value for {key} is too large for a LONG.")
         if abs(value % 1.0) > 1e-6 and abs(value % 1.0 - 1.0) > 1e-6:
             raise QuotaRequestError(f"{key} cannot be a fractional value.")
 
 
-def parse_ops(ops: Iterable[tuple[str, float, bool]]) -> QuotaOps:
-    """(key, value, remove) triples -> key -> value (None: remove), every one checked."""
+def parse_ops(ops: Iterable[tuple[str, float, bool]], entity: AnyQuotaEntity | None = None
+              ) -> QuotaOps:
+    """(key, value, remove) triples -> key -> value (None: remove), every one checked
+    against ``entity``'s kind (None: a key of either kind passes)."""
     parsed: dict[str, float | None] = {}
     for key, value, remove in ops:
-        check_op(key, None if remove else value)
+        check_op(key, None if remove else value, entity)
         parsed.pop(key, None)  # a key given twice: the later op, in its place
         parsed[key] = None if remove else value
     return parsed
@@ -172,23 +189,34 @@ def _part_matches(component: Component | None, part: str | None, strict: bool) -
     return True  # any specified name, the default included
 
 
-def matches(flt: QuotaFilter, entity: QuotaEntity) -> bool:
-    if flt.ip is not None:
-        return False  # no IP entities here, and user/client entities never match ip
+def matches(flt: QuotaFilter, entity: AnyQuotaEntity) -> bool:
+    if isinstance(entity, IpQuotaEntity):
+        return (_part_matches(flt.ip, entity.ip, flt.strict)
+                and _part_matches(flt.user, None, flt.strict)
+                and _part_matches(flt.client_id, None, flt.strict))
     return (_part_matches(flt.user, entity.user, flt.strict)
-            and _part_matches(flt.client_id, entity.client_id, flt.strict))
+            and _part_matches(flt.client_id, entity.client_id, flt.strict)
+            and _part_matches(flt.ip, None, flt.strict))
 
 
-def describe(quotas: Mapping[QuotaEntity, QuotaValues], flt: QuotaFilter
-             ) -> list[tuple[QuotaEntity, QuotaValues]]:
-    """The entities with quotas that match, in a stable order (users first)."""
+def _order(entity: AnyQuotaEntity) -> tuple[bool, str, bool, str]:
+    if isinstance(entity, IpQuotaEntity):
+        return (True, "~", False, entity.ip)  # after every user / client entity
+    return (entity.user is None, entity.user or "", entity.client_id is None,
+            entity.client_id or "")
+
+
+def describe(quotas: Mapping[AnyQuotaEntity, QuotaValues], flt: QuotaFilter
+             ) -> list[tuple[AnyQuotaEntity, QuotaValues]]:
+    """The entities with quotas that match, in a stable order (users first, ips last)."""
     found = [(e, v) for e, v in quotas.items() if v and matches(flt, e)]
-    return sorted(found, key=lambda ev: (ev[0].user is None, ev[0].user or "",
-                                         ev[0].client_id is None, ev[0].client_id or ""))
+    return sorted(found, key=lambda ev: _order(ev[0]))
 
 
-def wire_entity(entity: QuotaEntity) -> list[tuple[str, str | None]]:
+def wire_entity(entity: AnyQuotaEntity) -> list[tuple[str, str | None]]:
     """The (entity type, name) pairs of an entity, the default as a null name."""
+    if isinstance(entity, IpQuotaEntity):
+        return [(IP, None if entity.ip == DEFAULT else entity.ip)]
     pairs: list[tuple[str, str | None]] = []
     if entity.user is not None:
         pairs.append((USER, None if entity.user == DEFAULT else entity.user))

@@ -6,9 +6,12 @@ manager, which takes ``load()`` at start-up and ``watch()`` callbacks after).
 Entities and their stored form.  A ``QuotaEntity`` is kept under its *entity path*,
 Kafka's config change notification path: ``users/<u>``, ``users/<u>/clients/<c>``,
 ``clients/<c>``, each name sanitized (``millrace.security.sanitizer``) and the default
-entity spelled ``<default>``.  The configs are Kafka's strings: the byte rates as whole
-numbers (``"1048576"``, Kafka's LONG keys), ``request_percentage`` and
-``controller_mutation_rate`` as decimals (``"200.0"``).
+entity spelled ``<default>``.  An ``IpQuotaEntity`` is kept under ``ips/<ip>`` (the
+address as it was set, not sanitized: an IP address needs no escaping) or
+``ips/<default>``, with ``connection_creation_rate`` only.  The configs are Kafka's
+strings: the byte rates and the connection rate as whole numbers (``"1048576"``, Kafka's
+LONG and INT keys), ``request_percentage`` and ``controller_mutation_rate`` as decimals
+(``"200.0"``).
 
 * ZooKeeper cluster: ``ZkQuotaStore``, Kafka's layout -- ``/config/<entity path>`` with
   ``{"version":1,"config":{...}}`` and a ``/config/changes/config_change_<n>``
@@ -25,9 +28,11 @@ numbers (``"1048576"``, Kafka's LONG keys), ``request_percentage`` and
   in its ``users`` section.
 
 Publishing.  ``watch(callback)`` registers ``callback(entity, values)``, called after a
-change of an entity's quota values (empty values: its quotas were removed), on the
+change of a client entity's quota values (empty values: its quotas were removed), on the
 event-loop thread, once per actual change: the store remembers what it last told
-(``load()`` sets that), and ``publish`` calls back only when the values differ.  The
+(``load()`` sets that), and ``publish`` calls back only when the values differ.  IP
+entities go to their own watchers, ``load_ip_quotas()`` / ``watch_ip_quotas(callback)``
+(the connection quotas), so the client quota manager never sees them.  The
 single node publishes synchronously inside ``alter``.  In a cluster every change, this
 broker's own included, arrives as a config change notification; the broker's config
 change listener (``zk_broker.start_config_change_listener``) reads the entities named
@@ -43,20 +48,25 @@ the broker calls them in an executor); ``LocalQuotaStore`` is called on the loop
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from millrace.broker.quota.entity import (
+    CONNECTION_CREATION_RATE,
     CONSUMER_BYTE_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
     STORED_KEYS,
+    AnyQuotaEntity,
+    IpQuotaEntity,
     QuotaEntity,
     QuotaValues,
+    keys_of,
 )
 from millrace.broker.zk import zk_data as zd
 from millrace.broker.zk.errors import (
@@ -74,12 +84,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 QuotaCallback = Callable[[QuotaEntity, QuotaValues], None]
+IpQuotaCallback = Callable[[IpQuotaEntity, QuotaValues], None]
+E = TypeVar("E", QuotaEntity, IpQuotaEntity)
 QuotaOps = Mapping[str, "float | None"]
 """Key -> new value, None to remove the key (applied in order; a key given twice: the
 last wins)."""
 
-USERS, CLIENTS = "users", "clients"
-INTEGER_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE})  # Kafka's LONG keys
+USERS, CLIENTS, IPS = "users", "clients", "ips"
+INTEGER_KEYS = frozenset({PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE,  # Kafka's LONG keys
+                          CONNECTION_CREATION_RATE})  # and its INT key
 MAX_UPDATE_RETRIES = 10
 RETRY_BACKOFF_MS = 100
 RETRY_BACKOFF_JITTER_MS = 50
@@ -94,9 +107,23 @@ def _name(segment: str) -> str:
     return segment if segment == DEFAULT else desanitize(segment)
 
 
-def entity_path(entity: QuotaEntity) -> str:
-    """The entity's config path (``users/alice%40corp/clients/<default>``); ValueError for
-    an entity with neither part."""
+def valid_ip_name(name: str) -> bool:
+    """Whether ``name`` can name an IP entity: an IPv4 or IPv6 address (no zone) or
+    ``<default>`` (Kafka's ``isValidIpEntity``, without resolving hostnames)."""
+    if name == DEFAULT:
+        return True
+    try:
+        addr = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return not (isinstance(addr, ipaddress.IPv6Address) and addr.scope_id)
+
+
+def entity_path(entity: AnyQuotaEntity) -> str:
+    """The entity's config path (``users/alice%40corp/clients/<default>``, ``ips/10.0.0.1``);
+    ValueError for an entity with neither part."""
+    if isinstance(entity, IpQuotaEntity):
+        return f"{IPS}/{entity.ip}"
     user, client_id = entity
     if user is not None and client_id is not None:
         return f"{USERS}/{_segment(user)}/{CLIENTS}/{_segment(client_id)}"
@@ -107,17 +134,19 @@ def entity_path(entity: QuotaEntity) -> str:
     raise ValueError("a quota entity names a user, a client id or both")
 
 
-def entity_of_path(path: str) -> QuotaEntity | None:
+def entity_of_path(path: str) -> AnyQuotaEntity | None:
     """The quota entity a config path names; None for any other path (``topics/t``,
-    ``brokers/1``, ``ips/..``).  ValueError for a malformed user or client path."""
+    ``brokers/1``).  ValueError for a malformed user, client or ip path."""
     parts = path.split("/")
+    if parts[0] == IPS and len(parts) == 2 and valid_ip_name(parts[1]):
+        return IpQuotaEntity(parts[1])
     if parts[0] == CLIENTS and len(parts) == 2 and parts[1]:
         return QuotaEntity(None, _name(parts[1]))
     if parts[0] == USERS and len(parts) == 2 and parts[1]:
         return QuotaEntity(_name(parts[1]), None)
     if parts[0] == USERS and len(parts) == 4 and parts[2] == CLIENTS and parts[1] and parts[3]:
         return QuotaEntity(_name(parts[1]), _name(parts[3]))
-    if parts[0] in (USERS, CLIENTS):
+    if parts[0] in (USERS, CLIENTS, IPS):
         raise ValueError(f"malformed quota entity path {path!r}")
     return None
 
@@ -130,18 +159,28 @@ def format_value(key: str, value: float) -> str:
     return repr(float(value))
 
 
-def quota_values(configs: Mapping[str, str], where: str = "") -> QuotaValues:
-    """The quota keys of an entity's configs as floats; other keys (a user's SCRAM
-    credentials) are left out, and so is a value that is not a number (logged)."""
+def quota_values(configs: Mapping[str, str], where: str = "",
+                 keys: tuple[str, ...] = STORED_KEYS) -> QuotaValues:
+    """The quota keys (``keys``, those of the entity's kind) of an entity's configs as
+    floats; other keys (a user's SCRAM credentials) are left out, and so is a value that
+    is not a number (logged)."""
     values: QuotaValues = {}
     for key, text in configs.items():
-        if key not in STORED_KEYS:
+        if key not in keys:
             continue
         try:
             values[key] = float(text)
         except ValueError:
             log.warning("ignoring quota %s=%r of %s: not a number", key, text, where)
     return values
+
+
+def check_keys(entity: AnyQuotaEntity, ops: QuotaOps) -> None:
+    """ValueError if ``ops`` name a key ``entity``'s kind cannot carry (the admin rules
+    check this first; this keeps a mismatched key out of storage whatever the caller)."""
+    wrong = [k for k in ops if k not in keys_of(entity)]
+    if wrong:
+        raise ValueError(f"Invalid configuration key {wrong[0]} for {entity_path(entity)}")
 
 
 def apply_ops(configs: Mapping[str, str], ops: QuotaOps) -> dict[str, str]:
@@ -156,6 +195,25 @@ def apply_ops(configs: Mapping[str, str], ops: QuotaOps) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------- base
+def _register(callbacks: list[Callable[[E, QuotaValues], None]],
+              callback: Callable[[E, QuotaValues], None]) -> Callable[[], None]:
+    callbacks.append(callback)
+
+    def unwatch() -> None:
+        if callback in callbacks:
+            callbacks.remove(callback)
+    return unwatch
+
+
+def _tell(callbacks: list[Callable[[E, QuotaValues], None]], entity: E,
+          values: QuotaValues) -> None:
+    for callback in list(callbacks):
+        try:
+            callback(entity, dict(values))
+        except Exception:
+            log.exception("quota change callback failed for %s", entity)
+
+
 class QuotaStore:
     """The persisted client quotas and their publication (module docstring).  Subclasses
     give ``read_all``, ``get`` and ``alter``."""
@@ -164,52 +222,64 @@ class QuotaStore:
 
     def __init__(self) -> None:
         self._callbacks: list[QuotaCallback] = []
-        self._known: dict[QuotaEntity, QuotaValues] = {}  # what the callbacks were told
+        self._ip_callbacks: list[IpQuotaCallback] = []
+        self._known: dict[AnyQuotaEntity, QuotaValues] = {}  # what the callbacks were told
 
-    def read_all(self) -> dict[QuotaEntity, QuotaValues]:
-        """Every entity with a quota now (blocking for ZooKeeper)."""
+    def read_all(self) -> dict[AnyQuotaEntity, QuotaValues]:
+        """Every entity with a quota now, IP entities included (blocking for ZooKeeper)."""
         raise NotImplementedError
 
-    def get(self, entity: QuotaEntity) -> QuotaValues:
+    def get(self, entity: AnyQuotaEntity) -> QuotaValues:
         """The entity's quota values now; empty if it has none."""
         raise NotImplementedError
 
-    def alter(self, entity: QuotaEntity, ops: QuotaOps) -> QuotaValues:
+    def alter(self, entity: AnyQuotaEntity, ops: QuotaOps) -> QuotaValues:
         """Apply (validated) ``ops`` to the entity's quotas, durably, and tell every
         broker; returns the entity's quota values written."""
         raise NotImplementedError
 
     def load(self) -> dict[QuotaEntity, QuotaValues]:
-        """Every entity with a quota, remembered as what the watchers know (start-up)."""
+        """Every client entity with a quota, remembered as what the watchers know
+        (start-up)."""
+        snapshot = self._remember(QuotaEntity)
+        return {e: v for e, v in snapshot.items() if isinstance(e, QuotaEntity)}
+
+    def load_ip_quotas(self) -> dict[IpQuotaEntity, QuotaValues]:
+        """``load()`` for the IP entities."""
+        snapshot = self._remember(IpQuotaEntity)
+        return {e: v for e, v in snapshot.items() if isinstance(e, IpQuotaEntity)}
+
+    def _remember(self, kind: type) -> dict[AnyQuotaEntity, QuotaValues]:
+        """Read everything; what the watchers of ``kind`` know becomes that (the other
+        kind's watchers keep what they were told)."""
         snapshot = self.read_all()
-        self._known = {e: dict(v) for e, v in snapshot.items()}
+        self._known = {e: v for e, v in self._known.items() if not isinstance(e, kind)}
+        self._known.update((e, dict(v)) for e, v in snapshot.items() if isinstance(e, kind))
         return {e: dict(v) for e, v in snapshot.items()}
 
     def watch(self, callback: QuotaCallback) -> Callable[[], None]:
-        """Call ``callback(entity, values)`` after each change (module docstring);
-        returns the function that stops it."""
-        self._callbacks.append(callback)
+        """Call ``callback(entity, values)`` after each change of a client entity (module
+        docstring); returns the function that stops it."""
+        return _register(self._callbacks, callback)
 
-        def unwatch() -> None:
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
-        return unwatch
+    def watch_ip_quotas(self, callback: IpQuotaCallback) -> Callable[[], None]:
+        """``watch()`` for the IP entities."""
+        return _register(self._ip_callbacks, callback)
 
-    def publish(self, entity: QuotaEntity, values: QuotaValues) -> None:
-        """Tell the watchers the entity's values now, if they changed (loop thread)."""
+    def publish(self, entity: AnyQuotaEntity, values: QuotaValues) -> None:
+        """Tell the entity's watchers its values now, if they changed (loop thread)."""
         if self._known.get(entity, {}) == values:
             return
         if values:
             self._known[entity] = dict(values)
         else:
             self._known.pop(entity, None)
-        for callback in list(self._callbacks):
-            try:
-                callback(entity, dict(values))
-            except Exception:
-                log.exception("quota change callback failed for %s", entity)
+        if isinstance(entity, IpQuotaEntity):
+            _tell(self._ip_callbacks, entity, values)
+        else:
+            _tell(self._callbacks, entity, values)
 
-    def publish_all(self, snapshot: Mapping[QuotaEntity, QuotaValues]) -> None:
+    def publish_all(self, snapshot: Mapping[AnyQuotaEntity, QuotaValues]) -> None:
         """Publish a full re-read: changed and new entities, and those gone."""
         for entity in [e for e in self._known if e not in snapshot]:
             self.publish(entity, {})
@@ -219,7 +289,8 @@ class QuotaStore:
 
 # ---------------------------------------------------------------------------- ZooKeeper
 class ZkQuotaStore(QuotaStore):
-    """Kafka's ``/config/users`` and ``/config/clients`` znodes over a ``KafkaZkClient``."""
+    """Kafka's ``/config/users``, ``/config/clients`` and ``/config/ips`` znodes over a
+    ``KafkaZkClient``."""
 
     blocking = True
 
@@ -235,7 +306,7 @@ class ZkQuotaStore(QuotaStore):
     def _children(self, path: str) -> list[str]:
         return sorted(self.zk.zk.get_children(f"{zd.CONFIG_PATH}/{path}"))
 
-    def _entity(self, path: str) -> tuple[QuotaEntity, QuotaValues] | None:
+    def _entity(self, path: str) -> tuple[AnyQuotaEntity, QuotaValues] | None:
         try:
             entity = entity_of_path(path)
         except ValueError as e:
@@ -245,12 +316,13 @@ class ZkQuotaStore(QuotaStore):
             return None
         got = self.zk.zk.get_data(f"{zd.CONFIG_PATH}/{path}")
         configs = zd.decode_entity_config(got[0]) if got is not None else {}
-        return entity, quota_values(configs, path)
+        return entity, quota_values(configs, path, keys_of(entity))
 
-    def read_all(self) -> dict[QuotaEntity, QuotaValues]:
-        """Every quota entity of the layout (Kafka's ``fetchAllEntityConfigs`` of users
-        and clients and ``fetchAllChildEntityConfigs`` of users/clients)."""
+    def read_all(self) -> dict[AnyQuotaEntity, QuotaValues]:
+        """Every quota entity of the layout (Kafka's ``fetchAllEntityConfigs`` of users,
+        clients and ips and ``fetchAllChildEntityConfigs`` of users/clients)."""
         paths = [f"{CLIENTS}/{c}" for c in self._children(CLIENTS)]
+        paths += [f"{IPS}/{ip}" for ip in self._children(IPS)]
         for user in self._children(USERS):
             paths.append(f"{USERS}/{user}")
             paths += [f"{USERS}/{user}/{CLIENTS}/{c}"
@@ -262,7 +334,7 @@ class ZkQuotaStore(QuotaStore):
                 found[got[0]] = got[1]
         return found
 
-    def read_entities(self, paths: Iterable[str]) -> list[tuple[QuotaEntity, QuotaValues]]:
+    def read_entities(self, paths: Iterable[str]) -> list[tuple[AnyQuotaEntity, QuotaValues]]:
         """The quota entities among config change notification paths, re-read (each
         once; other paths ignored)."""
         found = []
@@ -272,12 +344,14 @@ class ZkQuotaStore(QuotaStore):
                 found.append(got)
         return found
 
-    def get(self, entity: QuotaEntity) -> QuotaValues:
+    def get(self, entity: AnyQuotaEntity) -> QuotaValues:
         got = self._entity(entity_path(entity))
         return got[1] if got is not None else {}
 
-    def alter(self, entity: QuotaEntity, ops: QuotaOps) -> QuotaValues:
+    def alter(self, entity: AnyQuotaEntity, ops: QuotaOps) -> QuotaValues:
         path = entity_path(entity)
+        check_keys(entity, ops)
+        keys = keys_of(entity)
         znode = f"{zd.CONFIG_PATH}/{path}"
         retries = 0
         while True:
@@ -296,10 +370,11 @@ class ZkQuotaStore(QuotaStore):
                 self._sleep((RETRY_BACKOFF_MS + self._rng.randrange(RETRY_BACKOFF_JITTER_MS))
                             / 1000)
         self.zk.create_config_change_notification(path)
-        log.info("Updated the quotas of %s: %s", path, quota_values(new, path) or "none")
-        return quota_values(new, path)
+        log.info("Updated the quotas of %s: %s", path,
+                 quota_values(new, path, keys) or "none")
+        return quota_values(new, path, keys)
 
-    def _write(self, entity: QuotaEntity, znode: str, version: int | None,
+    def _write(self, entity: AnyQuotaEntity, znode: str, version: int | None,
                new: dict[str, str]) -> None:
         """One conditional write; a lost race raises (the caller re-reads)."""
         zk = self.zk.zk
@@ -311,7 +386,7 @@ class ZkQuotaStore(QuotaStore):
             zk.set_data(znode, zd.encode_entity_config(new), version)
             return
         zk.delete(znode, version)
-        if entity.user is not None and entity.client_id is not None:
+        if isinstance(entity, QuotaEntity) and entity.user is not None and entity.client_id is not None:
             self._clean_user(f"{zd.CONFIG_PATH}/{USERS}/{_segment(entity.user)}")
 
     def _clean_user(self, user_znode: str) -> None:
@@ -341,7 +416,7 @@ class LocalQuotaStore(QuotaStore):
         super().__init__()
         self._metadata = metadata
 
-    def read_all(self) -> dict[QuotaEntity, QuotaValues]:
+    def read_all(self) -> dict[AnyQuotaEntity, QuotaValues]:
         found = {}
         for path, configs in self._metadata.quota_configs().items():
             try:
@@ -349,22 +424,27 @@ class LocalQuotaStore(QuotaStore):
             except ValueError as e:
                 log.warning("ignoring the stored quotas of %s: %s", path, e)
                 continue
-            values = quota_values(configs, path)
-            if entity is not None and values:
+            if entity is None:
+                continue
+            values = quota_values(configs, path, keys_of(entity))
+            if values:
                 found[entity] = values
         return found
 
-    def get(self, entity: QuotaEntity) -> QuotaValues:
+    def get(self, entity: AnyQuotaEntity) -> QuotaValues:
         path = entity_path(entity)
-        return quota_values(self._metadata.quota_configs().get(path, {}), path)
+        return quota_values(self._metadata.quota_configs().get(path, {}), path,
+                            keys_of(entity))
 
-    def alter(self, entity: QuotaEntity, ops: QuotaOps) -> QuotaValues:
+    def alter(self, entity: AnyQuotaEntity, ops: QuotaOps) -> QuotaValues:
         path = entity_path(entity)
+        check_keys(entity, ops)
         current = self._metadata.quota_configs().get(path, {})
         new = apply_ops(current, ops)
         if new != current:
             self._metadata.set_quota_configs(path, new)
-            log.info("Updated the quotas of %s: %s", path, quota_values(new, path) or "none")
-        values = quota_values(new, path)
+            log.info("Updated the quotas of %s: %s", path,
+                     quota_values(new, path, keys_of(entity)) or "none")
+        values = quota_values(new, path, keys_of(entity))
         self.publish(entity, values)
         return values

@@ -1,7 +1,7 @@
 """DescribeClientQuotas (48) and AlterClientQuotas (49) through the handlers of one
 in-process node: what is altered is described back (entities with defaults, filters
-exact / default / any, strict), invalid entries fail alone with INVALID_REQUEST naming
-why, validate_only writes nothing, the quotas survive a restart (the metadata file), the
+exact / default / any, strict) for user / client-id and for ip entities, invalid entries
+fail alone with INVALID_REQUEST naming why, validate_only writes nothing, the quotas survive a restart (the metadata file), the
 store's watchers hear each change once, and with an authorizer both APIs need
 DescribeConfigs / AlterConfigs on the Cluster (31 in every error slot without)."""
 
@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from millrace.broker.metadata.local_store import LocalMetadataStore
-from millrace.broker.quota.entity import DEFAULT, QuotaEntity, QuotaValues
+from millrace.broker.quota.entity import DEFAULT, IpQuotaEntity, QuotaEntity, QuotaValues
+from millrace.broker.quota.quota_admin import QuotaRequestError, parse_ops
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import AlterClientQuotasRequest, DescribeClientQuotasRequest
@@ -123,7 +124,7 @@ def test_altered_quotas_are_described_back_with_defaults_as_null(broker: Broker,
     # no component, strict: nothing; an exact name that has no quota: nothing
     ([], True, set()),
     ([("user", EXACT, "bob")], False, set()),
-    # ip filters match nothing here (IP entities are not supported)
+    # an ip filter matches no user / client entity
     ([("ip", SPECIFIED, None)], False, set()),
 ])
 def test_describe_filters(broker: Broker, components: list[Any], strict: bool,
@@ -178,9 +179,19 @@ def test_invalid_describe_filters_fail_the_request(broker: Broker, components: l
     (entry([("ip", "10.0.0.1"), ("user", "a")], ("connection_creation_rate", 1.0)),
      "Invalid quota entity combination, IP entity should not be combined with User or "
      "ClientId"),
-    (entry([("ip", "10.0.0.1")], ("connection_creation_rate", 1.0)),
-     "IP quota entities (connection_creation_rate) are not supported by this broker: only "
-     "user and client-id entities"),
+    (entry([("ip", "kafka.example.com")], ("connection_creation_rate", 1.0)),
+     "kafka.example.com is not a valid IP address (hostnames are not resolved)"),
+    (entry([("ip", "fe80::1%eth0")], ("connection_creation_rate", 1.0)),
+     "fe80::1%eth0 is not a valid IP address (hostnames are not resolved)"),
+    (entry([("ip", "10.0.0.1")], ("connection_creation_rate", 2.5)),
+     "connection_creation_rate cannot be a fractional value."),
+    (entry([("ip", "10.0.0.1")], ("connection_creation_rate", 3e9)),
+     "Proposed value for connection_creation_rate is too large for an INT."),
+    (entry([("ip", None)], ("connection_creation_rate", 0.0)),
+     "Quota connection_creation_rate must be greater than 0"),
+    (entry([("ip", DEFAULT)], ("connection_creation_rate", 1.0)),
+     "ip name <default> is reserved for the default entity: ask for the default with a "
+     "null name"),
 ])
 def test_an_invalid_entry_fails_alone(broker: Broker, bad: Any, message: str) -> None:
     good = entry([("client-id", "ok")], ("producer_byte_rate", 10.0))
@@ -190,6 +201,110 @@ def test_an_invalid_entry_fails_alone(broker: Broker, bad: Any, message: str) ->
     assert good_error == 0
     got = described(call(broker, DESCRIBE, 1, describe_req()))
     assert got == {(("client-id", "ok"),): {"producer_byte_rate": 10.0}}
+
+
+IP_SETUP = [
+    entry([("ip", "10.0.0.1")], ("connection_creation_rate", 2.0)),
+    entry([("ip", "::1")], ("connection_creation_rate", 7.0)),
+    entry([("ip", None)], ("connection_creation_rate", 50.0)),
+    entry([("user", "alice")], ("producer_byte_rate", 1024.0)),
+]
+
+
+@pytest.mark.parametrize(("components", "strict", "expected"), [
+    ([("ip", SPECIFIED, None)], True, {(("ip", "10.0.0.1"),), (("ip", "::1"),), (("ip", None),)}),
+    ([("ip", EXACT, "10.0.0.1")], True, {(("ip", "10.0.0.1"),)}),
+    ([("ip", DEFAULT_MATCH, None)], False, {(("ip", None),)}),
+    ([("ip", EXACT, "10.0.0.2")], False, set()),
+    # user / client-id filters never find an ip entity
+    ([("user", SPECIFIED, None)], False, {(("user", "alice"),)}),
+    ([("client-id", SPECIFIED, None)], False, set()),
+    # no component: strict finds nothing, not strict finds every entity
+    ([], True, set()),
+    ([], False, {(("ip", "10.0.0.1"),), (("ip", "::1"),), (("ip", None),),
+                 (("user", "alice"),)}),
+])
+def test_ip_entities_are_altered_and_described(broker: Broker, components: list[Any],
+                                               strict: bool, expected: set[Any]) -> None:
+    response = call(broker, ALTER, 1, alter_req(*IP_SETUP))
+    assert [err for _, err, _ in results(response)] == [0] * len(IP_SETUP)
+    got = described(call(broker, DESCRIBE, 1, describe_req(*components, strict=strict)))
+    assert set(got) == expected
+    assert all(v == {"connection_creation_rate": got[e]["connection_creation_rate"]}
+               for e, v in got.items() if e[0][0] == "ip")
+
+
+def test_ip_quotas_are_stored_under_ips_and_survive_a_restart(tmp_path: Path) -> None:
+    b = Broker(str(tmp_path))
+    call(b, ALTER, 1, alter_req(*IP_SETUP))
+    b.close()
+    saved = json.loads((tmp_path / LocalMetadataStore.FILE).read_text())["quotas"]
+    assert saved["ips/10.0.0.1"] == {"connection_creation_rate": "2"}
+    assert saved["ips/<default>"] == {"connection_creation_rate": "50"}
+    again = Broker(str(tmp_path))
+    try:
+        store = again.services.quota_store
+        assert store.load_ip_quotas() == {
+            IpQuotaEntity("10.0.0.1"): {"connection_creation_rate": 2.0},
+            IpQuotaEntity("::1"): {"connection_creation_rate": 7.0},
+            IpQuotaEntity(DEFAULT): {"connection_creation_rate": 50.0}}
+        assert store.load() == {QuotaEntity("alice", None): {"producer_byte_rate": 1024.0}}
+    finally:
+        again.close()
+
+
+def test_a_key_of_the_other_kind_of_entity_is_never_stored(broker: Broker) -> None:
+    for bad in (entry([("ip", "10.0.0.1")], ("producer_byte_rate", 1.0)),
+                entry([("user", "bob")], ("connection_creation_rate", 1.0))):
+        (_, error, message), = results(call(broker, ALTER, 1, alter_req(bad)))
+        assert error != 0 and message is not None and \
+            message.startswith("Invalid configuration key")
+    assert broker.services.quota_store.read_all() == {}
+
+
+def test_the_key_rules_follow_the_entity_kind() -> None:
+    ip, user = IpQuotaEntity("10.0.0.1"), QuotaEntity("bob", None)
+    assert parse_ops([("connection_creation_rate", 3.0, False)], ip) == \
+        {"connection_creation_rate": 3.0}
+    for key, entity in (("producer_byte_rate", ip), ("connection_creation_rate", user),
+                        ("request_percentage", ip)):
+        with pytest.raises(QuotaRequestError, match=f"Invalid configuration key {key}"):
+            parse_ops([(key, 1.0, False)], entity)
+
+
+def test_ip_watchers_hear_ip_changes_and_client_watchers_do_not(broker: Broker) -> None:
+    store = broker.services.quota_store
+    assert store.load() == {} and store.load_ip_quotas() == {}
+    heard_ip: list[tuple[IpQuotaEntity, QuotaValues]] = []
+    heard_client: list[tuple[QuotaEntity, QuotaValues]] = []
+    store.watch_ip_quotas(lambda entity, values: heard_ip.append((entity, values)))
+    store.watch(lambda entity, values: heard_client.append((entity, values)))
+    ip = [("ip", "10.0.0.1")]
+    call(broker, ALTER, 1, alter_req(entry(ip, ("connection_creation_rate", 2.0))))
+    call(broker, ALTER, 1, alter_req(entry(ip, ("connection_creation_rate", 2.0))))  # same
+    call(broker, ALTER, 1, alter_req(entry([("user", "a")], ("producer_byte_rate", 1.0))))
+    call(broker, ALTER, 1, alter_req(entry(ip, ("connection_creation_rate", None))))
+    e = IpQuotaEntity("10.0.0.1")
+    assert heard_ip == [(e, {"connection_creation_rate": 2.0}), (e, {})]
+    assert heard_client == [(QuotaEntity("a", None), {"producer_byte_rate": 1.0})]
+
+
+def test_the_connection_quotas_follow_the_ip_quotas(broker: Broker) -> None:
+    """What start_serving wires: the socket server's connection quotas are fed by the
+    store's IP watchers (here, attached the same way by hand)."""
+    from millrace.broker.connection_quotas import ConnectionQuotas, Refusal
+    from millrace.common.time import MockTime
+
+    store = broker.services.quota_store
+    q = ConnectionQuotas(broker.services.config, MockTime())
+    q.load_ip_rates(store.load_ip_quotas())
+    store.watch_ip_quotas(q.update_ip_rate)
+    call(broker, ALTER, 1, alter_req(entry([("ip", None)], ("connection_creation_rate", 1.0))))
+    # Kafka's quota window (11 x 1 s): a rate of 1 admits a burst of 10
+    assert [q.accept("PLAINTEXT", "10.0.0.5") for _ in range(11)] == \
+        [None] * 10 + [Refusal("connection_creation_rate", 1)]
+    call(broker, ALTER, 1, alter_req(entry([("ip", None)], ("connection_creation_rate", None))))
+    assert q.accept("PLAINTEXT", "10.0.0.5") is None
 
 
 def test_a_fractional_request_percentage_is_fine_and_removal_deletes(broker: Broker) -> None:
