@@ -539,9 +539,15 @@ class SocketServer:
         return int(srv.sockets[0].getsockname()[1])
 
     async def start_serving(self, services: BrokerServices) -> None:
-        """Accept connections, served by ``services``."""
+        """Accept connections, served by ``services``; the connection quotas follow the
+        IP quotas (``connection_creation_rate``) of its quota store from now on."""
         self._services = services
         self.client_quotas = services.client_quotas
+        store = services.quota_store
+        self.quotas.load_ip_rates(
+            await asyncio.get_running_loop().run_in_executor(None, store.load_ip_quotas)
+            if store.blocking else store.load_ip_quotas())
+        store.watch_ip_quotas(self.quotas.update_ip_rate)
         for security in self.listener_security.values():
             security.scram_lookup = services.credentials.scram_credential
         for srv in self._servers:
