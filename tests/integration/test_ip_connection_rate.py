@@ -1,0 +1,143 @@
+"""The per-IP connection creation rate (KIP-612) against a real broker process: a
+``connection_creation_rate`` set for 127.0.0.1 through AlterClientQuotas holds a storm of
+new connections from it to the rate -- the excess closed by the broker at accept, at
+once, with at most a line a second in the log -- while a connection already open keeps
+being answered; once the rate has room again new connections are accepted; removing the
+quota lifts it at once, and the default IP entity applies to an address without its own.
+A broker without the quota accepts the same storm (the negative control).
+
+The brokers run with ``quota.window.num=2`` so the rate is measured over one to two
+seconds: with Kafka's default of 11 one-second samples a new burst is averaged over ten
+seconds, and a rate of 2 would admit the first 20 connections at once (the unit tests of
+``connection_quotas`` cover that)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, suppress
+from pathlib import Path
+
+import pytest
+
+from millrace.protocol import ApiVersionsRequest
+from millrace.protocol.types import AlterClientQuotasRequest
+from millrace.testing.broker_process import BrokerProcess
+from millrace.testing.raw_connection import RawConnection
+
+pytestmark = [pytest.mark.integration]
+
+IO_TIMEOUT = 5.0
+SHORT_WINDOW = {"quota.window.num": "2", "quota.window.size.seconds": "1"}
+REFUSAL = "connection_creation_rate=2 reached"
+API_VERSIONS_V0 = b"\x00\x00\x00\x0b\x00\x12\x00\x00\x00\x00\x00\x01\x00\x01x"
+
+
+def _served(conn: RawConnection) -> bool:
+    return bool(conn.call(ApiVersionsRequest(), 0).error_code == 0)
+
+
+def _set_ip_rate(conn: RawConnection, ip: str | None, rate: float | None) -> None:
+    """AlterClientQuotas v1 for one ip entity (None: the default); rate None removes."""
+    e = AlterClientQuotasRequest.EntryData
+    body = AlterClientQuotasRequest(validate_only=False, entries=[e(
+        entity=[e.EntityData(entity_type="ip", entity_name=ip)],
+        ops=[e.OpData(key="connection_creation_rate", value=rate or 0.0,
+                      remove=rate is None)])])
+    (result,) = conn.call(body, 1).entries
+    assert (result.error_code, result.error_message) == (0, None)
+
+
+def _storm(port: int, n: int, keeper: RawConnection) -> tuple[list[bool], list[float]]:
+    """Open ``n`` connections as fast as possible, each sending ApiVersions, with the
+    keeper asked between them; then whether each was closed without an answer, and how
+    long each keeper answer took."""
+    socks, answer_s = [], []
+    try:
+        for _ in range(n):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=IO_TIMEOUT)
+            socks.append(sock)
+            with suppress(ConnectionResetError, BrokenPipeError):
+                sock.sendall(API_VERSIONS_V0)
+            start = time.monotonic()
+            assert _served(keeper)
+            answer_s.append(time.monotonic() - start)
+        closed = []
+        for sock in socks:
+            try:
+                closed.append(sock.recv(1024) == b"")
+            except (ConnectionResetError, BrokenPipeError):
+                closed.append(True)
+        return closed, answer_s
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _refusal_lines(broker: BrokerProcess) -> list[str]:
+    return [line for line in broker.logs().splitlines()
+            if "closing connection from 127.0.0.1" in line and REFUSAL in line]
+
+
+StartBroker = Callable[[dict[str, str]], BrokerProcess]
+
+
+@pytest.fixture
+def broker_with(tmp_path: Path) -> Iterator[StartBroker]:
+    started: list[BrokerProcess] = []
+
+    def start(overrides: dict[str, str]) -> BrokerProcess:
+        b = BrokerProcess(tmp_path / f"b{len(started)}", overrides=overrides).start()
+        started.append(b)
+        return b
+
+    yield start
+    for b in started:
+        b.stop()
+
+
+def test_a_storm_over_the_ip_rate_is_closed_at_accept(broker_with: StartBroker) -> None:
+    broker = broker_with(SHORT_WINDOW)
+    with ExitStack() as stack:
+        keeper = stack.enter_context(RawConnection(broker.port, timeout_s=IO_TIMEOUT))
+        _set_ip_rate(keeper, "127.0.0.1", 2)
+        started = time.monotonic()
+        closed, answer_s = _storm(broker.port, 10, keeper)
+        took = time.monotonic() - started
+        assert took < 1.0, f"the storm took {took:.2f} s"  # else the rate had room again
+        assert closed.count(False) == 2, closed  # the rate's two, the rest closed at once
+        assert max(answer_s) < 1.0, answer_s  # the loop never stalled
+        assert _served(keeper)
+        time.sleep(0.2)
+        lines = _refusal_lines(broker)
+        assert 1 <= len(lines) <= 2, lines  # eight refusals, a line a second at most
+
+        time.sleep(2.1)  # every sample of the storm has expired
+        again = stack.enter_context(RawConnection(broker.port, timeout_s=IO_TIMEOUT))
+        assert _served(again)
+        assert broker.proc is not None and broker.proc.poll() is None
+
+
+def test_without_the_quota_the_same_storm_is_accepted(broker_with: StartBroker) -> None:
+    broker = broker_with(SHORT_WINDOW)
+    with RawConnection(broker.port, timeout_s=IO_TIMEOUT) as keeper:
+        closed, _ = _storm(broker.port, 10, keeper)
+    assert closed == [False] * 10
+    assert _refusal_lines(broker) == []
+
+
+def test_removal_lifts_it_and_the_default_ip_entity_applies(broker_with: StartBroker
+                                                            ) -> None:
+    broker = broker_with(SHORT_WINDOW)
+    with RawConnection(broker.port, timeout_s=IO_TIMEOUT) as keeper:
+        _set_ip_rate(keeper, None, 2)  # ips/<default>
+        closed, _ = _storm(broker.port, 6, keeper)
+        assert closed.count(False) == 2, closed
+        _set_ip_rate(keeper, "127.0.0.1", 100)  # its own entity wins over the default
+        closed, _ = _storm(broker.port, 6, keeper)
+        assert closed == [False] * 6
+        _set_ip_rate(keeper, "127.0.0.1", None)  # back to the default's 2 ...
+        _set_ip_rate(keeper, None, None)  # ... and that removed too: no limit
+        closed, _ = _storm(broker.port, 10, keeper)
+        assert closed == [False] * 10
