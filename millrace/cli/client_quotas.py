@@ -1,5 +1,5 @@
-"""``millrace configs ... --entity-type users|clients``: client quotas (KIP-546), with
-kafka-configs' habits.
+"""``millrace configs ... --entity-type users|clients|ips``: client quotas (KIP-546) and IP
+connection rate quotas (KIP-612), with kafka-configs' habits.
 
     millrace configs --alter --entity-type users --entity-name alice \\
         --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
@@ -8,6 +8,9 @@ kafka-configs' habits.
         --entity-type clients --entity-name app --delete-config producer_byte_rate
     millrace configs --describe --entity-type users [--entity-name alice | --entity-default] \\
         [--entity-type clients [--entity-name app | --entity-default]]
+    millrace configs --alter --entity-type ips --entity-name 10.0.0.1 \\
+        --add-config connection_creation_rate=10
+    millrace configs --describe --entity-type ips [--entity-name 10.0.0.1 | --entity-default]
 
 An entity is one or two (type, name) pairs, names paired with types in the order given;
 ``--entity-default`` stands for a name and means the default entity of its type.  Alter
@@ -17,8 +20,10 @@ exactly the types given (DescribeClientQuotas with a strict filter), one line ea
 ``Quota configs for user-principal 'alice', the default client-id are
 producer_byte_rate=1024.0``.  ``--delete-config`` of a quota the entity does not have is
 refused before anything is sent ("Invalid config(s)"), as kafka-configs does.  The quota
-keys are ``producer_byte_rate``, ``consumer_byte_rate``, ``request_percentage`` and
-``controller_mutation_rate``; the broker judges the values.  SCRAM credentials and
+keys of users and clients are ``producer_byte_rate``, ``consumer_byte_rate``,
+``request_percentage`` and ``controller_mutation_rate``; an ip entity (an IP address,
+alone: never with users or clients) has ``connection_creation_rate`` only; the broker
+judges the values.  SCRAM credentials and
 quotas cannot be altered in one command.  JSON output (``-o json``): describe lists
 ``{"entity": {"user": "alice", "client-id": null}, "quotas": {...}}`` (null: the default),
 alter answers ``{"entity": ..., "updated": bool, "error": ...}``.
@@ -44,8 +49,9 @@ if TYPE_CHECKING:
 
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage",
               "controller_mutation_rate")
+IP_QUOTA_KEYS = ("connection_creation_rate",)
 QUOTA_ENTITY_TYPES = {"users": "user", "user": "user", "clients": "client-id",
-                      "client": "client-id"}
+                      "client": "client-id", "ips": "ip", "ip": "ip"}
 WORDS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
 AdminFactory = Callable[[argparse.Namespace], "KafkaAdminClient"]
 
@@ -66,6 +72,8 @@ def entity_pairs(args: argparse.Namespace) -> list[tuple[str, str | None]]:
         wire.append(QUOTA_ENTITY_TYPES[t])
     if len(set(wire)) != len(wire):
         raise CommandError("each --entity-type may be given once")
+    if "ip" in wire and len(wire) > 1:
+        raise CommandError("--entity-type ips cannot be combined with other entity types")
     return [(t, names[i] if i < len(names) else None) for i, t in enumerate(wire)]
 
 
@@ -120,11 +128,16 @@ def describe(args: argparse.Namespace, open_admin: AdminFactory) -> int:
 
 
 # ---------------------------------------------------------------------- alter
+def keys_for(pairs: list[tuple[str, str | None]]) -> tuple[str, ...]:
+    """The quota keys the entity of ``pairs`` may carry."""
+    return IP_QUOTA_KEYS if any(t == "ip" for t, _ in pairs) else QUOTA_KEYS
+
+
 def wants_quotas(args: argparse.Namespace) -> bool:
     """Whether this ``configs`` command is about quotas rather than SCRAM credentials:
-    a clients type, two types, a default entity, or quota keys to add or delete."""
+    a clients or ips type, two types, a default entity, or quota keys to add or delete."""
     types = args.entity_types or [args.entity_type]
-    if any(QUOTA_ENTITY_TYPES.get(t) == "client-id" for t in types) or len(types) > 1:
+    if any(QUOTA_ENTITY_TYPES.get(t) in ("client-id", "ip") for t in types) or len(types) > 1:
         return True
     if "" in (args.entity_names or []):
         return True
@@ -145,11 +158,12 @@ def alter(args: argparse.Namespace, open_admin: AdminFactory) -> int:
         raise CommandError("quotas are altered through --bootstrap-server, not --zookeeper")
     sets = parse_configs(args.add_config, "--add-config", split=True)
     deletes = parse_names(args.delete_config)
-    wrong = [k for k in [*sets, *deletes] if k not in QUOTA_KEYS]
+    keys = keys_for(pairs)
+    wrong = [k for k in [*sets, *deletes] if k not in keys]
     if wrong:
         what = ("SCRAM credentials and quotas cannot be altered in one command"
                 if any(k.upper().startswith("SCRAM-") for k in wrong) else
-                f"only quota configs ({', '.join(QUOTA_KEYS)}) can be set on this entity")
+                f"only quota configs ({', '.join(keys)}) can be set on this entity")
         raise CommandError(f"{', '.join(wrong)}: {what}")
     both = sorted(set(sets) & set(deletes))
     if both:

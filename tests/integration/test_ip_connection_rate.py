@@ -4,7 +4,9 @@ new connections from it to the rate -- the excess closed by the broker at accept
 once, with at most a line a second in the log -- while a connection already open keeps
 being answered; once the rate has room again new connections are accepted; removing the
 quota lifts it at once, and the default IP entity applies to an address without its own.
-A broker without the quota accepts the same storm (the negative control).
+A broker without the quota accepts the same storm (the negative control).  The quota
+half of ``millrace configs`` sets, shows and deletes ip quotas through the admin client
+(called directly: ``millrace configs`` does not route ``--entity-type ips`` to it yet).
 
 The brokers run with ``quota.window.num=2`` so the rate is measured over one to two
 seconds: with Kafka's default of 11 one-second samples a new burst is averaged over ten
@@ -13,14 +15,25 @@ seconds, and a rate of 2 would admit the first 20 connections at once (the unit 
 
 from __future__ import annotations
 
+import argparse
+import re
 import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, suppress
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from millrace.cli import client_quotas
+from millrace.cli.common import CommandError
+from millrace.client.admin import (
+    ClientQuotaEntity,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    KafkaAdminClient,
+)
 from millrace.protocol import ApiVersionsRequest
 from millrace.protocol.types import AlterClientQuotasRequest
 from millrace.testing.broker_process import BrokerProcess
@@ -141,3 +154,58 @@ def test_removal_lifts_it_and_the_default_ip_entity_applies(broker_with: StartBr
         _set_ip_rate(keeper, None, None)  # ... and that removed too: no limit
         closed, _ = _storm(broker.port, 10, keeper)
         assert closed == [False] * 10
+
+
+def _quota_args(*pairs: tuple[str, str], **options: Any) -> argparse.Namespace:
+    """What ``millrace configs --entity-type ips ...`` parses to (``""``: the default)."""
+    base: dict[str, Any] = {"add_config": None, "delete_config": None, "zookeeper": None,
+                            "validate_only": False, "output": "table"}
+    repeated = {k: [v] for k, v in options.items() if k in ("add_config", "delete_config")}
+    return argparse.Namespace(entity_types=[t for t, _ in pairs], entity_type=pairs[0][0],
+                              entity_names=[n for _, n in pairs],
+                              **{**base, **options, **repeated})
+
+
+def test_the_configs_quota_commands_set_and_show_ip_quotas(
+        broker_with: StartBroker, capsys: pytest.CaptureFixture[str]) -> None:
+    """``client_quotas``' alter / describe (the ``millrace configs`` quota half) on ips,
+    through the admin client; the refused forms say why before anything is sent."""
+    broker = broker_with(SHORT_WINDOW)
+
+    def admin(_args: argparse.Namespace) -> KafkaAdminClient:
+        return KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+
+    assert client_quotas.alter(_quota_args(
+        ("ips", "127.0.0.1"), add_config="connection_creation_rate=2"), admin) == 0
+    assert client_quotas.alter(_quota_args(
+        ("ips", ""), add_config="connection_creation_rate=30"), admin) == 0
+    assert capsys.readouterr().out == (
+        "Completed updating config for ip 127.0.0.1.\n"
+        "Completed updating default config for ips in the cluster.\n")
+    assert client_quotas.describe(_quota_args(("ips", "127.0.0.1")), admin) == 0
+    assert client_quotas.describe(_quota_args(("ips", "")), admin) == 0
+    assert capsys.readouterr().out == (
+        "Quota configs for ip '127.0.0.1' are connection_creation_rate=2.0\n"
+        "Quota configs for the default ip are connection_creation_rate=30.0\n")
+    time.sleep(2.1)  # the admin clients' connections above counted against the rate too
+    with RawConnection(broker.port, timeout_s=IO_TIMEOUT) as keeper:  # and it holds
+        closed, _ = _storm(broker.port, 6, keeper)
+        assert closed.count(False) == 1, closed  # the keeper was the first of two
+    time.sleep(2.1)
+    for args, message in (
+            (_quota_args(("ips", "127.0.0.1"), add_config="producer_byte_rate=1"),
+             "only quota configs (connection_creation_rate) can be set on this entity"),
+            (_quota_args(("ips", "127.0.0.1"), ("users", "alice"),
+                         add_config="connection_creation_rate=1"),
+             "--entity-type ips cannot be combined with other entity types"),
+            (_quota_args(("users", "alice"), add_config="connection_creation_rate=1"),
+             "only quota configs (producer_byte_rate, consumer_byte_rate, "
+             "request_percentage, controller_mutation_rate) can be set on this entity")):
+        with pytest.raises(CommandError, match=re.escape(message)):
+            client_quotas.alter(args, admin)
+    assert client_quotas.alter(_quota_args(
+        ("ips", "127.0.0.1"), delete_config="connection_creation_rate"), admin) == 0
+    with KafkaAdminClient(bootstrap_servers=broker.bootstrap) as a:
+        left = a.describe_client_quotas(ClientQuotaFilter.contains_only(
+            [ClientQuotaFilterComponent.of_entity_type("ip")]))
+    assert left == {ClientQuotaEntity({"ip": None}): {"connection_creation_rate": 30.0}}
