@@ -3,7 +3,9 @@
 new connections from it to the rate -- the excess closed by the broker at accept, at
 once, with at most a line a second in the log -- while a connection already open keeps
 being answered; once the rate has room again new connections are accepted; removing the
-quota lifts it at once, and the default IP entity applies to an address without its own.
+quota lifts it at once, and the default IP entity applies to an address without its own;
+the quota holds from the start after a restart, and in a ZooKeeper cluster a quota set
+through one broker holds on the other.
 A broker without the quota accepts the same storm (the negative control).  The quota
 half of ``millrace configs`` sets, shows and deletes ip quotas through the admin client
 (called directly: ``millrace configs`` does not route ``--entity-type ips`` to it yet).
@@ -34,6 +36,7 @@ from millrace.client.admin import (
     ClientQuotaFilterComponent,
     KafkaAdminClient,
 )
+from millrace.launcher.local_cluster import LocalCluster
 from millrace.protocol import ApiVersionsRequest
 from millrace.protocol.types import AlterClientQuotasRequest
 from millrace.testing.broker_process import BrokerProcess
@@ -209,3 +212,39 @@ def test_the_configs_quota_commands_set_and_show_ip_quotas(
         left = a.describe_client_quotas(ClientQuotaFilter.contains_only(
             [ClientQuotaFilterComponent.of_entity_type("ip")]))
     assert left == {ClientQuotaEntity({"ip": None}): {"connection_creation_rate": 30.0}}
+
+
+def test_an_ip_rate_set_through_one_broker_of_a_cluster_holds_on_another(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """In a ZooKeeper cluster (each broker loads the ip quotas when it starts serving and
+    follows the config change notifications after): set through broker 1, broker 2
+    refuses the storm."""
+    directory: Path = tmp_path_factory.mktemp("ip-rate-cluster")
+    with LocalCluster(directory, 2, overrides={**SHORT_WINDOW,
+                                              "zookeeper.session.timeout.ms": "6000",
+                                              "offsets.topic.replication.factor": "2",
+                                              "transaction.state.log.replication.factor": "2",
+                                              "transaction.state.log.min.isr": "1"}) as c:
+        with RawConnection(c.brokers[1].port, timeout_s=IO_TIMEOUT) as admin:
+            _set_ip_rate(admin, "127.0.0.1", 2)
+        port = c.brokers[2].port
+        deadline = time.monotonic() + 15
+        while True:
+            time.sleep(2.1)  # a fresh window for each try
+            with RawConnection(port, timeout_s=IO_TIMEOUT) as keeper:
+                closed, _ = _storm(port, 6, keeper)
+            if closed.count(True) == 5 or time.monotonic() > deadline:
+                break  # else the notification is still on its way
+        assert closed.count(False) == 1, closed  # the keeper and one more: the rate's 2
+
+
+def test_the_ip_rate_holds_from_the_start_after_a_restart(broker_with: StartBroker) -> None:
+    """The quota is read back when the broker starts serving, before any connection."""
+    broker = broker_with(SHORT_WINDOW)
+    with RawConnection(broker.port, timeout_s=IO_TIMEOUT) as admin:
+        _set_ip_rate(admin, "127.0.0.1", 2)
+    broker.stop()
+    broker.start()
+    with RawConnection(broker.port, timeout_s=IO_TIMEOUT) as keeper:
+        closed, _ = _storm(broker.port, 6, keeper)
+    assert closed.count(False) == 1, closed  # the keeper and one more: the rate's 2
