@@ -21,7 +21,6 @@ import argparse
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator
 from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,9 @@ from millrace.protocol import ApiVersionsRequest
 from millrace.protocol.types import AlterClientQuotasRequest
 from millrace.testing.broker_process import BrokerProcess
 from millrace.testing.raw_connection import RawConnection
+from tests.integration.test_connection_limits import StartBroker, broker_with
+
+__all__ = ["broker_with"]  # the fixture, shared with the other connection limit tests
 
 pytestmark = [pytest.mark.integration]
 
@@ -94,23 +96,6 @@ def _storm(port: int, n: int, keeper: RawConnection) -> tuple[list[bool], list[f
 def _refusal_lines(broker: BrokerProcess) -> list[str]:
     return [line for line in broker.logs().splitlines()
             if "closing connection from 127.0.0.1" in line and REFUSAL in line]
-
-
-StartBroker = Callable[[dict[str, str]], BrokerProcess]
-
-
-@pytest.fixture
-def broker_with(tmp_path: Path) -> Iterator[StartBroker]:
-    started: list[BrokerProcess] = []
-
-    def start(overrides: dict[str, str]) -> BrokerProcess:
-        b = BrokerProcess(tmp_path / f"b{len(started)}", overrides=overrides).start()
-        started.append(b)
-        return b
-
-    yield start
-    for b in started:
-        b.stop()
 
 
 def test_a_storm_over_the_ip_rate_is_closed_at_accept(broker_with: StartBroker) -> None:
