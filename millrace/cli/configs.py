@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     from millrace.client.admin import ConfigEntry, ConfigResource, KafkaAdminClient
 
 ENTITY_TYPES = {"topics": "TOPIC", "topic": "TOPIC", "brokers": "BROKER", "broker": "BROKER",
-                "users": "USER", "user": "USER", "clients": "CLIENT", "client": "CLIENT"}
+                "users": "USER", "user": "USER", "clients": "CLIENT", "client": "CLIENT",
+                "ips": "IP", "ip": "IP"}
+QUOTA_TYPES = {"USER", "CLIENT", "IP"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -113,7 +115,7 @@ class _AppendEntity(argparse.Action):
 def _add_entity(p: argparse.ArgumentParser, name_required: bool | None) -> None:
     """``name_required`` None: the flag form, which checks it once it knows the mode."""
     p.add_argument("--entity-type", required=name_required is not None,
-                   choices=sorted(ENTITY_TYPES), metavar="{topics,brokers,users,clients}",
+                   choices=sorted(ENTITY_TYPES), metavar="{topics,brokers,users,clients,ips}",
                    action=_AppendEntity,
                    help="what to configure; users and clients may both be given (the "
                         "quotas of a user's client id)")
@@ -160,10 +162,12 @@ def _is_quotas(args: argparse.Namespace, *, altering: bool) -> bool:
     types = [ENTITY_TYPES[t] for t in args.entity_types or [args.entity_type]]
     if len(types) > 1 and not set(types) <= {"USER", "CLIENT"}:
         raise CommandError("only --entity-type users and clients can be given together")
-    if not set(types) <= {"USER", "CLIENT"}:
+    if not set(types) <= QUOTA_TYPES:
         if args.entity_names and "" in args.entity_names:
-            raise CommandError("--entity-default is for users and clients")
+            raise CommandError("--entity-default is for users, clients and ips")
         return False
+    if "IP" in types:
+        return True
     if altering:
         return client_quotas.wants_quotas(args)
     return "CLIENT" in types or "" in (args.entity_names or [])

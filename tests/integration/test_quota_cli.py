@@ -171,3 +171,29 @@ def test_millrace_admin_and_kafka_python_read_each_others_writes(
         got = admin.describe_client_quotas(ClientQuotaFilter.contains_only(
             [ClientQuotaFilterComponent.of_entity("client-id", client)]))
         assert got == {ClientQuotaEntity({"client-id": client}): {"consumer_byte_rate": 512.0}}
+
+
+def test_ip_connection_rate_through_configs(broker: BrokerProcess) -> None:
+    """``--entity-type ips`` (KIP-612) is routed to the quota calls: set, described in
+    both forms, the default entity, a client key refused with one line."""
+    ip = "10.11.12.13"
+    out = cli(broker, "configs", "--alter", "--entity-type", "ips", "--entity-name", ip,
+              "--add-config", "connection_creation_rate=50")
+    assert out.stdout == f"Completed updating config for ip {ip}.\n"
+    assert cli(broker, "configs", "--describe", "--entity-type", "ips", "--entity-name",
+               ip).stdout == f"Quota configs for ip '{ip}' are connection_creation_rate=50.0\n"
+    cli(broker, "configs", "--alter", "--entity-type", "ips", "--entity-default",
+        "--add-config", "connection_creation_rate=100")
+    listed = json.loads(cli(broker, "configs", "--describe", "--entity-type", "ips",
+                            "--output", "json").stdout)
+    assert {"entity": {"ip": ip}, "quotas": {"connection_creation_rate": 50.0}} in listed
+    assert {"entity": {"ip": None}, "quotas": {"connection_creation_rate": 100.0}} in listed
+    refused = cli(broker, "configs", "--alter", "--entity-type", "ips", "--entity-name", ip,
+                  "--add-config", "producer_byte_rate=5", rc=1)
+    assert "connection_creation_rate" in refused.stderr
+    cli(broker, "configs", "--alter", "--entity-type", "ips", "--entity-default",
+        "--delete-config", "connection_creation_rate")
+    cli(broker, "configs", "--alter", "--entity-type", "ips", "--entity-name", ip,
+        "--delete-config", "connection_creation_rate")
+    assert json.loads(cli(broker, "configs", "--describe", "--entity-type", "ips",
+                          "--output", "json").stdout) == []

@@ -104,7 +104,7 @@ async def handle_alter_client_quotas(ctx: RequestContext, body: AlterClientQuota
     for entry in body.entries:
         try:
             entity = parse_entity((e.entity_type, e.entity_name) for e in entry.entity)
-            ops = parse_ops((o.key, o.value, o.remove) for o in entry.ops)
+            ops = parse_ops(((o.key, o.value, o.remove) for o in entry.ops), entity)
         except QuotaRequestError as e:
             log.info("Invalid client quota alteration %s: %s", entry, e.message)
             results.append(answer(entry, e.error, e.message))

@@ -253,11 +253,14 @@ def test_ip_quotas_are_stored_under_ips_and_survive_a_restart(tmp_path: Path) ->
         again.close()
 
 
-def test_a_key_of_the_other_kind_of_entity_is_never_stored(broker: Broker) -> None:
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_a_key_of_the_other_kind_of_entity_is_an_invalid_request(broker: Broker,
+                                                                  validate_only: bool) -> None:
     for bad in (entry([("ip", "10.0.0.1")], ("producer_byte_rate", 1.0)),
                 entry([("user", "bob")], ("connection_creation_rate", 1.0))):
-        (_, error, message), = results(call(broker, ALTER, 1, alter_req(bad)))
-        assert error != 0 and message is not None and \
+        (_, error, message), = results(call(broker, ALTER, 1,
+                                            alter_req(bad, validate_only=validate_only)))
+        assert error == INVALID and message is not None and \
             message.startswith("Invalid configuration key")
     assert broker.services.quota_store.read_all() == {}
 
