@@ -74,7 +74,10 @@ async def handle_leader_and_isr(ctx: RequestContext,
     v = ctx.version
     states: list[tuple[str, uuid.UUID, LeaderAndIsrRequest.LeaderAndIsrTopicState.
                        LeaderAndIsrPartitionState]] = []
-    for t in body.topic_states:
+    if v < 2:  # v0-1: one flat list of partition states, each naming its topic
+        states.extend((p.topic_name, uuid.UUID(int=0), p)
+                      for p in body.ungrouped_partition_states)
+    for t in body.topic_states or ():
         states.extend((t.topic_name, t.topic_id, p) for p in t.partition_states)
     error, cluster = _refusal(ctx, body.controller_epoch, body.broker_epoch)
     if error:
