@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from typing import Any
 
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
@@ -72,8 +73,8 @@ async def handle_leader_and_isr(ctx: RequestContext,
                                 body: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
     cls = LeaderAndIsrResponse
     v = ctx.version
-    states: list[tuple[str, uuid.UUID, LeaderAndIsrRequest.LeaderAndIsrTopicState.
-                       LeaderAndIsrPartitionState]] = []
+    # the partition state types of v0-1 and v2+ carry the same fields (v0-1 adds the name)
+    states: list[tuple[str, uuid.UUID, Any]] = []
     if v < 2:  # v0-1: one flat list of partition states, each naming its topic
         states.extend((p.topic_name, uuid.UUID(int=0), p)
                       for p in body.ungrouped_partition_states)
