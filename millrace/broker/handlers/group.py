@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import operator
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from millrace.broker.context import RequestContext
@@ -90,6 +90,25 @@ def error_topics(topic_cls: Any, partition_cls: Any, topics: Iterable[Any], erro
     return [topic_cls(name=t.name, partitions=[
         partition_cls(partition_index=p.partition_index, error_code=error)
         for p in t.partitions]) for t in topics]
+
+
+async def commit_readable_topics(ctx: RequestContext, body: Any, response_cls: Any,
+                                 t_cls: Any, p_cls: Any,
+                                 commit: Callable[[Any], Awaitable[Any]]) -> Any:
+    """An offset commit (OffsetCommit, TxnOffsetCommit) whose group was authorized: the
+    topics without Read answer TOPIC_AUTHORIZATION_FAILED, the rest go to ``commit`` (not
+    called when none is left); the refused topics come first, as in Kafka's answer."""
+    allowed = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
+                                   (t.name for t in body.topics))
+    refused = [t for t in body.topics if t.name not in allowed]
+    if refused:
+        body = with_fields(body, topics=[t for t in body.topics if t.name in allowed])
+    denied = error_topics(t_cls, p_cls, refused, Errors.TOPIC_AUTHORIZATION_FAILED)
+    if refused and not body.topics:
+        return response_cls(throttle_time_ms=0, topics=denied)
+    response = await commit(body)
+    response.topics[:0] = denied
+    return response
 
 
 # ---------------------------------------------------------------------- FindCoordinator
@@ -267,18 +286,10 @@ async def handle_offset_commit(ctx: RequestContext, body: OffsetCommitRequest) -
     if not _may_read(ctx, body.group_id):
         return OffsetCommitResponse(throttle_time_ms=0, topics=error_topics(
             t_cls, p_cls, body.topics, Errors.GROUP_AUTHORIZATION_FAILED))
-    allowed = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
-                                   (t.name for t in body.topics))
-    refused = [t for t in body.topics if t.name not in allowed]
-    if refused:
-        body = with_fields(body, topics=[t for t in body.topics if t.name in allowed])
-    denied = error_topics(t_cls, p_cls, refused, Errors.TOPIC_AUTHORIZATION_FAILED)
-    if refused and not body.topics:
-        return OffsetCommitResponse(throttle_time_ms=0, topics=denied)
-    response: OffsetCommitResponse = await ctx.services.group_coordinator.commit_offsets(
-        body, ctx.version, unknown_partitions(ctx, body))
-    response.topics[:0] = denied    # Kafka's order: the refused topics first
-    return response
+    return await commit_readable_topics(
+        ctx, body, OffsetCommitResponse, t_cls, p_cls,
+        lambda part: ctx.services.group_coordinator.commit_offsets(
+            part, ctx.version, unknown_partitions(ctx, part)))
 
 
 @handles(ApiKey.OFFSET_FETCH)

@@ -24,7 +24,11 @@ from __future__ import annotations
 from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import handles
-from millrace.broker.handlers.group import error_topics, unknown_partitions, with_fields
+from millrace.broker.handlers.group import (
+    commit_readable_topics,
+    error_topics,
+    unknown_partitions,
+)
 from millrace.common.errors import Errors
 from millrace.protocol import ApiKey
 from millrace.protocol.types import TxnOffsetCommitRequest, TxnOffsetCommitResponse
@@ -57,17 +61,8 @@ async def handle_txn_offset_commit(ctx: RequestContext,
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, body.group_id):
         return cls(throttle_time_ms=0, topics=error_topics(
             t_cls, p_cls, body.topics, Errors.GROUP_AUTHORIZATION_FAILED))
-    allowed = ctx.authorized_names(AclOperation.READ, ResourceType.TOPIC,
-                                   (t.name for t in body.topics))
-    refused = [t for t in body.topics if t.name not in allowed]
-    if refused:
-        body = with_fields(body, topics=[t for t in body.topics if t.name in allowed])
-    denied = error_topics(t_cls, p_cls, refused, Errors.TOPIC_AUTHORIZATION_FAILED)
-    if refused and not body.topics:
-        return cls(throttle_time_ms=0, topics=denied)
-    response = await _commit(ctx, body)
-    response.topics[:0] = denied    # Kafka's order: the refused topics first
-    return response
+    return await commit_readable_topics(ctx, body, cls, t_cls, p_cls,
+                                        lambda part: _commit(ctx, part))
 
 
 async def _commit(ctx: RequestContext, body: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
