@@ -11,6 +11,28 @@ from typing import Any
 from millrace.protocol import NEED_DATA, ClientConnection, Response
 
 
+def exchange(sock: socket.socket, conn: ClientConnection, body: Any, version: int,
+             timeout_s: float, failure: type[Exception] = AssertionError) -> Any:
+    """Send ``body`` at ``version`` over ``sock`` and return the response body; ``failure``
+    (a test's AssertionError, a harness's ConnectionError) when the broker answers
+    something else, closes the connection or does not answer within ``timeout_s``."""
+    _, data = conn.send_request(body, version)
+    sock.sendall(data)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        event = conn.next_event()
+        if event is not NEED_DATA:
+            if not isinstance(event, Response):
+                raise failure(f"unexpected event {event!r}")
+            return event.body
+        if time.monotonic() >= deadline:
+            raise failure(f"no response within {timeout_s} s")
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise failure("connection closed by the broker")
+        conn.receive_data(chunk)
+
+
 class RawConnection:
     def __init__(self, port: int, *, host: str = "127.0.0.1", client_id: str = "raw-test",
                  timeout_s: float = 15.0) -> None:
@@ -20,21 +42,7 @@ class RawConnection:
 
     def call(self, body: Any, version: int) -> Any:
         """Send ``body`` at ``version`` and return the response body."""
-        _, data = self.conn.send_request(body, version)
-        self.sock.sendall(data)
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            event = self.conn.next_event()
-            if event is not NEED_DATA:
-                if not isinstance(event, Response):
-                    raise AssertionError(f"unexpected event {event!r}")
-                return event.body
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"no response within {self.timeout_s} s")
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise AssertionError("connection closed")
-            self.conn.receive_data(chunk)
+        return exchange(self.sock, self.conn, body, version, self.timeout_s)
 
     def close(self) -> None:
         self.sock.close()

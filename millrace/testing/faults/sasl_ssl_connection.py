@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import socket
 import ssl
-import time
 from typing import Any
 
-from millrace.protocol import API, NEED_DATA, ApiKey, ClientConnection, Response
+from millrace.protocol import API, ApiKey, ClientConnection
 from millrace.security.sasl import create_sasl_client
+from millrace.testing.raw_connection import exchange
 
 SASL_HANDSHAKE_VERSION = 1  # v1: the tokens travel in SaslAuthenticate requests
 SASL_AUTHENTICATE_VERSION = 1
@@ -81,21 +81,7 @@ class SaslSslConnection:
         when the broker closes the connection or does not answer in time."""
         if self.sock is None:
             raise ConnectionError("not connected")
-        _, data = self.conn.send_request(body, version)
-        self.sock.sendall(data)
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            event = self.conn.next_event()
-            if event is not NEED_DATA:
-                if not isinstance(event, Response):
-                    raise ConnectionError(f"unexpected event {event!r}")
-                return event.body
-            if time.monotonic() >= deadline:
-                raise ConnectionError(f"no response within {self.timeout_s} s")
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            self.conn.receive_data(chunk)
+        return exchange(self.sock, self.conn, body, version, self.timeout_s, ConnectionError)
 
     def close(self) -> None:
         if self.sock is not None:
