@@ -8,12 +8,13 @@ transaction coordinator (which replays ``__transaction_state``).  Handlers reach
 through ``RequestContext.services``; the client quota configs (``quota_store``: load()
 at start-up, watch() for every change made through any broker) and their enforcement
 (``client_quotas``, fed by the store; the network layer charges requests to it); the
-ACL service (``acls``) is None unless ``authorizer.class.name`` turns authorization on.
+ACL service (``acls``) is None unless ``authorizer.class.name`` turns authorization on;
+the metrics registry (``metrics``) holds every metric under its Kafka name.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from millrace.broker.admin_manager import AdminManager
 from millrace.broker.api_version_manager import ApiVersionManager
@@ -22,6 +23,7 @@ from millrace.broker.controller_service import ControllerService
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.metadata.metadata_cache import MetadataCache
+from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.quota.client_quota_manager import ClientQuotas
 from millrace.broker.quota.quota_store import QuotaStore
@@ -67,3 +69,5 @@ class BrokerServices:
     client_quotas: ClientQuotas  # enforcement: usage against quota_store's quotas
     cluster: ClusterServices | None = None  # None: the single-node embedded broker
     acls: AclService | None = None  # None: no authorizer configured (everything allowed)
+    # every metric under its Kafka MBean name; components record into what they own
+    metrics: KafkaMetricsRegistry = field(default_factory=KafkaMetricsRegistry)
