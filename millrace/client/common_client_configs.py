@@ -105,6 +105,9 @@ METRICS_CONFIGS = (
             doc="the window of one metrics sample")
     .define("metrics.num.samples", "int", 2, at_least(1),
             doc="how many samples a rate or average spans")
+    .define("metric.reporters", "list", [],
+            doc="MetricsReporter classes (names, classes or instances) told of every metric, "
+                "e.g. millrace.client.prometheus.PrometheusReporter")
 )
 
 DEFAULT_API_TIMEOUT_CONFIGS = (

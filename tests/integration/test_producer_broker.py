@@ -132,7 +132,7 @@ def test_many_records_and_big_batches(broker: BrokerProcess) -> None:
     assert all(f.exception(0) is None for f in futures)
     messages = read_back(broker.bootstrap, topic, 3, 20_000, timeout=60)
     assert sorted(int.from_bytes(m.value()[:4], "big") for m in messages) == list(range(20_000))
-    m = producer.metrics()
+    m = producer.metrics()["producer-metrics"]
     assert m["record-send-total"] == 20_000 and m["record-error-total"] == 0
 
 

@@ -28,7 +28,7 @@ from millrace.common.config import ConfigDef, at_least, one_of
 from millrace.common.errors import ConfigError
 
 CLASS_KEYS = ("key.deserializer", "value.deserializer", "interceptor.classes",
-              "partition.assignment.strategy")
+              "partition.assignment.strategy", "metric.reporters")
 DEFAULT_ASSIGNORS = ["range", "cooperative-sticky"]
 
 CONSUMER_CONFIG = (
@@ -83,6 +83,7 @@ class ConsumerConfig:
         v["key.deserializer"] = props.get("key.deserializer")
         v["value.deserializer"] = props.get("value.deserializer")
         v["interceptor.classes"] = _as_list(props.get("interceptor.classes"))
+        v["metric.reporters"] = _as_list(props.get("metric.reporters"))
         strategies = _as_list(props.get("partition.assignment.strategy", DEFAULT_ASSIGNORS))
         if not strategies:
             raise ConfigError("Invalid value [] for configuration "

@@ -145,6 +145,7 @@ class KafkaConsumer(Generic[K, V]):
         self._client = parts.client
         self._metrics = parts.metrics
         self._fetch_metrics = parts.fetch_metrics
+        self._poll_metrics = parts.poll_metrics
         self._fetcher = parts.fetcher
         self._offset_fetcher = parts.offset_fetcher
         self._topic_metadata_fetcher = parts.topic_metadata_fetcher
@@ -240,21 +241,28 @@ class KafkaConsumer(Generic[K, V]):
                 raise IllegalStateError("Consumer is not subscribed to any topics or assigned "
                                         "any partitions")
             timer = Timer(self._time, timeout_ms)
-            while True:
-                self._client.maybe_trigger_wakeup()
-                self._update_assignment_metadata_if_needed(timer)
-                records = self._poll_for_fetches(timer)
-                if records:
-                    # fetch ahead: the next response travels while the application works
-                    if self._fetcher.send_fetches() > 0 or self._client.has_pending_requests():
-                        self._client.transmit_sends()
-                    out: ConsumerRecords[K, V] = ConsumerRecords(records)
-                    self._fetch_metrics.records_consumed.record(out.count(), timer.current_ms)
-                    return self._interceptors.on_consume(out) \
-                        if self._interceptors.interceptors else out
-                timer.update()
-                if timer.is_expired():
-                    return ConsumerRecords()
+            self._poll_metrics.record_poll_start(timer.current_ms)
+            try:
+                return self._poll(timer)
+            finally:
+                self._poll_metrics.record_poll_end(self._time.milliseconds())
+
+    def _poll(self, timer: Timer) -> ConsumerRecords[K, V]:
+        while True:
+            self._client.maybe_trigger_wakeup()
+            self._update_assignment_metadata_if_needed(timer)
+            records = self._poll_for_fetches(timer)
+            if records:
+                # fetch ahead: the next response travels while the application works
+                if self._fetcher.send_fetches() > 0 or self._client.has_pending_requests():
+                    self._client.transmit_sends()
+                out: ConsumerRecords[K, V] = ConsumerRecords(records)
+                self._fetch_metrics.records_consumed.record(out.count(), timer.current_ms)
+                return self._interceptors.on_consume(out) \
+                    if self._interceptors.interceptors else out
+            timer.update()
+            if timer.is_expired():
+                return ConsumerRecords()
 
     def _update_assignment_metadata_if_needed(self, timer: Timer) -> bool:
         if self._coordinator is not None and not self._coordinator.poll(timer):
@@ -513,6 +521,7 @@ class KafkaConsumer(Generic[K, V]):
                     error = e
             self._fetcher.close()
             self._client.close()
+            self._metrics.close()
             self._interceptors.close()
             for d in (self._key_deserializer, self._value_deserializer):
                 try:
@@ -542,7 +551,12 @@ class KafkaConsumer(Generic[K, V]):
         offsets of a member that a rebalance fenced (KIP-447)."""
         return self._require_coordinator().group_metadata()
 
-    def metrics(self) -> dict[str, float]:
-        """Java-named fetch metrics: records-consumed-rate, fetch-latency-avg, ..."""
-        return self._metrics.snapshot()
+    def metrics(self, raw: bool = False, flat: bool = False) -> dict[Any, Any]:
+        """Java's consumer metrics as kafka-python gives them: ``{group: {name: value}}``
+        with groups ``consumer-metrics``, ``consumer-coordinator-metrics``,
+        ``consumer-fetch-manager-metrics`` and, per partition,
+        ``consumer-fetch-manager-metrics.<topic>-<partition>``.  ``raw=True``:
+        ``{MetricName: value}`` (tags included); ``flat=True``: the client-wide metrics as
+        ``{name: value}``.  Any thread may call it."""
+        return self._metrics.snapshot(raw=raw, flat=flat)
 

@@ -38,7 +38,8 @@ from millrace.record import CompressionType
 
 log = logging.getLogger(__name__)
 
-CLASS_KEYS = ("key.serializer", "value.serializer", "partitioner.class", "interceptor.classes")
+CLASS_KEYS = ("key.serializer", "value.serializer", "partitioner.class", "interceptor.classes",
+              "metric.reporters")
 
 def _non_empty_string(name: str, value: Any) -> None:
     if value is not None and not str(value).strip():
@@ -89,6 +90,8 @@ class ProducerConfig:
         self.values = PRODUCER_CONFIG.parse(props, ignore=CLASS_KEYS)
         for key in CLASS_KEYS:
             self.values[key] = props.get(key)
+        if self.values["metric.reporters"] is None:
+            self.values["metric.reporters"] = []
         self._post_process()
 
     def __getitem__(self, name: str) -> Any:

@@ -39,9 +39,9 @@ from millrace.client.client_utils import create_network_client
 from millrace.client.cluster import Cluster, PartitionInfo, TopicPartition
 from millrace.client.consumer.assignors.abstract import ConsumerGroupMetadata
 from millrace.client.consumer.consumer_record import OffsetAndMetadata
-from millrace.client.errors import IllegalStateError, SerializationError
+from millrace.client.errors import BufferExhaustedError, IllegalStateError, SerializationError
 from millrace.client.metadata import parse_bootstrap_servers
-from millrace.client.metrics import Metrics
+from millrace.client.metrics import Metrics, load_reporters
 from millrace.client.producer._internals.batch_core import wall_clock_ms
 from millrace.client.producer._internals.buffer_pool import BufferPool
 from millrace.client.producer._internals.built_in_partitioner import partition_for_key
@@ -135,8 +135,10 @@ class KafkaProducer(Generic[K, V]):
         self._max_request_size = cfg["max.request.size"]
         self._total_memory = cfg["buffer.memory"]
         self._ignore_keys = cfg["partitioner.ignore.keys"]
-        self._metrics = Metrics(time, cfg["metrics.sample.window.ms"], cfg["metrics.num.samples"])
         values = cfg.values
+        self._metrics = Metrics(time, cfg["metrics.sample.window.ms"], cfg["metrics.num.samples"],
+                                namespace="kafka.producer", tags={"client-id": self.client_id},
+                                reporters=load_reporters(values["metric.reporters"], values))
         interceptors = [_load_instance(i, "interceptor.classes", ProducerInterceptor)
                         for i in self._interceptor_list(values["interceptor.classes"])]
         for interceptor in interceptors:
@@ -169,7 +171,7 @@ class KafkaProducer(Generic[K, V]):
         self._transactional = cfg.transactional_id is not None
         sender_metrics = SenderMetrics(self._metrics)
         pool = BufferPool(cfg["buffer.memory"], cfg["batch.size"],
-                          self._metrics.sensor("bufferpool-wait-time"))
+                          sender_metrics.bufferpool_wait_time)
         sender_metrics.add_buffer_pool(pool)
         self._accumulator = RecordAccumulator(
             buffer_pool=pool, batch_size=cfg["batch.size"], compression=cfg.compression,
@@ -185,9 +187,12 @@ class KafkaProducer(Generic[K, V]):
             values, self._metadata, client_id=self.client_id,
             max_in_flight_requests_per_connection=max_in_flight, time=time, selector=_selector,
             api_versions=api_versions)
-        self._metrics.add("requests-in-flight", self._client.in_flight_request_count)
-        self._metrics.add("metadata-age",
-                          lambda: self._metadata.metadata_age_ms(self._time.milliseconds()) / 1e3)
+        self._metrics.add("requests-in-flight", "producer-metrics",
+                          self._client.in_flight_request_count,
+                          description="requests sent and not yet answered")
+        self._metrics.add("metadata-age", "producer-metrics",
+                          lambda: self._metadata.metadata_age_ms(self._time.milliseconds()) / 1e3,
+                          description="seconds since the metadata was last refreshed")
         self._sender = Sender(
             self._client, self._metadata, self._accumulator,
             guarantee_message_order=max_in_flight == 1,
@@ -202,6 +207,7 @@ class KafkaProducer(Generic[K, V]):
         self._append = self._accumulator.append
         self._wakeup = self._client.wakeup
         self._send_errors = sender_metrics.record_error
+        self._buffer_exhausted = sender_metrics.buffer_exhausted
         self._max_record_size = min(self._max_request_size, self._total_memory)
         if _start_thread:
             self._io_thread = threading.Thread(
@@ -305,6 +311,8 @@ class KafkaProducer(Generic[K, V]):
             if interceptors is not None:
                 interceptors.on_send_error(record, None, e)
             self._send_errors.record(1)
+            if isinstance(e, BufferExhaustedError):
+                self._buffer_exhausted.record(1)
             raise
 
     @staticmethod
@@ -463,8 +471,12 @@ class KafkaProducer(Generic[K, V]):
         self._sender.wakeup()
         self._accumulator.await_flush_completion(timeout)
 
-    def metrics(self) -> dict[str, float]:
-        return self._metrics.snapshot()
+    def metrics(self, raw: bool = False, flat: bool = False) -> dict[Any, Any]:
+        """Java's producer metrics as kafka-python gives them: ``{group: {name: value}}``
+        with groups ``producer-metrics``, ``producer-topic-metrics.<topic>`` and
+        ``producer-node-metrics.node-<id>``.  ``raw=True``: ``{MetricName: value}`` (tags
+        included); ``flat=True``: ``producer-metrics`` alone as ``{name: value}``."""
+        return self._metrics.snapshot(raw=raw, flat=flat)
 
     def close(self, timeout: float | None = None) -> None:
         """Send what is buffered, then stop; after ``timeout`` seconds, abort the rest."""
@@ -490,6 +502,7 @@ class KafkaProducer(Generic[K, V]):
         if io_thread is None:  # never started (tests): release the sockets here
             self._client.close()
         self._metadata.close()
+        self._metrics.close()
         if self._interceptors is not None:
             self._interceptors.close()
         for component in (self._key_serializer, self._value_serializer, self._partitioner):

@@ -172,12 +172,12 @@ def test_user_serializer_classes_objects_and_functions(cluster: FakeCluster) -> 
 def test_a_serializer_error_raises_from_send_and_buffers_nothing(
         cluster: FakeCluster, name: str, value: Any) -> None:
     producer, _, _ = ready(cluster, {"value.serializer": name})
-    available = producer.metrics()["buffer-available-bytes"]
+    available = producer.metrics()["producer-metrics"]["buffer-available-bytes"]
     with pytest.raises(SerializationError):
         producer.send(ProducerRecord("t", value, partition=0))
     assert not producer._accumulator.has_incomplete()
-    assert producer.metrics()["buffer-available-bytes"] == available
-    assert producer.metrics()["record-error-total"] == 1
+    assert producer.metrics()["producer-metrics"]["buffer-available-bytes"] == available
+    assert producer.metrics()["producer-metrics"]["record-error-total"] == 1
     producer.close()
 
 
@@ -342,7 +342,7 @@ def test_full_buffer_blocks_send_for_max_block_ms(cluster: FakeCluster) -> None:
     with pytest.raises(BufferExhaustedError):  # nobody drains: the sender is not stepped
         producer.send(ProducerRecord("t", b"x" * 900, partition=2))
     assert 0.095 < time.monotonic() - start < 2
-    assert producer.metrics()["buffer-available-bytes"] == 0
+    assert producer.metrics()["producer-metrics"]["buffer-available-bytes"] == 0
     producer.close(0)
 
 

@@ -121,7 +121,7 @@ def test_retriable_error_is_retried_after_the_backoff(cluster: FakeCluster) -> N
     run_until(producer, clock, future.done, advance_ms=5)
     assert len(cluster.produce_requests()) == 3
     assert future.get(0).offset == 0
-    metrics = producer.metrics()
+    metrics = producer.metrics()["producer-metrics"]
     assert metrics["record-retry-total"] == 2 and metrics["record-error-total"] == 0
     producer.close()
 
@@ -137,7 +137,7 @@ def test_non_retriable_error_fails_the_records(cluster: FakeCluster) -> None:
         future.get(0)
     assert seen[0][:3] == ("t", 0, -1) and isinstance(seen[0][3], InvalidTopicError)
     assert len(cluster.produce_requests()) == 1
-    assert producer.metrics()["record-error-total"] == 1
+    assert producer.metrics()["producer-metrics"]["record-error-total"] == 1
     producer.close()
 
 
@@ -303,7 +303,7 @@ def test_message_too_large_splits_the_batch(cluster: FakeCluster) -> None:
     run_until(producer, clock, lambda: all(f.done() for f in futures))
     assert [f.get(0).offset for f in futures] == list(range(18))
     assert len(cluster.batches[TP0]) >= 3
-    assert producer.metrics()["batch-split-total"] == 1
+    assert producer.metrics()["producer-metrics"]["batch-split-total"] == 1
     producer.close()
 
 
@@ -321,7 +321,7 @@ def test_metrics_after_a_few_requests(cluster: FakeCluster) -> None:
     producer, _, clock = setup(cluster, **{"compression.type": "gzip"})
     futures = [send(producer, b"x" * 100) for _ in range(50)]
     run_until(producer, clock, lambda: all(f.done() for f in futures))
-    m = producer.metrics()
+    m = producer.metrics()["producer-metrics"]
     for name in ("record-send-rate", "record-error-rate", "record-retry-rate",
                  "batch-size-avg", "records-per-request-avg", "record-queue-time-avg",
                  "request-latency-avg", "request-latency-max", "buffer-available-bytes",

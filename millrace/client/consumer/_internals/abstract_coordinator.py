@@ -39,10 +39,12 @@ import threading
 from typing import Any, NamedTuple
 
 from millrace.client.cluster import Node
+from millrace.client.consumer._internals.consumer_metrics import GroupCoordinatorMetrics
 from millrace.client.consumer._internals.consumer_network_client import ConsumerNetworkClient
 from millrace.client.consumer._internals.heartbeat import Heartbeat
 from millrace.client.consumer._internals.heartbeat_thread import HeartbeatThread
 from millrace.client.consumer._internals.request_future import RequestFuture, Timer
+from millrace.client.metrics import Metrics
 from millrace.client.network_client import ClientResponse
 from millrace.common.errors import (
     CoordinatorNotAvailableError,
@@ -107,9 +109,11 @@ class AbstractCoordinator:
                  session_timeout_ms: int = 45_000, rebalance_timeout_ms: int = 300_000,
                  heartbeat_interval_ms: int = 3000, retry_backoff_ms: int = 100,
                  request_timeout_ms: int = 30_000, leave_group_on_close: bool = True,
-                 start_heartbeat_thread: bool = True) -> None:
+                 start_heartbeat_thread: bool = True,
+                 metrics: GroupCoordinatorMetrics | None = None) -> None:
         self._client = client
         self._time = time
+        self.sensors = metrics if metrics is not None else GroupCoordinatorMetrics(Metrics(time))
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -340,6 +344,7 @@ class AbstractCoordinator:
         with self._lock:
             if self._join_future is None:
                 self.state = MemberState.PREPARING_REBALANCE
+                self.sensors.rebalance_started(self._time.milliseconds())
                 self.heartbeat_thread.disable()
                 self._sync_future = None
                 self._join_future = self._send_join_group_request()
@@ -376,6 +381,7 @@ class AbstractCoordinator:
                         f"JoinGroup answered protocol type {body.protocol_type}"))
                     return
                 self.state = MemberState.COMPLETING_REBALANCE
+                self.sensors.join.record(response.request_latency_ms, response.received_ms)
                 self.generation = Generation(body.generation_id, body.member_id,
                                              body.protocol_name)
                 self.heartbeat_thread.enable()
@@ -384,6 +390,8 @@ class AbstractCoordinator:
                          body.protocol_name)
                 out.complete(JoinResult(self.generation, body.leader, list(body.members)))
                 return
+            if error != Errors.MEMBER_ID_REQUIRED:  # that one is a step of the protocol
+                self.sensors.rebalance_failed(response.received_ms)
             if error == Errors.MEMBER_ID_REQUIRED:
                 self.generation = Generation(-1, body.member_id, None)
             elif error == Errors.UNKNOWN_MEMBER_ID:
@@ -441,10 +449,13 @@ class AbstractCoordinator:
                 self.state = MemberState.STABLE
                 self.rejoin_needed = False
                 self.rejoin_reason = ""
+                self.sensors.sync.record(response.request_latency_ms, response.received_ms)
+                self.sensors.rebalance_completed(self._time.milliseconds())
                 log.info("group %s: successfully synced group in generation %d",
                          self.group_id, sent.generation_id)
                 out.complete(body.assignment)
                 return
+            self.sensors.rebalance_failed(response.received_ms)
             self.request_rejoin(f"SyncGroup failed: {for_code(error).name}")
             if error in (Errors.UNKNOWN_MEMBER_ID, Errors.ILLEGAL_GENERATION):
                 self._reset_state_and_generation(reset_member_id=True)
@@ -494,11 +505,13 @@ class AbstractCoordinator:
         body = HeartbeatRequest(group_id=self.group_id, generation_id=sent.generation_id,
                                 member_id=sent.member_id,
                                 group_instance_id=self.group_instance_id)
+        self.sensors.heartbeat_sent(self._time.milliseconds())
         return self._client.send(coordinator, body).compose(
             lambda response, out: self._handle_heartbeat(response, out, sent))
 
     def _handle_heartbeat(self, response: ClientResponse, out: RequestFuture[None],
                           sent: Generation) -> None:
+        self.sensors.heartbeat.record(response.request_latency_ms, response.received_ms)
         error = response.body.error_code
         with self._lock:
             if error == Errors.NONE:

@@ -36,6 +36,7 @@ from millrace.client.consumer._internals.abstract_coordinator import (
     MemberState,
 )
 from millrace.client.consumer._internals.consumer_metadata import ConsumerMetadata
+from millrace.client.consumer._internals.consumer_metrics import GroupCoordinatorMetrics
 from millrace.client.consumer._internals.consumer_network_client import ConsumerNetworkClient
 from millrace.client.consumer._internals.offset_commit import OffsetCommitter
 from millrace.client.consumer._internals.request_future import RequestFuture, Timer
@@ -87,14 +88,15 @@ class ConsumerCoordinator(AbstractCoordinator, OffsetCommitter):
                  request_timeout_ms: int = 30_000, auto_commit_enabled: bool = True,
                  auto_commit_interval_ms: int = 5000, leave_group_on_close: bool = True,
                  interceptors: ConsumerInterceptors | None = None,
-                 require_stable: bool = False, start_heartbeat_thread: bool = True) -> None:
+                 require_stable: bool = False, start_heartbeat_thread: bool = True,
+                 metrics: GroupCoordinatorMetrics | None = None) -> None:
         AbstractCoordinator.__init__(
             self, client, time, group_id=group_id, group_instance_id=group_instance_id,
             client_id=client_id, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms, retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms, leave_group_on_close=leave_group_on_close,
-            start_heartbeat_thread=start_heartbeat_thread)
+            start_heartbeat_thread=start_heartbeat_thread, metrics=metrics)
         OffsetCommitter.__init__(self, auto_commit_enabled=auto_commit_enabled,
                                  auto_commit_interval_ms=auto_commit_interval_ms,
                                  interceptors=interceptors, require_stable=require_stable)

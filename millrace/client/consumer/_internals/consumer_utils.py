@@ -17,6 +17,10 @@ from typing import Any
 from millrace.client.client_utils import create_network_client
 from millrace.client.consumer._internals.consumer_coordinator import ConsumerCoordinator
 from millrace.client.consumer._internals.consumer_metadata import ConsumerMetadata
+from millrace.client.consumer._internals.consumer_metrics import (
+    GroupCoordinatorMetrics,
+    KafkaConsumerMetrics,
+)
 from millrace.client.consumer._internals.consumer_network_client import ConsumerNetworkClient
 from millrace.client.consumer._internals.fetch_metrics import FetchMetrics
 from millrace.client.consumer._internals.fetcher import Fetcher
@@ -30,7 +34,7 @@ from millrace.client.consumer.assignors import ConsumerPartitionAssignor
 from millrace.client.consumer.config import ConsumerConfig
 from millrace.client.consumer.interceptor import ConsumerInterceptors
 from millrace.client.metadata import parse_bootstrap_servers
-from millrace.client.metrics import Metrics
+from millrace.client.metrics import Metrics, load_reporters
 from millrace.client.serialization import Deserializer
 from millrace.common.time import Time
 
@@ -42,6 +46,7 @@ class ConsumerComponents:
     client: ConsumerNetworkClient
     metrics: Metrics
     fetch_metrics: FetchMetrics
+    poll_metrics: KafkaConsumerMetrics
     fetcher: Fetcher
     offset_fetcher: OffsetFetcher
     topic_metadata_fetcher: TopicMetadataFetcher
@@ -69,9 +74,13 @@ def create_components(cfg: ConsumerConfig, *, client_id: str, time: Time,
     client = ConsumerNetworkClient(network, metadata, time, v["request.timeout.ms"],
                                    v["retry.backoff.ms"])
     try:
-        metrics = Metrics(time, v["metrics.sample.window.ms"], v["metrics.num.samples"])
+        metrics = Metrics(time, v["metrics.sample.window.ms"], v["metrics.num.samples"],
+                          namespace="kafka.consumer", tags={"client-id": client_id},
+                          reporters=load_reporters(v["metric.reporters"], v))
         fetch_metrics = FetchMetrics(metrics)
-        metrics.add("assigned-partitions", subscriptions.num_assigned_partitions)
+        poll_metrics = KafkaConsumerMetrics(metrics)
+        coordinator_metrics = GroupCoordinatorMetrics(metrics)
+        coordinator_metrics.add_assigned_partitions(subscriptions.num_assigned_partitions)
         fetcher = Fetcher(
             client, metadata, subscriptions,
             fetch_min_bytes=v["fetch.min.bytes"], fetch_max_bytes=v["fetch.max.bytes"],
@@ -100,9 +109,10 @@ def create_components(cfg: ConsumerConfig, *, client_id: str, time: Time,
                 auto_commit_enabled=v["enable.auto.commit"],
                 auto_commit_interval_ms=v["auto.commit.interval.ms"],
                 leave_group_on_close=v["internal.leave.group.on.close"],
-                interceptors=interceptors, require_stable=cfg.isolation_level == 1)
+                interceptors=interceptors, require_stable=cfg.isolation_level == 1,
+                metrics=coordinator_metrics)
     except BaseException:
         client.close()
         raise
     return ConsumerComponents(subscriptions, metadata, client, metrics, fetch_metrics,
-                              fetcher, offset_fetcher, topic_metadata_fetcher, coordinator)
+                              poll_metrics, fetcher, offset_fetcher, topic_metadata_fetcher, coordinator)

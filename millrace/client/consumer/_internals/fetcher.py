@@ -177,13 +177,11 @@ class Fetcher:
                 return
             metrics = self._metrics
             if metrics is not None:
-                now = response.received_ms
-                metrics.fetches.record(1, now)
-                metrics.fetch_latency.record(response.request_latency_ms, now)
                 size = sum(len(p.records) for t in body.responses for p in t.partitions
                            if p.records)
-                metrics.fetch_size.record(size, now)
-                metrics.bytes_consumed.record(size, now)
+                metrics.record_fetch(response.request_latency_ms, size,
+                                     getattr(body, "throttle_time_ms", 0) or 0,
+                                     response.received_ms)
             completed = self._completed
             isolation, crcs = self.isolation_level, self.check_crcs
             kd, vd = self._key_deserializer, self._value_deserializer
@@ -220,6 +218,10 @@ class Fetcher:
         out: dict[TopicPartition, list[ConsumerRecord[Any, Any]]] = {}
         remaining = self.max_poll_records
         completed = self._completed
+        if self._metrics is not None:
+            subscriptions = self._subscriptions
+            self._metrics.maybe_update_assignment(subscriptions.assignment_version,
+                                                  subscriptions.assigned_partitions)
         try:
             while remaining > 0:
                 nxt = self._next_in_line
@@ -269,10 +271,10 @@ class Fetcher:
                                                              fetch.last_epoch))
         if records:
             subscriptions.move_partition_to_end(tp)
-            if self._metrics is not None:
-                lag = subscriptions.partition_lag(tp, self.isolation_level == 1)
-                if lag is not None:
-                    self._metrics.records_lag.record(lag)
+        if self._metrics is not None:  # once per fetched partition, with records or none
+            self._metrics.record_partition(
+                tp, subscriptions.partition_lag(tp, self.isolation_level == 1),
+                subscriptions.partition_lead(tp))
         return records
 
     def _initialize(self, fetch: CompletedFetch) -> CompletedFetch | None:

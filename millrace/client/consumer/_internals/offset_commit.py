@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from millrace.client.cluster import Node, TopicPartition
+from millrace.client.consumer._internals.consumer_metrics import GroupCoordinatorMetrics
 from millrace.client.consumer._internals.request_future import RequestFuture, Timer
 from millrace.client.consumer.consumer_record import OffsetAndMetadata
 from millrace.client.consumer.errors import CommitFailedError
@@ -73,6 +74,7 @@ class OffsetCommitter:
     _time: Time
     group_id: str
     retry_backoff_ms: int
+    sensors: GroupCoordinatorMetrics
 
     def check_and_get_coordinator(self) -> Node | None:
         raise NotImplementedError
@@ -268,6 +270,7 @@ class OffsetCommitter:
 
     def _handle_offset_commit(self, response: ClientResponse, out: RequestFuture[None],
                               sent: Generation) -> None:
+        self.sensors.commit.record(response.request_latency_ms, response.received_ms)
         unauthorized: set[str] = set()
         for topic in response.body.topics:
             for p in topic.partitions:

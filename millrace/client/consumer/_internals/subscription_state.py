@@ -561,6 +561,13 @@ class SubscriptionState:
         end = state.last_stable_offset if read_committed else state.high_watermark
         return None if end is None else end - state.position.offset
 
+    def partition_lead(self, tp: TopicPartition) -> int | None:
+        """The position's distance from the log start (Java ``partitionLead``)."""
+        state = self._assignment.get(tp)
+        if state is None or state.position is None or state.log_start_offset is None:
+            return None
+        return state.position.offset - state.log_start_offset
+
     def partition_end_offset(self, tp: TopicPartition, read_committed: bool) -> int | None:
         state = self._assignment.get(tp)
         if state is None:

@@ -384,7 +384,7 @@ class Sender:
                         timeout_ms=self._request_timeout_ms,
                         topic_data=[_TOPIC_DATA(name=t, partition_data=p)
                                     for t, p in by_topic.items()])
-        self._metrics.record_request(batches, now)
+        self._metrics.record_request(node_id, batches, now)
 
         def on_response(response: ClientResponse) -> None:
             self._handle_produce_response(response, by_tp)
@@ -429,8 +429,9 @@ class Sender:
                 self._fail_batch(batch, response.version_mismatch, adjust_sequences=True)
                 self._unmute(batch)
             return
-        self._metrics.request_latency.record(response.request_latency_ms, now)
         body = response.body
+        self._metrics.record_response(response.destination, response.request_latency_ms, body,
+                                      now)
         if body is None:  # acks=0: done once written
             for batch in batches.values():
                 self._complete_batch(batch, 0, -1, -1, -1, None, None, now,
@@ -531,7 +532,7 @@ class Sender:
     def _reenqueue_batch(self, batch: ProducerBatch, now: int) -> None:
         self._accumulator.reenqueue(batch, now)
         self._remove_from_in_flight(batch)
-        self._metrics.record_retry.record(batch.record_count, now)
+        self._metrics.record_retries(batch, now)
 
     def _complete_success(self, batch: ProducerBatch, base_offset: int,
                           log_append_time: int) -> None:
@@ -542,7 +543,7 @@ class Sender:
 
     def _fail_batch(self, batch: ProducerBatch, error: Exception, *, adjust_sequences: bool,
                     record_errors: Any = None) -> None:
-        self._metrics.record_error.record(batch.record_count)
+        self._metrics.record_errors(batch)
         if batch.complete_exceptionally(error, record_errors):
             if self._tm is not None:  # only the completion that took effect counts
                 self._tm.handle_failed_batch(batch, error, adjust_sequences)
