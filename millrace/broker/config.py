@@ -128,6 +128,19 @@ BROKER_CONFIG = (
     .define("super.users", "string", None, nullable=True,
             doc="principals allowed everything, separated by ';' (User:admin;User:broker)")
     .define("allow.everyone.if.no.acl.found", "boolean", False)
+    # the HTTP listener (metrics, health, consumer lag): millrace's, not Kafka's (Kafka
+    # has JMX; Redpanda serves the same on its admin port 9644)
+    .define("http.listeners", "list", [],
+            doc="HTTP listeners serving /metrics, /healthz, /readyz and /v1/consumer-groups: "
+                "http://host:port or https://host:port (TLS as the broker's first SSL or "
+                "SASL_SSL listener has it); empty: none")
+    .define("http.authentication.method", "string", "NONE", one_of("NONE", "BASIC"),
+            doc="BASIC: /metrics and /v1 need HTTP basic credentials of a SASL user of "
+                "this broker (SCRAM or PLAIN), and Describe on the cluster when an "
+                "authorizer is on; /healthz and /readyz stay open")
+    .define("metrics.enabled", "boolean", True,
+            doc="false: no per-request and per-topic metrics are recorded (to measure "
+                "their cost); the gauges are still served")
     .define("num.network.threads", "int", 3, at_least(1))
     .define("num.io.threads", "int", 8, at_least(1))
     .define("num.recovery.threads.per.data.dir", "int", 2, at_least(1))
@@ -245,6 +258,29 @@ def parse_listener(spec: str, key: str,
     return Listener(name, host.strip("[]"), int(port), protocol)
 
 
+@dataclass(frozen=True, slots=True)
+class HttpListener:
+    scheme: str  # http or https
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
+def parse_http_listener(spec: str) -> HttpListener:
+    """``http://127.0.0.1:9644`` (``http.listeners``); port 0 binds any free port."""
+    scheme, sep, rest = spec.partition("://")
+    host, colon, port = rest.rpartition(":")
+    if not sep or scheme.lower() not in ("http", "https") or not colon or \
+            not port.isdigit() or not 0 <= int(port) <= 65535 or "/" in rest:
+        raise ConfigError(f"Invalid value {spec} for configuration http.listeners: "
+                          "expected http://host:port or https://host:port")
+    return HttpListener(scheme.lower(), host.strip("[]"), int(port))
+
+
 def parse_protocol_map(text: str) -> dict[str, str]:
     """``listener.security.protocol.map``: ``NAME:PROTOCOL`` pairs, each name once."""
     out: dict[str, str] = {}
@@ -287,6 +323,7 @@ class KafkaConfig:
         if len(set(names)) != len(names):
             raise ConfigError(f"Invalid value {','.join(v['listeners'])} for configuration "
                               "listeners: each listener name must appear once")
+        self.http_listeners = [parse_http_listener(spec) for spec in v["http.listeners"]]
         adv = v["advertised.listeners"]
         self.advertised_listeners = (
             [parse_listener(s, "advertised.listeners", self.protocol_map) for s in adv]

@@ -33,6 +33,14 @@ back-pressure flag ``paused``: reading resumes only when neither holds it) and t
 connection's worker waits before serving its next request.  Other connections never
 wait.  Without quotas the cost per request is one flag test.
 
+Request metrics (``metrics.request_metrics``).  Each request's instants are kept in a
+``RequestTimes``: whole (``data_received``), taken up by the worker, parked in and woken
+from a purgatory (marked through the ``CURRENT_REQUEST`` context variable, which the
+worker sets before calling the handler), handled, handed to the transport, sent; once
+sent, ``RequestMetrics.record`` turns them into Kafka's phase histograms and counts the
+request and the error codes of its response.  With ``metrics.enabled=false`` none of
+this runs (one test per request).
+
 Thread ownership: everything here runs on the broker's event-loop thread.
 """
 
@@ -50,6 +58,13 @@ from millrace.broker.config import KafkaConfig
 from millrace.broker.connection_quotas import ConnectionQuotas
 from millrace.broker.context import RequestContext
 from millrace.broker.handlers import HANDLERS
+from millrace.broker.metrics.request_metrics import (
+    CURRENT_REQUEST,
+    RequestMetrics,
+    RequestTimes,
+    is_follower_fetch,
+)
+from millrace.broker.metrics.request_metrics import clock as request_clock
 from millrace.broker.quota.client_quota_manager import ClientQuotas
 from millrace.broker.quota.throttling import TimedCoroutine, cap_fetch, charge
 from millrace.broker.security.listener_security import ListenerSecurity, build_all
@@ -111,6 +126,7 @@ class BrokerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer: tuple[str, int] = ("", 0)
         self.queue: deque[Request | ApiVersionsFallback | _Frame] = deque()
+        self.arrivals: deque[float] = deque()  # when each queued request was whole
         self.wakeup = asyncio.Event()
         self.writable = asyncio.Event()  # cleared while the transport pauses writing
         self.writable.set()
@@ -188,6 +204,7 @@ class BrokerConnection(asyncio.Protocol):
         if self.authenticator is not None and not self.authenticator.complete:
             self._receive_unauthenticated(data)
             return
+        arrived = request_clock() if self.server.request_metrics is not None else 0.0
         try:
             self.conn.receive_data(data)
             while True:
@@ -196,6 +213,7 @@ class BrokerConnection(asyncio.Protocol):
                     break
                 assert isinstance(event, Request | ApiVersionsFallback)
                 self.queue.append(event)
+                self.arrivals.append(arrived)
         except UnsupportedRequestError as e:
             log.warning("closing connection from %s:%s: %s (client %r, correlation id %d)",
                         *self.peer, e, e.header.client_id, e.header.correlation_id)
@@ -223,6 +241,7 @@ class BrokerConnection(asyncio.Protocol):
     def _receive_unauthenticated(self, data: bytes) -> None:
         """Frames before authentication stay undecoded: the authenticator reads each in
         the state the previous one left (a SASL v0 token is no request)."""
+        arrived = request_clock() if self.server.request_metrics is not None else 0.0
         try:
             self.conn.receive_data(data)
             while True:
@@ -231,6 +250,7 @@ class BrokerConnection(asyncio.Protocol):
                     break
                 assert isinstance(frame, bytes)
                 self.queue.append(_Frame(frame))
+                self.arrivals.append(arrived)
         except ProtocolDecodeError as e:  # FrameTooLargeError included
             log.warning("closing connection from %s:%s on listener %s before "
                         "authentication: %s (sasl.server.max.receive.size)", *self.peer,
@@ -265,6 +285,7 @@ class BrokerConnection(asyncio.Protocol):
     def _finish_then_close(self) -> None:
         """Serve what was queued before the bad request, then close (like Kafka)."""
         self.queue.append(_CLOSE)  # type: ignore[arg-type]
+        self.arrivals.append(0.0)
         self.wakeup.set()
         if self.transport is not None and not self.paused:
             self.paused = True
@@ -278,6 +299,7 @@ class BrokerConnection(asyncio.Protocol):
                     await self.wakeup.wait()
                     continue
                 event = self.queue.popleft()
+                arrived = self.arrivals.popleft()
                 if self.paused and len(self.queue) < MAX_QUEUED // 2 and event is not _CLOSE:
                     self.paused = False
                     if self.transport is not None and not self.throttled:
@@ -286,21 +308,22 @@ class BrokerConnection(asyncio.Protocol):
                     self.close()
                     return
                 if isinstance(event, _Frame):
-                    await self._serve_frame(event.data)
+                    await self._serve_frame(event.data, arrived)
                     continue
-                await self._serve(event)
+                await self._serve(event, arrived=arrived)
         except asyncio.CancelledError:
             pass
         except Exception:
             log.exception("connection %s:%s failed; closing it", *self.peer)
             self.close()
 
-    async def _serve_frame(self, frame: bytes) -> None:
+    async def _serve_frame(self, frame: bytes, arrived: float) -> None:
         """A frame that arrived before authentication completed."""
         authenticator = self.authenticator
         assert authenticator is not None
         if not authenticator.complete:
-            await self._apply(authenticator.receive(frame, self.server.time.milliseconds()))
+            await self._apply(authenticator.receive(frame, self.server.time.milliseconds()),
+                              arrived)
             return
         try:  # authenticated meanwhile: an ordinary request
             event = self.conn.decode_request(frame)
@@ -308,12 +331,12 @@ class BrokerConnection(asyncio.Protocol):
             log.warning("closing connection from %s:%s: %s", *self.peer, e)
             self.close()
             return
-        await self._serve(event)
+        await self._serve(event, arrived=arrived)
 
-    async def _apply(self, step: AuthStep) -> None:
+    async def _apply(self, step: AuthStep, arrived: float = 0.0) -> None:
         if step.action is Action.SERVE:
             assert step.request is not None
-            await self._serve(step.request, authenticating=True)
+            await self._serve(step.request, authenticating=True, arrived=arrived)
         elif step.action is Action.REPLY:
             assert step.data is not None
             self._write([step.data])
@@ -342,7 +365,7 @@ class BrokerConnection(asyncio.Protocol):
             self.close()
 
     async def _serve(self, event: Request | ApiVersionsFallback, *,
-                     authenticating: bool = False) -> None:
+                     authenticating: bool = False, arrived: float = 0.0) -> None:
         if isinstance(event, ApiVersionsFallback):
             api_max = self.server.services.api_versions.enabled[18][1]
             self._write([api_versions_fallback_response(event.header.correlation_id, api_max)])
@@ -364,7 +387,7 @@ class BrokerConnection(asyncio.Protocol):
                 self.close()
                 return
             if step is not None:
-                await self._apply(step)
+                await self._apply(step, arrived)
                 return
         handler = HANDLERS.get(event.api.key)
         if handler is None:  # advertised but not yet served: behave like an unknown key
@@ -376,6 +399,12 @@ class BrokerConnection(asyncio.Protocol):
                              self.server.services, self.listener, self.principal,
                              self.security.protocol)
         started = _time.monotonic() if request_log.isEnabledFor(logging.DEBUG) else 0.0
+        request_metrics = self.server.request_metrics
+        times: RequestTimes | None = None
+        if request_metrics is not None:
+            times = RequestTimes(arrived or request_clock())
+            times.dequeued = request_clock()
+            CURRENT_REQUEST.set(times)  # the worker task's context: purgatories mark it
         quotas = self.server.client_quotas
         throttling = quotas.enabled and not authenticating  # the one check without quotas
         timed: TimedCoroutine | None = None
@@ -403,20 +432,28 @@ class BrokerConnection(asyncio.Protocol):
                 "principal %s listener %s (%s) in %.2f ms", event.api.name, event.version,
                 event.correlation_id, ctx.client_id, *self.peer, self.principal,
                 self.listener, self.security.protocol, (_time.monotonic() - started) * 1000)
+        if times is not None:
+            times.handled = request_clock()
         if throttling:
-            await self._respond_and_throttle(quotas, ctx, event, body, timed)
-            return
-        if body is None:
-            return
-        parts = ServerConnection.encode_response_chunks(event, body)
-        if len(parts) == 1:
-            self._write(parts)
-        else:
-            await self._write_with_regions(parts)
+            await self._respond_and_throttle(quotas, ctx, event, body, timed, times)
+        elif body is not None:
+            parts = ServerConnection.encode_response_chunks(event, body)
+            if times is not None:
+                times.written = request_clock()
+            if len(parts) == 1:
+                self._write(parts)
+            else:
+                await self._write_with_regions(parts)
+        if times is not None and request_metrics is not None:
+            if not times.sent:
+                times.sent = request_clock()
+            request_metrics.record(event.api.key, event.api.name, event.version, body, times,
+                                   follower=is_follower_fetch(event.api.key, event.body))
 
     async def _respond_and_throttle(self, quotas: ClientQuotas, ctx: RequestContext,
                                     event: Request, body: Any,
-                                    timed: TimedCoroutine | None) -> None:
+                                    timed: TimedCoroutine | None,
+                                    times: RequestTimes | None) -> None:
         """KIP-219: charge the request to its client's quotas, send the response at once
         (with its ``throttle_time_ms``; a throttled Fetch without data), then mute the
         connection for the throttle time: reading pauses and this connection's worker
@@ -424,12 +461,17 @@ class BrokerConnection(asyncio.Protocol):
         (librdkafka) is held to its quota as well.  Other connections are not touched."""
         throttle_ms, parts = charge(quotas, ctx, event, body, timed,
                                     self.server.time.milliseconds())
+        if times is not None:
+            times.written = request_clock()
+            times.throttle_ms = max(0, throttle_ms)
         if len(parts) == 1:
             self._write(parts)
         elif parts:
             await self._write_with_regions(parts)
         if throttle_ms <= 0 or self.closed:
             return
+        if times is not None:  # sent before the mute (KIP-219): the mute is ThrottleTimeMs
+            times.sent = request_clock()
         self.throttled = True
         if self.transport is not None and not self.paused:
             self.transport.pause_reading()
@@ -498,6 +540,8 @@ class SocketServer:
         self.connections: set[BrokerConnection] = set()
         self.quotas = ConnectionQuotas(config, time)  # validates the limits' configs
         self.client_quotas = ClientQuotas(config)  # replaced by the services' when serving
+        # per-request metrics (None: metrics.enabled=false, or not serving yet)
+        self.request_metrics: RequestMetrics | None = None
         self.sleep: Callable[[float], Awaitable[None]] = asyncio.sleep  # a throttle's mute
         self.listener_security: dict[str, ListenerSecurity] = (
             listener_security if listener_security is not None else build_all(config))
@@ -543,6 +587,8 @@ class SocketServer:
         IP quotas (``connection_creation_rate``) of its quota store from now on."""
         self._services = services
         self.client_quotas = services.client_quotas
+        if self.config["metrics.enabled"]:
+            self.request_metrics = RequestMetrics(services.metrics)
         store = services.quota_store
         self.quotas.load_ip_rates(
             await asyncio.get_running_loop().run_in_executor(None, store.load_ip_quotas)

@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
 
+from millrace.broker.metrics.request_metrics import CURRENT_REQUEST
 from millrace.common.time import Time
 
 
@@ -64,12 +65,20 @@ class DelayedOperation(ABC):
         return True
 
     async def wait(self) -> None:
-        """Return once the operation has completed."""
+        """Return once the operation has completed.  The time spent waiting is the
+        request's ``RemoteTimeMs`` (marked on the request being served, if any)."""
         if self.completed:
             return
         if self._waiter is None:
             self._waiter = asyncio.get_running_loop().create_future()
-        await self._waiter
+        times = CURRENT_REQUEST.get()
+        if times is not None:
+            times.park()
+        try:
+            await self._waiter
+        finally:
+            if times is not None:
+                times.wake()
 
 
 class DelayedOperationPurgatory:

@@ -44,6 +44,8 @@ from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import load_all
 from millrace.broker.metadata import BrokerRegistration, EndPoint, LocalMetadataStore
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
+from millrace.broker.metrics import loop_idle
+from millrace.broker.metrics.service import MetricsService
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.quota.client_quota_manager import ClientQuotas
@@ -77,6 +79,7 @@ class KafkaServer:
         self.time = time
         self.services: BrokerServices | None = None
         self.socket_server: SocketServer | None = None
+        self.metrics_service: MetricsService | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop: asyncio.Event | None = None
         # why the broker is stopping on its own (a failed log dir); None: not failing
@@ -186,8 +189,13 @@ class KafkaServer:
             watch_session(services, loop)
             await start_controller(services)
             self._tasks.append(loop.create_task(services.replica_manager.run_isr_expiration()))
-        log.info("millrace broker %d started; cluster.id=%s advertised=%s:%d", cfg.node_id,
-                 services.metadata.cluster_id, host, port)
+        metrics = self.metrics_service = MetricsService(
+            services, self.listener_security, failure=lambda: self.failure)
+        await metrics.start()  # the HTTP listeners: a taken port fails start-up here
+        metrics.serving = True
+        log.info("millrace broker %d started; cluster.id=%s advertised=%s:%d%s", cfg.node_id,
+                 services.metadata.cluster_id, host, port,
+                 "".join(f" {url}/metrics" for url in metrics.urls()))
         self._tasks.append(loop.create_task(services.replica_manager.run_periodic()))
 
     @property
@@ -214,6 +222,8 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("stopping millrace broker %d", self.config.node_id)
+        if self.metrics_service is not None:  # /readyz says so until the very end
+            self.metrics_service.stopping = True
         cluster = self.services.cluster if self.services is not None else None
         if cluster is not None and self.failure is None:
             await controlled_shutdown(self.services)  # type: ignore[arg-type]
@@ -237,6 +247,8 @@ class KafkaServer:
                 self.services.acls.stop()
         if cluster is not None:
             cluster.zk.close()  # the registration vanishes: the controller reacts
+        if self.metrics_service is not None:
+            await self.metrics_service.stop()
         log.info("millrace broker %d stopped", self.config.node_id)
 
     async def serve_forever(self, on_started: Callable[[KafkaServer], None] | None = None
@@ -276,4 +288,4 @@ class KafkaServer:
 def run(config: KafkaConfig) -> int:
     """Run a broker in the current thread until SIGTERM/SIGINT (exit status 0) or until
     its log dir fails (1)."""
-    return asyncio.run(KafkaServer(config).serve_forever())
+    return loop_idle.run(KafkaServer(config).serve_forever())

@@ -139,12 +139,12 @@ def _broker(args: argparse.Namespace) -> int:
     on stdout per event of its life -- ``started`` (node, cluster id, bound listeners),
     ``stopped``, or ``error`` (the message and the exit code) -- for scripts that start it.
     """
-    import asyncio
     import faulthandler
     import logging
     import signal
 
     from millrace.broker.config import KafkaConfig
+    from millrace.broker.metrics import loop_idle
     from millrace.broker.server import KafkaServer
     from millrace.common.errors import ConfigError
 
@@ -177,7 +177,7 @@ def _broker(args: argparse.Namespace) -> int:
         server = KafkaServer(config)  # loads keystores and JAAS texts: ConfigError
     except (ConfigError, OSError) as e:
         return fail(str(e), 2)
-    code = asyncio.run(server.serve_forever(on_started=_started if as_json else None))
+    code = loop_idle.run(server.serve_forever(on_started=_started if as_json else None))
     if code and server.failure is not None:  # already logged: JSON only adds the event
         return fail(server.failure, code) if as_json else code
     if as_json:
@@ -190,7 +190,8 @@ def _started(server: KafkaServer) -> None:
     _emit({"event": "started", "node_id": server.config.node_id,
            "cluster_id": server.services.metadata.cluster_id,
            "listeners": [f"{host}:{port}"
-                         for host, port in server.socket_server.bound_addresses()]})
+                         for host, port in server.socket_server.bound_addresses()],
+           "http": server.metrics_service.urls() if server.metrics_service else []})
 
 
 def build_parser() -> argparse.ArgumentParser:
