@@ -2,7 +2,9 @@
 
 Habits of kafka-producer-perf-test and kafka-consumer-perf-test: the same options
 (``--num-records``, ``--record-size``, ``--throughput``, ``--producer-props k=v ...``,
-``--messages``, ``--timeout``, ``--show-detailed-stats``...) and the same lines.  The
+``--messages``, ``--timeout``, ``--show-detailed-stats``, ``--print-metrics``...) and the
+same lines; ``--print-metrics`` adds the client's metrics after the totals, one
+``group:name:{tags} : value`` line each (under ``"metrics"`` in the JSON).  The
 runs themselves are ``millrace.client.perf``; this module parses, prints a line every
 ``--reporting-interval`` and the totals, or one JSON object with ``--output json``.
 On a terminal a progress bar (rich) runs below the lines for runs of 10,000 records or
@@ -90,6 +92,9 @@ def _shared_options(parser: argparse.ArgumentParser) -> None:
                         help="interval between progress lines (default 5000)")
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table",
                         help="text lines (default) or one JSON object")
+    parser.add_argument("--print-metrics", action="store_true",
+                        help="print the client's metrics at the end (Java's names: "
+                             "group:name:{tags} : value; in the JSON under \"metrics\")")
 
 
 def _configs(args: argparse.Namespace, props: list[str] | None, option: str) -> dict[str, Any]:
@@ -177,7 +182,7 @@ def produce(args: argparse.Namespace) -> int:
             configs, args.topic, args.num_records, args.record_size,
             throughput=args.throughput, reporting_interval_ms=args.reporting_interval,
             on_window=None if quiet else (lambda w: reporter.line(w.line())),
-            on_progress=reporter.advance_to)
+            on_progress=reporter.advance_to, collect_metrics=args.print_metrics)
         result = perf.run()
     _print_producer(args, result)
     if result.records_failed:
@@ -191,6 +196,14 @@ def _print_producer(args: argparse.Namespace, result: ProducerPerfResult) -> Non
         print_json(result.as_dict())
     else:
         print(result.summary_line())
+        _print_metrics(result.metrics)
+
+
+def _print_metrics(metrics: dict[str, float] | None) -> None:
+    from millrace.client.perf import format_metrics
+
+    for line in format_metrics(metrics or {}):
+        print(line)
 
 
 def consume(args: argparse.Namespace) -> int:
@@ -212,7 +225,7 @@ def consume(args: argparse.Namespace) -> int:
             configs, args.topic, args.messages, group=args.group,
             from_latest=args.from_latest, timeout_ms=args.timeout,
             reporting_interval_ms=args.reporting_interval, on_window=on_window,
-            on_progress=reporter.advance_to)
+            on_progress=reporter.advance_to, collect_metrics=args.print_metrics)
         result = perf.run()
     _print_consumer(args, result, CONSUMER_HEADER)
     if result.timed_out:
@@ -228,3 +241,4 @@ def _print_consumer(args: argparse.Namespace, result: ConsumerPerfResult, header
     if not args.hide_header:
         print(header)
     print(result.row())
+    _print_metrics(result.metrics)

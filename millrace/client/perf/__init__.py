@@ -18,6 +18,7 @@ from millrace.client.perf.consumer_performance import (
     format_time,
 )
 from millrace.client.perf.histogram import LatencyHistogram, bucket_bounds, bucket_index
+from millrace.client.perf.metrics_table import by_display_name, display_name, format_metrics
 from millrace.client.perf.producer_performance import (
     PERCENTILES,
     ProducerPerformance,
@@ -43,6 +44,9 @@ __all__ = [
     "ThroughputThrottler",
     "bucket_bounds",
     "bucket_index",
+    "by_display_name",
+    "display_name",
+    "format_metrics",
     "format_time",
     "random_payload",
 ]

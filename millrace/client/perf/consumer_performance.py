@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from millrace.client.cluster import TopicPartition
 from millrace.client.consumer import FunctionRebalanceListener, KafkaConsumer
+from millrace.client.perf.metrics_table import by_display_name
 from millrace.common.errors import UnknownTopicOrPartitionError
 from millrace.common.time import SYSTEM_TIME, Time
 
@@ -88,6 +89,8 @@ class ConsumerPerfResult:
     fetch_mb_per_s: float
     fetch_records_per_s: float
     timed_out: bool
+    # the consumer's metrics at the end (``collect_metrics``): {group:name:{tags}: value}
+    metrics: dict[str, float] | None = None
 
     @classmethod
     def build(cls, topic: str, group: str | None, expected: int, records: int, nbytes: int,
@@ -111,7 +114,10 @@ class ConsumerPerfResult:
                 f"{self.fetch_mb_per_s:.4f}, {self.fetch_records_per_s:.4f}")
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        if doc["metrics"] is None:
+            del doc["metrics"]
+        return doc
 
 
 class ConsumerPerformance:
@@ -129,7 +135,7 @@ class ConsumerPerformance:
                  reporting_interval_ms: int = 5000,
                  on_window: Callable[[ConsumerWindow], None] | None = None,
                  on_progress: Callable[[int], None] | None = None,
-                 time: Time = SYSTEM_TIME) -> None:
+                 time: Time = SYSTEM_TIME, collect_metrics: bool = False) -> None:
         if num_records < 0:
             raise ValueError(f"the number of records cannot be negative: {num_records}")
         self.config = dict(config)
@@ -149,6 +155,7 @@ class ConsumerPerformance:
         self.on_window = on_window
         self.on_progress = on_progress
         self._time = time
+        self.collect_metrics = collect_metrics
         self._rebalance_ns = 0
         self._join_start_ns: int | None = None
 
@@ -178,11 +185,15 @@ class ConsumerPerformance:
                 self._join_start_ns = None
                 self._assign_all(consumer)
             records, nbytes, last_ns, timed_out = self._consume(consumer, start, start_ms)
+            # before close, as Kafka's tool reads them
+            metrics = by_display_name(consumer.metrics(raw=True)) \
+                if self.collect_metrics else None
         finally:
             consumer.close()
-        return ConsumerPerfResult.build(
+        result = ConsumerPerfResult.build(
             self.topic, self.group, self.num_records, records, nbytes, start_ms,
             (last_ns - start) / 1e6, self._rebalance_ns / 1e6, timed_out)
+        return result if metrics is None else replace(result, metrics=metrics)
 
     def _assign_all(self, consumer: KafkaConsumer[bytes, bytes]) -> None:
         partitions = [TopicPartition(self.topic, p.partition)

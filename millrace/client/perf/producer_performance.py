@@ -21,10 +21,11 @@ import functools
 import random
 import time as _time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, cast
 
 from millrace.client.perf.histogram import LatencyHistogram
+from millrace.client.perf.metrics_table import by_display_name
 from millrace.client.producer import KafkaProducer, ProducerRecord, RecordMetadata
 from millrace.common.time import SYSTEM_TIME, Time
 
@@ -82,6 +83,8 @@ class ProducerPerfResult:
     p99_latency_ms: float
     p999_latency_ms: float
     first_error: str | None = None
+    # the producer's metrics at the end (``collect_metrics``): {group:name:{tags}: value}
+    metrics: dict[str, float] | None = None
 
     @classmethod
     def from_histogram(cls, topic: str, histogram: LatencyHistogram, failed: int,
@@ -106,7 +109,10 @@ class ProducerPerfResult:
                 f"{self.p999_latency_ms:.2f} ms 99.9th.")
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        doc = asdict(self)
+        if doc["metrics"] is None:
+            del doc["metrics"]
+        return doc
 
 
 class ThroughputThrottler:
@@ -226,7 +232,8 @@ class ProducerPerformance:
                  on_window: Callable[[ProducerWindow], None] | None = None,
                  on_progress: Callable[[int], None] | None = None,
                  time: Time = SYSTEM_TIME,
-                 sleep_ms: Callable[[float], None] | None = None) -> None:
+                 sleep_ms: Callable[[float], None] | None = None,
+                 collect_metrics: bool = False) -> None:
         if num_records < 0:
             raise ValueError(f"the number of records cannot be negative: {num_records}")
         if throughput == 0:
@@ -243,6 +250,7 @@ class ProducerPerformance:
         self.on_progress = on_progress
         self._time = time
         self._sleep_ms = sleep_ms
+        self.collect_metrics = collect_metrics
         self.stats: ProducerStats | None = None
 
     def run(self) -> ProducerPerfResult:
@@ -277,6 +285,9 @@ class ProducerPerformance:
         producer.flush()
         elapsed_s = (clock() - start) / 1e9
         error = stats.first_error
-        return ProducerPerfResult.from_histogram(
+        result = ProducerPerfResult.from_histogram(
             topic, stats.histogram, stats.failed, self.record_size, elapsed_s,
             None if error is None else f"{type(error).__name__}: {error}")
+        if self.collect_metrics:  # after flush, before close, as Kafka's tool reads them
+            result = replace(result, metrics=by_display_name(producer.metrics(raw=True)))
+        return result
