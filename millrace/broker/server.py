@@ -45,6 +45,7 @@ from millrace.broker.handlers import load_all
 from millrace.broker.metadata import BrokerRegistration, EndPoint, LocalMetadataStore
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.metrics import loop_idle
+from millrace.broker.metrics.http_server import HttpBindError, bind_http_listeners
 from millrace.broker.metrics.service import MetricsService
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
@@ -151,6 +152,11 @@ class KafkaServer:
         socket_server = self.socket_server = SocketServer(cfg, self.time,
                                                           self.listener_security)
         await socket_server.bind()
+        try:
+            http_sockets = bind_http_listeners(cfg)
+        except HttpBindError as e:
+            await socket_server.shutdown()
+            raise ListenerBindError(str(e)) from e
         log.info("starting millrace broker node.id=%d log.dirs=%s%s", cfg.node_id,
                  ",".join(cfg.log_dirs),
                  f" zookeeper.connect={cfg['zookeeper.connect']}" if clustered else "")
@@ -190,8 +196,8 @@ class KafkaServer:
             await start_controller(services)
             self._tasks.append(loop.create_task(services.replica_manager.run_isr_expiration()))
         metrics = self.metrics_service = MetricsService(
-            services, self.listener_security, failure=lambda: self.failure)
-        await metrics.start()  # the HTTP listeners: a taken port fails start-up here
+            services, self.listener_security, http_sockets, failure=lambda: self.failure)
+        await metrics.start()
         metrics.serving = True
         log.info("millrace broker %d started; cluster.id=%s advertised=%s:%d%s", cfg.node_id,
                  services.metadata.cluster_id, host, port,

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -52,20 +53,47 @@ Authorize = Callable[[str, str], bool]  # (user, client host) -> may Describe th
 PROBES = frozenset({"/healthz", "/readyz"})
 
 
+class HttpBindError(Exception):
+    """An ``http.listeners`` address could not be bound."""
+
+
+def bind_http_listeners(config: KafkaConfig) -> list[tuple[HttpListener, socket.socket]]:
+    """Bind every HTTP listener now (the broker binds all its ports before it touches
+    its log dirs, so a taken port fails start-up at once); served later."""
+    bound: list[tuple[HttpListener, socket.socket]] = []
+    for listener in config.http_listeners:
+        host = listener.host or "0.0.0.0"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, listener.port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError as e:
+            sock.close()
+            for _, other in bound:
+                other.close()
+            raise HttpBindError(f"cannot listen on {listener.url} (http.listeners): "
+                                f"{e.strerror or e}") from e
+        bound.append((listener, sock))
+    return bound
+
+
 def _json(status: int, body: object) -> web.Response:
     return web.Response(status=status, text=json.dumps(body, indent=1) + "\n",
                         content_type="application/json")
 
 
 class BrokerHttpServer:
-    def __init__(self, config: KafkaConfig, registry: KafkaMetricsRegistry,
-                 readiness: Readiness, *,
+    def __init__(self, config: KafkaConfig, sockets: list[tuple[HttpListener, socket.socket]],
+                 registry: KafkaMetricsRegistry, readiness: Readiness, *,
                  tls: ssl.SSLContext | None = None,
                  authenticator: HttpBasicAuthenticator | None = None,
                  authorize: Authorize | None = None,
                  routes: Iterable[web.RouteDef] = ()) -> None:
-        self.listeners: list[HttpListener] = list(config.http_listeners)
-        if any(ls.scheme == "https" for ls in self.listeners) and tls is None:
+        self.sockets = sockets
+        if any(ls.scheme == "https" for ls, _ in sockets) and tls is None:
             raise ConfigError("Invalid value for configuration http.listeners: an https:// "
                               "listener needs the TLS settings of an SSL or SASL_SSL "
                               "listener, and the broker has none")
@@ -85,15 +113,11 @@ class BrokerHttpServer:
 
     async def start(self) -> None:
         await self._runner.setup()
-        for listener in self.listeners:
-            site = web.TCPSite(self._runner, listener.host or None, listener.port,
-                               ssl_context=self.tls if listener.scheme == "https" else None,
-                               reuse_address=True)
+        for listener, sock in self.sockets:
+            site = web.SockSite(self._runner, sock,
+                                ssl_context=self.tls if listener.scheme == "https" else None)
             await site.start()
-            server = site._server  # the asyncio server: its socket holds the bound port
-            port = listener.port
-            if isinstance(server, asyncio.base_events.Server) and server.sockets:
-                port = int(server.sockets[0].getsockname()[1])
+            port = int(sock.getsockname()[1])
             self.bound.append((listener, port))
             log.info("serving HTTP on %s://%s:%d (/metrics, /healthz, /readyz)",
                      listener.scheme, listener.host or "0.0.0.0", port)
@@ -108,6 +132,8 @@ class BrokerHttpServer:
 
     async def stop(self) -> None:
         await self._runner.cleanup()
+        for _, sock in self.sockets:
+            sock.close()
 
     # ------------------------------------------------------------------ routes
     @web.middleware

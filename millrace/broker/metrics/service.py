@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from millrace.broker.config import HttpListener
 from millrace.broker.metrics import loop_idle
 from millrace.broker.metrics.http_server import BrokerHttpServer
 from millrace.broker.metrics.yammer import TICK_S
@@ -37,7 +39,8 @@ log = logging.getLogger(__name__)
 
 class MetricsService:
     def __init__(self, services: BrokerServices,
-                 listener_security: dict[str, ListenerSecurity], *,
+                 listener_security: dict[str, ListenerSecurity],
+                 sockets: list[tuple[HttpListener, socket.socket]], *,
                  failure: Callable[[], str | None],
                  routes: list[web.RouteDef] | None = None) -> None:
         self.services = services
@@ -53,7 +56,7 @@ class MetricsService:
                                    "NetworkProcessorAvgIdlePercent", lambda: idle.value)
         config = services.config
         self.http: BrokerHttpServer | None = None
-        if config.http_listeners:
+        if sockets:
             tls = next((sec.ssl_context for sec in listener_security.values()
                         if sec.ssl_context is not None), None)
             authenticator = None
@@ -63,7 +66,8 @@ class MetricsService:
                     plain.update(sec.plain_users)
                 authenticator = HttpBasicAuthenticator(plain,
                                                        services.credentials.scram_credential)
-            self.http = BrokerHttpServer(config, services.metrics, self.readiness, tls=tls,
+            self.http = BrokerHttpServer(config, sockets, services.metrics, self.readiness,
+                                         tls=tls,
                                          authenticator=authenticator,
                                          authorize=self._may_describe_cluster
                                          if services.acls is not None else None,
