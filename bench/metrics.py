@@ -1,0 +1,129 @@
+"""Metrics benchmark: ingest with the broker's metrics on (recorded, served and scraped)
+against the same broker build with them off, in one run.
+
+    .venv/bin/python bench/metrics.py [--quick] [--repeat N] [--json out.json]
+
+Two ``millrace broker`` child processes on this machine:
+
+* ``metrics_off``: ``metrics.enabled=false`` -- no per-request or per-topic metric is
+  recorded, no HTTP listener;
+* ``metrics_on``: the default recording plus ``http.listeners``, scraped by a thread
+  every ``SCRAPE_S`` seconds while the producer runs (a Prometheus at a 1 s interval,
+  fifteen times the usual rate), each scrape checked to parse.
+
+The cases are broker_ingest's (its ``ingest`` function, imported: 100 B and 1 KiB
+records with acks=1, 100 B with acks=all; confluent-kafka Producer, one partition);
+targets alternate order between repeats.  The ratio is metrics_on rec/s over
+metrics_off rec/s.  Goal (reported, never asserted): >= 0.97 -- a metric is recorded
+per request or per partition of a request, never per record.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+from _common import (
+    BenchFailure,
+    Goal,
+    MillraceTarget,
+    Result,
+    Target,
+    main_guard,
+    parse_args,
+    print_table,
+    produce_records,
+    scaled,
+    write_json,
+)
+from broker_ingest import CASES, ingest
+from prometheus_client.parser import text_string_to_metric_families
+
+from millrace.testing.broker_process import free_port
+
+ON, OFF = "metrics_on", "metrics_off"
+SCRAPE_S = 1.0
+
+
+def goal(mine: Result | None, base: Result | None) -> str:
+    if mine is None or base is None or not base.rec_s:
+        return ""
+    return ("met" if mine.rec_s / base.rec_s >= 0.97 else "NOT met") + " (>=0.97 of off)"
+
+
+class MetricsOffTarget(MillraceTarget):
+    name = OFF
+
+    def __init__(self) -> None:
+        super().__init__({"metrics.enabled": "false"})
+
+
+class MetricsOnTarget(MillraceTarget):
+    """Metrics recorded and scraped every SCRAPE_S by a background thread."""
+
+    name = ON
+
+    def __init__(self) -> None:
+        self.url = f"http://127.0.0.1:{free_port()}"
+        super().__init__({"http.listeners": self.url})
+        self.scrapes = 0
+        self.series = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._scrape_loop, daemon=True)
+        self._thread.start()
+
+    def _scrape_loop(self) -> None:
+        while not self._stop.wait(SCRAPE_S):
+            try:
+                with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+                    text = r.read().decode()
+                self.series = sum(len(f.samples) for f in text_string_to_metric_families(text))
+                self.scrapes += 1
+            except BaseException as e:  # reported at the end: a failed scrape fails the run
+                self.error = e
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+        super().close()
+
+
+@contextmanager
+def targets() -> Iterator[list[Target]]:
+    with ExitStack() as stack:
+        off = MetricsOffTarget()
+        stack.callback(off.close)
+        on = MetricsOnTarget()
+        stack.callback(on.close)
+        yield [off, on]
+        if on.error is not None:
+            raise BenchFailure(f"{ON}: a scrape of {on.url}/metrics failed: {on.error!r}")
+        print(f"  {ON}: {on.scrapes} scrapes, {on.series} samples in the last one")
+
+
+def run() -> None:
+    args = parse_args(__doc__ or "")
+    results: list[Result] = []
+    with targets() as ts:
+        for t in ts:  # first connections, topic creation paths, allocator: untimed
+            t.create_topic("bench-metrics-warmup")
+            produce_records(t.bootstrap, "bench-metrics-warmup", bytes(100), 100_000)
+        for rep, case in itertools.product(range(args.repeat), CASES):
+            order = ts if rep % 2 == 0 else ts[::-1]
+            topic = f"bench-metrics-{case.size}-{case.acks}-{rep}"
+            results += [ingest(t, case, topic, scaled(args, case.records)) for t in order]
+    goals: dict[str, Goal] = {c.name: goal for c in CASES}
+    rows: list[dict[str, Any]] = print_table(
+        "ingest with metrics on (recorded, scraped every 1 s) vs off "
+        "(confluent-kafka Producer, as broker_ingest)", results, goals, ON, OFF)
+    write_json(args.json, "metrics", rows)
+
+
+if __name__ == "__main__":
+    main_guard(run)
