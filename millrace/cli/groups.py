@@ -1,21 +1,39 @@
 """``millrace groups list|describe|delete|reset-offsets`` (kafka-consumer-groups habits).
 
-``describe`` prints, per partition, CURRENT-OFFSET, LOG-END-OFFSET, LAG and the member
-that owns it (``--members`` and ``--state`` give the other two views).  ``reset-offsets``
-is a dry run unless ``--execute`` is given, and like Kafka's tool it refuses a group that
-still has members.
+``describe`` prints, per partition, CURRENT-OFFSET, LOG-END-OFFSET, LAG, the member
+that owns it and STATUS, Burrow's status of the partition, with the group's own status
+on a line before the table (``--members`` and ``--state`` give the other two views).
+``reset-offsets`` is a dry run unless ``--execute`` is given, and like Kafka's tool it
+refuses a group that still has members.
+
+Burrow's status is what the group's coordinator evaluates over the group's recent
+commits (``millrace.broker.metrics.burrow``); the command finds the coordinator
+(FindCoordinator, part of describing the group), reads its ``http.listeners`` with
+DescribeConfigs on the broker and GETs ``/v1/consumer-groups/<group>`` there (with the
+client's SASL user name and password as HTTP basic credentials when it has them, and
+its CA for an ``https://`` listener).  A coordinator without an HTTP listener, or one
+that cannot be reached, leaves STATUS ``-``: the reason is said once on stderr, and the
+command does not fail for it.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import datetime as _dt
+import json
+import ssl
 import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
 from millrace.cli.common import (
     CommandError,
     admin_client,
+    client_configs,
     connection_options,
     error_line,
     format_table,
@@ -35,7 +53,7 @@ if TYPE_CHECKING:
     )
 
 OFFSET_HEADERS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
-                  "CONSUMER-ID", "HOST", "CLIENT-ID")
+                  "CONSUMER-ID", "HOST", "CLIENT-ID", "STATUS")
 MEMBER_HEADERS = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
 STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
 RESET_HEADERS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
@@ -143,6 +161,8 @@ def describe(args: argparse.Namespace) -> int:
     status = 0
     out: list[Any] = []
     with admin_client(args) as admin:
+        lag = LagStatuses(admin, client_configs(args), getattr(args, "timeout", None),
+                          quiet=args.output == "json")
         for group_id in _group_ids(admin, args):
             try:
                 if args.members or args.state:
@@ -160,21 +180,24 @@ def describe(args: argparse.Namespace) -> int:
                 print_error(missing)
                 status = 1
                 continue
+            view = lag.fetch(group) if rows is not None else None
             if args.output == "json":
-                out.append(_describe_json(group, rows))
+                out.append(_describe_json(group, rows, view, lag.reason_for(group_id)))
                 continue
             note = _describe_note(group)
             if note and not args.state:
                 print(f"\n{note}", file=sys.stderr if note.startswith("Warning") else sys.stdout)
+            if view is not None:
+                print(f"\n{_status_line(view)}")
             print()
-            print(_describe_table(args, group, rows))
+            print(_describe_table(args, group, rows, view))
     if args.output == "json":
         print_json(out)
     return status
 
 
 def _describe_table(args: argparse.Namespace, group: ConsumerGroupDescription,
-                    rows: Any) -> str:
+                    rows: Any, view: Mapping[str, Any] | None = None) -> str:
     if args.state:
         coordinator = group.coordinator
         where = (f"{coordinator.host}:{coordinator.port} ({coordinator.id})"
@@ -191,9 +214,11 @@ def _describe_table(args: argparse.Namespace, group: ConsumerGroupDescription,
                 row.append(_assignment_text(m.assignment.topic_partitions))
             table.append(row)
         return format_table(headers, table)
+    statuses = _partition_statuses(view)
     return format_table(OFFSET_HEADERS, [
         (r.group, r.topic, r.partition, r.offset, r.log_end_offset, r.lag, r.consumer_id,
-         r.host, r.client_id) for r in rows])
+         r.host, r.client_id, statuses.get((r.topic, r.partition)))
+        for r in rows])
 
 
 def _assignment_text(partitions: frozenset[TopicPartition]) -> str:
@@ -203,13 +228,181 @@ def _assignment_text(partitions: frozenset[TopicPartition]) -> str:
     return ",".join(f"{t}({','.join(map(str, ps))})" for t, ps in by_topic.items()) or "-"
 
 
-def _describe_json(group: ConsumerGroupDescription, rows: Any) -> dict[str, Any]:
+def _describe_json(group: ConsumerGroupDescription, rows: Any,
+                   view: Mapping[str, Any] | None = None,
+                   reason: str | None = None) -> dict[str, Any]:
     from millrace.cli.common import jsonable
 
     entry: dict[str, Any] = jsonable(group)
     if rows is not None:
-        entry["offsets"] = [dict(jsonable(r), lag=r.lag) for r in rows]
+        statuses = _partition_statuses(view)
+        entry["offsets"] = [dict(jsonable(r), lag=r.lag,
+                                 status=statuses.get((r.topic, r.partition)))
+                            for r in rows]
+        entry["lag_status"] = ({k: view.get(k) for k in LAG_SUMMARY_KEYS} if view is not None
+                               else {"status": None, "reason": reason})
     return entry
+
+
+# ---------------------------------------------------------------------- lag status
+LAG_PATH = "/v1/consumer-groups/"
+LAG_SUMMARY_KEYS = ("status", "status_code", "complete", "totallag", "maxlag", "coordinator",
+                    "isolation")
+HTTP_TIMEOUT_S = 5.0
+
+
+class LagStatuses:
+    """Burrow's status of groups, from their coordinators' HTTP listeners (module
+    docstring).  Each broker's listeners are asked for once; each reason for having no
+    status is printed once (unless ``quiet``, for JSON output, which carries it)."""
+
+    def __init__(self, admin: KafkaAdminClient, configs: Mapping[str, Any],
+                 timeout_ms: int | None, *, quiet: bool = False) -> None:
+        self._admin = admin
+        self._configs = configs
+        self._timeout_s = min(HTTP_TIMEOUT_S, timeout_ms / 1000) if timeout_ms else \
+            HTTP_TIMEOUT_S
+        self._quiet = quiet
+        self._urls: dict[int, list[str] | str] = {}   # broker id -> base URLs, or why none
+        self._reasons: dict[str, str] = {}            # group id -> why it has no status
+        self._said: set[str] = set()
+
+    def reason_for(self, group_id: str) -> str | None:
+        return self._reasons.get(group_id)
+
+    def fetch(self, group: ConsumerGroupDescription) -> dict[str, Any] | None:
+        """The coordinator's ``/v1/consumer-groups/<group>`` view, or None (and why)."""
+        coordinator = group.coordinator
+        if coordinator is None:
+            self._none(group.group_id, "the group's coordinator is not known")
+            return None
+        urls = self._listener_urls(coordinator.id, coordinator.host)
+        if isinstance(urls, str):
+            self._none(group.group_id, urls)
+            return None
+        reason = ""
+        for base in urls:
+            try:
+                return self._get(base + LAG_PATH + quote(group.group_id, safe=""))
+            except LagUnavailable as e:
+                reason = f"broker {coordinator.id} ({base}): {e}"
+        self._none(group.group_id, reason)
+        return None
+
+    def _none(self, group_id: str, reason: str) -> None:
+        self._reasons[group_id] = reason
+        if not self._quiet and reason not in self._said:
+            self._said.add(reason)
+            print(f"No lag status (STATUS -): {reason}", file=sys.stderr)
+
+    def _listener_urls(self, broker: int, kafka_host: str) -> list[str] | str:
+        """The broker's HTTP listeners as base URLs (a wildcard host is the broker's
+        Kafka host), http ones first; or why it has none."""
+        known = self._urls.get(broker)
+        if known is not None:
+            return known
+        from millrace.client.admin import ConfigResource, ConfigResourceType
+
+        resource = ConfigResource(ConfigResourceType.BROKER, str(broker))
+        try:
+            config = self._admin.describe_configs([resource])[resource].result()
+        except MillraceError as e:
+            found: list[str] | str = f"broker {broker}'s configs not read: {error_line(e)}"
+        else:
+            entry = config.get("http.listeners")
+            if entry is None:
+                found = f"broker {broker} has no http.listeners config (an older broker?)"
+            else:
+                found = _base_urls(broker, entry.value or "", kafka_host)
+        self._urls[broker] = found
+        return found
+
+    def _get(self, url: str) -> dict[str, Any]:
+        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+        credentials = _basic_credentials(self._configs)
+        if credentials is not None:
+            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+            request.add_header("Authorization", f"Basic {token}")
+        context = None
+        if url.startswith("https:"):
+            context = ssl.create_default_context(cafile=self._configs.get("ssl.ca.location"))
+        try:
+            with urllib.request.urlopen(request, timeout=self._timeout_s,
+                                        context=context) as response:
+                view: dict[str, Any] = json.loads(response.read())
+                return view
+        except urllib.error.HTTPError as e:
+            if e.code == 401:
+                raise LagUnavailable("the HTTP listener asks for credentials (give "
+                                     "sasl.username and sasl.password)") from None
+            try:
+                detail = json.loads(e.read()).get("error") or e.reason
+            except (ValueError, AttributeError):
+                detail = e.reason
+            raise LagUnavailable(f"HTTP {e.code}: {detail}") from None
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            why = e.reason if isinstance(e, urllib.error.URLError) else e
+            raise LagUnavailable(f"not reachable: {why}") from None
+
+
+class LagUnavailable(Exception):
+    """Why a coordinator's lag view could not be read."""
+
+
+def _base_urls(broker: int, value: str, kafka_host: str) -> list[str] | str:
+    specs = [s.strip() for s in value.split(",") if s.strip()]
+    if not specs:
+        return f"broker {broker} has no HTTP listener (http.listeners is empty)"
+    urls = []
+    for spec in specs:
+        parts = urlsplit(spec)
+        if parts.port == 0:
+            continue        # an ephemeral port: its real number is not in the config
+        host = parts.hostname or ""
+        if host in ("", "0.0.0.0", "::"):
+            host = kafka_host
+        if ":" in host:
+            host = f"[{host}]"
+        urls.append(f"{parts.scheme}://{host}:{parts.port}")
+    if not urls:
+        return (f"broker {broker}'s HTTP listener is on an ephemeral port "
+                f"(http.listeners={value}), which its configs do not tell")
+    return sorted(urls, key=lambda u: not u.startswith("http:"))
+
+
+def _basic_credentials(configs: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The client's SASL user and password (``sasl.username``/``sasl.password``, or the
+    ``sasl.jaas.config`` options), which the broker also accepts over HTTP basic."""
+    username, password = configs.get("sasl.username"), configs.get("sasl.password")
+    jaas = configs.get("sasl.jaas.config")
+    if jaas and (username is None or password is None):
+        from millrace.security.jaas import parse_jaas_config
+
+        try:
+            options = parse_jaas_config(jaas).options
+        except MillraceError:
+            options = {}
+        username = username if username is not None else options.get("username")
+        password = password if password is not None else options.get("password")
+    if username is None or password is None:
+        return None
+    return str(username), str(password)
+
+
+def _partition_statuses(view: Mapping[str, Any] | None) -> dict[tuple[str, int], str]:
+    if view is None:
+        return {}
+    return {(p["topic"], p["partition"]): p["status"] for p in view.get("partitions", ())}
+
+
+def _status_line(view: Mapping[str, Any]) -> str:
+    text = (f"Consumer group '{view['group']}' lag status: {view['status']} "
+            f"(total lag {view['totallag']}")
+    maxlag = view.get("maxlag")
+    if maxlag:
+        text += (f", max lag {maxlag['lag']} on {maxlag['topic']}-{maxlag['partition']} "
+                 f"({maxlag['status']})")
+    return text + f", window {view['complete']:.0%} complete)."
 
 
 # ---------------------------------------------------------------------- delete

@@ -156,7 +156,7 @@ def _describe_rows(broker: BrokerProcess, group: str) -> dict[int, list[str]]:
     header = lines.index(next(line for line in lines if line.startswith("GROUP ")))
     assert lines[header].split() == ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
                                      "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                                     "CLIENT-ID"]
+                                     "CLIENT-ID", "STATUS"]
     return {int(row.split()[2]): row.split() for row in lines[header + 1:]}
 
 
@@ -209,7 +209,7 @@ def test_consumer_group_lag_reset_and_delete(broker: BrokerProcess,
     out = cli(broker, "groups", "describe", "--group", group).stdout
     assert f"Consumer group '{group}' has no active members." in out
     rows = _describe_rows(broker, group)
-    assert rows[0][6:] == ["-", "-", "-"]
+    assert rows[0][6:] == ["-", "-", "-", "-"]   # no member; STATUS: no HTTP listener
 
     dry = cli(broker, "groups", "reset-offsets", "--group", group, "--topic", topic,
               "--to-earliest")

@@ -53,8 +53,9 @@ def test_user_journey(tmp_path: Path) -> None:
         r = _cli(b, "groups", "describe", "--group", "readers")
         rows = [line.split() for line in r.stdout.splitlines() if line.strip()]
         assert rows[-2:] == [["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
-                              "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
-                             ["readers", "clicks", "0", "10", "10", "0", "-", "-", "-"]]
+                              "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID",
+                              "STATUS"],
+                             ["readers", "clicks", "0", "10", "10", "0", "-", "-", "-", "-"]]
         r = _cli(b, "groups", "reset-offsets", "--group", "readers", "--topic", "clicks",
                  "--to-offset", "7")
         assert r.returncode == 0 and "Dry run" in r.stderr
@@ -67,7 +68,7 @@ def test_user_journey(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert "Dry run" not in r.stderr
         r = _cli(b, "groups", "describe", "--group", "readers")
-        assert r.stdout.split()[-6:-3] == ["7", "10", "3"]  # CURRENT, LOG-END, LAG
+        assert r.stdout.split()[-7:-4] == ["7", "10", "3"]  # CURRENT, LOG-END, LAG
         r = _cli(b, "consume", "--topic", "clicks", "--group", "readers",
                  "--max-messages", "3", "--output", "json")
         got = [json.loads(line) for line in r.stdout.splitlines()]

@@ -19,6 +19,12 @@ offsets are dropped and the error is the answer.  ``on_txn_marker`` is the repli
 manager's marker listener: a COMMIT/ABORT written and replicated on a hosted
 ``__consumer_offsets`` partition completes the producer's pending offsets there.
 
+``offset_commit_listeners`` (the consumer-lag monitor's) hear of each OffsetCommit and
+TxnOffsetCommit request once it is applied (durable and answered without error), once
+per request: (group id, {(topic, partition): offset} of the partitions it accepted,
+now_ms, transactional).  A request whose handler is cancelled on the way (its client
+disconnected) is not heard of.
+
 Threading: everything runs on the broker's event-loop thread; appends are synchronous
 file writes, so a step and its persistence are atomic with respect to other requests.
 """
@@ -27,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from millrace.broker.config import KafkaConfig
@@ -57,6 +63,8 @@ class OffsetsLog(Protocol):
 
 
 _Batch = list[tuple[bytes, bytes | None]]
+# (group id, {(topic, partition): committed offset}, now_ms, transactional)
+OffsetCommitListener = Callable[[str, Mapping[tuple[str, int], int], int, bool], None]
 
 # Storage errors as the group APIs report them (Kafka's mapping for failed group writes).
 _STORAGE_ERRORS: dict[int, Errors] = {
@@ -98,6 +106,7 @@ class GroupCoordinatorService:
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         # key -> end offset of the write last applied to the cache (durable-order guard)
         self._replayed_end: dict[bytes, int] = {}
+        self.offset_commit_listeners: list[OffsetCommitListener] = []
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self, partitions: Iterable[int] | None = None) -> None:
@@ -180,8 +189,10 @@ class GroupCoordinatorService:
 
     async def commit_offsets(self, body: Any, version: int,
                              unknown: frozenset[tuple[str, int]] = frozenset()) -> Any:
-        return await self._call(lambda now: self.coordinator.commit_offsets(
+        response = await self._call(lambda now: self.coordinator.commit_offsets(
             body, version, now, unknown))
+        self._committed(body, response, transactional=False)
+        return response
 
     async def txn_commit_offsets(self, body: Any, version: int,
                                  unknown: frozenset[tuple[str, int]] = frozenset()) -> Any:
@@ -208,6 +219,7 @@ class GroupCoordinatorService:
             coord.fail_txn_offsets(producer_id, body.group_id, end)
             return result.on_failure(_STORAGE_ERRORS.get(error,
                                                          Errors.COORDINATOR_NOT_AVAILABLE))
+        self._committed(body, result.response, transactional=True)
         return result.response
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int,
@@ -235,6 +247,23 @@ class GroupCoordinatorService:
     async def delete_groups(self, body: Any, version: int) -> Any:
         return await self._call(lambda now: self.coordinator.delete_groups(
             body, version, now))
+
+    def _committed(self, body: Any, response: Any, *, transactional: bool) -> None:
+        """Tell ``offset_commit_listeners`` what a commit request applied."""
+        if not self.offset_commit_listeners:
+            return
+        accepted = {(t.name, p.partition_index) for t in response.topics
+                    for p in t.partitions if p.error_code == Errors.NONE}
+        offsets = {(t.name, p.partition_index): int(p.committed_offset) for t in body.topics
+                   for p in t.partitions if (t.name, p.partition_index) in accepted}
+        if not offsets:
+            return
+        now = self._time.milliseconds()
+        for listener in self.offset_commit_listeners:
+            try:
+                listener(body.group_id, offsets, now, transactional)
+            except Exception:
+                log.exception("offset commit listener failed")
 
     # ------------------------------------------------------------------ machinery
     async def _call(self, step: Callable[[int], CoordinatorResult]) -> Any:

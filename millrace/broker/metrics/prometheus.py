@@ -13,6 +13,7 @@ histogram / timer ``...name=X``                ``kafka_d_t_x{quantile="0.99"}``,
                                                and ``_sum`` (a summary)
 state gauge ``...name=SessionState``           ``kafka_server_sessionexpirelistener_``
                                                ``sessionstate{state="CONNECTED"} 1``
+raw gauge family ``name`` (no MBean)           ``name{k="v"}``, name and labels unchanged
 ============================================  =============================================
 
 Names are lower case (``lowercaseOutputName``), as are label names; ``kafka.D`` is the
@@ -97,6 +98,10 @@ class KafkaCollector(Collector):
             series = series_name(key.domain, key.type, key.name)
             family(series, "gauge", _doc(key) + " (the state is the label)").add_sample(
                 series, {**_labels(key.tags), "state": state.read()}, 1.0)
+        for raw in self.registry.raw_families.values():
+            out = family(raw.name, "gauge", raw.doc)
+            for tags, value in raw.read():
+                out.add_sample(raw.name, {k: str(v) for k, v in tags.items()}, float(value))
         for raw_name, samples in raw_rates.items():
             out = family(raw_name, "gauge",
                          "Yammer meter rate per second (the JMX exporter's default format)")

@@ -10,7 +10,10 @@ rules produce.  Kinds:
   (the replica manager owns its ISR-shrink meter), registered here once at start-up;
 - gauges: a function read at scrape time (``gauge``), a function yielding one value per
   tag set (``gauge_family``: per-partition log sizes, lag per group partition), or a
-  state (``state_gauge``: ZooKeeper's session state, exposed as ``state="CONNECTED"`` 1).
+  state (``state_gauge``: ZooKeeper's session state, exposed as ``state="CONNECTED"`` 1);
+- raw gauge families (``raw_gauge_family``): series that are no MBean's, named as
+  Prometheus shows them (the exporters' consumer-lag series, ``kafka_consumergroup_lag``),
+  exposed unchanged.
 
 Nothing is computed until a scrape asks, so a gauge over every partition costs nothing
 between scrapes.  ``tick()`` (every ``yammer.TICK_S`` from the broker's metrics task)
@@ -68,6 +71,15 @@ class GaugeFamily:
 
 
 @dataclass(frozen=True, slots=True)
+class RawGaugeFamily:
+    """A gauge family under its Prometheus name and label names, exposed as is."""
+
+    name: str
+    doc: str
+    read: Callable[[], Iterable[tuple[Mapping[str, object], float]]]
+
+
+@dataclass(frozen=True, slots=True)
 class StateGauge:
     """A gauge whose value is a state name (Kafka's string gauges)."""
 
@@ -83,6 +95,7 @@ class KafkaMetricsRegistry:
         self.gauges: dict[MetricName, Gauge] = {}
         self.families: dict[tuple[str, str, str], GaugeFamily] = {}
         self.state_gauges: dict[MetricName, StateGauge] = {}
+        self.raw_families: dict[str, RawGaugeFamily] = {}
 
     # ------------------------------------------------------------------ registering
     def add(self, name: MetricName, metric: M) -> M:
@@ -123,6 +136,11 @@ class KafkaMetricsRegistry:
                      read: Callable[[], Iterable[tuple[Mapping[str, object], float]]]
                      ) -> None:
         self.families[(domain, type_, name)] = GaugeFamily(domain, type_, name, read)
+
+    def raw_gauge_family(self, name: str, doc: str,
+                         read: Callable[[], Iterable[tuple[Mapping[str, object], float]]]
+                         ) -> None:
+        self.raw_families[name] = RawGaugeFamily(name, doc, read)
 
     def state_gauge(self, domain: str, type_: str, name: str, read: Callable[[], str],
                     tags: Mapping[str, object] | None = None) -> None:

@@ -290,14 +290,18 @@ def test_groups_list(admin: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_groups_describe_offsets(admin: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["groups", "describe", "--group", "g1"], capsys)
+    code, out, err = run(["groups", "describe", "--group", "g1"], capsys)
     assert code == 0
     assert out.splitlines()[1:] == [
         "GROUP TOPIC  PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID    HOST       "
-        "CLIENT-ID",
+        "CLIENT-ID  STATUS",
         "g1    orders 0         5              12             7   consumer-1-abc /127.0.0.1 "
-        "consumer-1",
-        "g1    orders 1         -              3              -   -              -          -"]
+        "consumer-1 -",
+        "g1    orders 1         -              3              -   -              -          "
+        "-          -"]
+    # (the fake broker has no http.listeners: no lag status, said once, no failure)
+    assert err == ("No lag status (STATUS -): broker 0 has no http.listeners config (an "
+                   "older broker?)\n")
 
 
 def test_groups_describe_members_and_state(admin: FakeAdmin,
@@ -322,7 +326,10 @@ def test_groups_describe_json(admin: FakeAdmin, capsys: pytest.CaptureFixture[st
     _code, out, _ = run(["groups", "describe", "-g", "g1", "-o", "json"], capsys)
     (group,) = json.loads(out)
     assert group["state"] == "Stable"
-    assert [(o["partition"], o["lag"]) for o in group["offsets"]] == [(0, 7), (1, None)]
+    assert [(o["partition"], o["lag"], o["status"]) for o in group["offsets"]] == [
+        (0, 7, None), (1, None, None)]
+    assert group["lag_status"]["status"] is None
+    assert "no http.listeners" in group["lag_status"]["reason"]
 
 
 def test_groups_reset_offsets(admin: FakeAdmin, capsys: pytest.CaptureFixture[str]) -> None:
