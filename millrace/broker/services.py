@@ -23,7 +23,6 @@ from millrace.broker.controller_service import ControllerService
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.metadata import ClusterMetadata
 from millrace.broker.metadata.metadata_cache import MetadataCache
-from millrace.broker.metrics.consumer_lag import ConsumerLagMonitor
 from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.quota.client_quota_manager import ClientQuotas
@@ -72,5 +71,3 @@ class BrokerServices:
     acls: AclService | None = None  # None: no authorizer configured (everything allowed)
     # every metric under its Kafka MBean name; components record into what they own
     metrics: KafkaMetricsRegistry = field(default_factory=KafkaMetricsRegistry)
-    # lag and Burrow status of the groups coordinated here (start_consumer_lag sets it)
-    consumer_lag: ConsumerLagMonitor | None = None

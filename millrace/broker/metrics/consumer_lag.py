@@ -484,23 +484,14 @@ def _entry_json(entry: CommitEntry) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------- wiring
 def start_consumer_lag(services: BrokerServices) -> ConsumerLagMonitor:
-    """Build the monitor of ``services``, set ``services.consumer_lag``, register its
-    gauges in ``services.metrics`` and start it (call from the broker's event loop once
-    the group coordinator has started)."""
+    """Build the monitor of ``services``, register its gauges in ``services.metrics`` and
+    start it (from the broker's event loop once the group coordinator has started; the
+    broker's ``MetricsService`` owns it)."""
     monitor = ConsumerLagMonitor.from_services(services)
-    # BrokerServices is frozen; this is its one field bound after construction (the
-    # monitor needs the built services).
-    object.__setattr__(services, "consumer_lag", monitor)
     monitor.register_metrics(services.metrics)
     monitor.start()
     return monitor
 
 
-async def stop_consumer_lag(services: BrokerServices) -> None:
-    """Stop the monitor ``start_consumer_lag`` started, if any."""
-    if services.consumer_lag is not None:
-        await services.consumer_lag.stop()
-
-
 __all__ = ["CONFIG_DEFAULTS", "ConsumerLagMonitor", "GroupLag", "LagConfig", "PartitionLag",
-           "Status", "start_consumer_lag", "stop_consumer_lag"]
+           "Status", "start_consumer_lag"]

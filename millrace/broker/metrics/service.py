@@ -1,6 +1,7 @@
 """``MetricsService``: what the broker runs for its metrics besides recording them — the
 tick task that moves every meter's rates and histogram's window every ``TICK_S``, the
-event loop's idle share, the readiness rules, and the HTTP listeners
+event loop's idle share, the consumer-lag monitor of the groups this broker coordinates
+(``ConsumerLagMonitor``), the readiness rules, and the HTTP listeners
 (``BrokerHttpServer``).
 
 Started by ``KafkaServer`` once the broker accepts connections and stopped last on
@@ -19,11 +20,11 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
 from millrace.broker.config import HttpListener
 from millrace.broker.metrics import loop_idle
+from millrace.broker.metrics.consumer_lag import ConsumerLagMonitor
 from millrace.broker.metrics.http_server import BrokerHttpServer
+from millrace.broker.metrics.lag_http import lag_routes
 from millrace.broker.metrics.yammer import TICK_S
 from millrace.broker.security.authorizer import Action
 from millrace.broker.security.basic_auth import HttpBasicAuthenticator
@@ -41,8 +42,7 @@ class MetricsService:
     def __init__(self, services: BrokerServices,
                  listener_security: dict[str, ListenerSecurity],
                  sockets: list[tuple[HttpListener, socket.socket]], *,
-                 failure: Callable[[], str | None],
-                 routes: list[web.RouteDef] | None = None) -> None:
+                 failure: Callable[[], str | None]) -> None:
         self.services = services
         self.failure = failure
         self.serving = False  # registered and accepting (set by the server)
@@ -54,6 +54,11 @@ class MetricsService:
             idle = self._idle = loop_idle.IdleShare(selector)
             services.metrics.gauge("kafka.network", "SocketServer",
                                    "NetworkProcessorAvgIdlePercent", lambda: idle.value)
+        # built now, started with the service (the group coordinator runs by then)
+        self.consumer_lag: ConsumerLagMonitor | None = None
+        if services.config["metrics.enabled"]:
+            self.consumer_lag = ConsumerLagMonitor.from_services(services)
+            self.consumer_lag.register_metrics(services.metrics)
         config = services.config
         self.http: BrokerHttpServer | None = None
         if sockets:
@@ -71,7 +76,8 @@ class MetricsService:
                                          authenticator=authenticator,
                                          authorize=self._may_describe_cluster
                                          if services.acls is not None else None,
-                                         routes=routes or ())
+                                         routes=lag_routes(self.consumer_lag)
+                                         if self.consumer_lag is not None else ())
 
     def _may_describe_cluster(self, user: str, host: str) -> bool:
         acls = self.services.acls
@@ -82,6 +88,8 @@ class MetricsService:
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._tick(), name="metrics-tick")
+        if self.consumer_lag is not None:
+            self.consumer_lag.start()
         if self.http is not None:
             await self.http.start()
 
@@ -93,6 +101,8 @@ class MetricsService:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.consumer_lag is not None:
+            await self.consumer_lag.stop()
         if self.http is not None:
             await self.http.stop()
 

@@ -20,7 +20,6 @@ from millrace.broker.metrics.consumer_lag import (
     ConsumerLagMonitor,
     LagConfig,
     start_consumer_lag,
-    stop_consumer_lag,
 )
 from millrace.broker.metrics.prometheus import collector_registry
 from millrace.broker.metrics.registry import KafkaMetricsRegistry
@@ -313,22 +312,20 @@ def test_groups_no_longer_coordinated_here_are_forgotten(broker: Broker) -> None
     run(broker, body)
 
 
-def test_start_consumer_lag_wires_the_monitor_into_the_services(broker: Broker) -> None:
+def test_start_consumer_lag_listens_to_commits_and_registers_its_gauges(broker: Broker) -> None:
     broker.create_topic("t")
     services = broker.services
 
     async def body() -> None:
-        assert services.consumer_lag is None
         monitor = start_consumer_lag(services)
         try:
-            assert services.consumer_lag is monitor
             assert monitor.on_offset_commit in services.group_coordinator.offset_commit_listeners
             assert "kafka_consumergroup_lag" in services.metrics.raw_families
             await produce(broker, "t", b"x", b"y", b"z")
             await commit(broker, "g", {("t", 0): 1})
             assert monitor.describe("g")["totallag"] == 2
         finally:
-            await stop_consumer_lag(services)
+            await monitor.stop()
         assert monitor.on_offset_commit not in services.group_coordinator.offset_commit_listeners
 
     run(broker, body)
