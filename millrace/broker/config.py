@@ -138,6 +138,18 @@ BROKER_CONFIG = (
             doc="BASIC: /metrics and /v1 need HTTP basic credentials of a SASL user of "
                 "this broker (SCRAM or PLAIN), and Describe on the cluster when an "
                 "authorizer is on; /healthz and /readyz stay open")
+    # consumer lag of the groups this broker coordinates, with Burrow's evaluation rules
+    # (reference observability.md 4.1; Burrow's own setting names after the prefix)
+    .define("consumer.lag.offset.refresh.ms", "int", 5000, at_least(100),
+            doc="how often the log ends of partitions led by other brokers are fetched")
+    .define("consumer.lag.intervals", "int", 10, at_least(2),
+            doc="commits kept per partition for Burrow's status (its window)")
+    .define("consumer.lag.min.distance.ms", "int", 1000, at_least(0),
+            doc="a commit this soon after the last one kept replaces it in the window")
+    .define("consumer.lag.minimum.complete", "double", 0.0, between(0.0, 1.0),
+            doc="share of the window that must be filled before a partition is judged")
+    .define("consumer.lag.allowed.lag", "long", 0, at_least(0),
+            doc="lag at or below this counts as none (the partition is OK)")
     .define("metrics.enabled", "boolean", True,
             doc="false: no per-request and per-topic metrics are recorded (to measure "
                 "their cost); the gauges are still served")

@@ -99,15 +99,6 @@ LIST_OFFSETS_VERSION = 4   # isolation_level (v2+), current_leader_epoch (v4+)
 LATEST_TIMESTAMP = -1
 SNAPSHOT_MAX_AGE_MS = 500  # one scrape reads many families: evaluate once for all
 
-# Broker configs (declared by config.py; read with these defaults while they are not).
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "consumer.lag.offset.refresh.ms": 5000,
-    "consumer.lag.intervals": 10,
-    "consumer.lag.min.distance.ms": 1000,
-    "consumer.lag.minimum.complete": 0.0,
-    "consumer.lag.allowed.lag": 0,
-}
-
 SendListOffsets = Callable[[int, ListOffsetsRequest], Awaitable[Any]]
 
 
@@ -118,15 +109,11 @@ class LagConfig:
 
     @classmethod
     def from_kafka_config(cls, config: KafkaConfig) -> LagConfig:
-        def get(key: str) -> Any:
-            value = config.values.get(key)
-            return CONFIG_DEFAULTS[key] if value is None else value
-
-        return cls(int(get("consumer.lag.offset.refresh.ms")), BurrowConfig(
-            intervals=int(get("consumer.lag.intervals")),
-            min_distance_ms=int(get("consumer.lag.min.distance.ms")),
-            minimum_complete=float(get("consumer.lag.minimum.complete")),
-            allowed_lag=int(get("consumer.lag.allowed.lag"))))
+        return cls(config["consumer.lag.offset.refresh.ms"], BurrowConfig(
+            intervals=config["consumer.lag.intervals"],
+            min_distance_ms=config["consumer.lag.min.distance.ms"],
+            minimum_complete=config["consumer.lag.minimum.complete"],
+            allowed_lag=config["consumer.lag.allowed.lag"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,5 +480,5 @@ def start_consumer_lag(services: BrokerServices) -> ConsumerLagMonitor:
     return monitor
 
 
-__all__ = ["CONFIG_DEFAULTS", "ConsumerLagMonitor", "GroupLag", "LagConfig", "PartitionLag",
+__all__ = ["ConsumerLagMonitor", "GroupLag", "LagConfig", "PartitionLag",
            "Status", "start_consumer_lag"]
