@@ -128,6 +128,7 @@ class FakeNetworkClient:
         api = REQUEST_CLASS_TO_API[type(body)]
         request = ClientRequest(node.id, body, created_ms=self.time.milliseconds(),
                                 min_version=min_version, max_version=max_version)
+        request.send_ms = self.time.milliseconds()  # written at once: latency = answer - now
         request.version = min(api.versions.high, max_version if max_version is not None
                               else api.versions.high)
         future: RequestFuture[ClientResponse] = RequestFuture()
