@@ -13,6 +13,15 @@ brokers' ordered queues (``ControllerChannelManager``), the ZooKeeper writes run
 the event is done.  A failed epoch check, a lost session or a deleted ``/controller``
 make the controller resign.
 
+Metrics (Kafka's ``ControllerEventManager`` and ``ControllerStats``): every event is
+queued with its ``ControllerState`` and the time it was queued; taking it records
+``EventQueueTimeMs`` (how long it waited), ``state`` is its state while it runs
+(``ControllerState`` gauge; Idle between events), and its run is timed into its state's
+``<State>RateAndTimeMs`` timer (a broker change's is ``LeaderElectionRateAndTimeMs``).
+An API-driven event's state is the one ``run_event`` is given, or that of the controller
+method its call names.  ``UncleanLeaderElectionsPerSec`` is marked per committed unclean
+election.  These are recorded on every broker; only the active controller's move.
+
 Threading: events run one at a time on the broker's event loop (an ``asyncio.Queue``
 consumed by one task); ZooKeeper calls run in worker threads; ZooKeeper watch callbacks
 arrive on kazoo's threads and only enqueue events with ``call_soon_threadsafe``.
@@ -26,6 +35,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
+from time import perf_counter
 from typing import Any, TypeVar
 
 from millrace.broker.config import KafkaConfig
@@ -46,6 +56,11 @@ from millrace.broker.controller.controller_result import (
     ControllerResult,
     FailoverState,
 )
+from millrace.broker.controller.controller_state import (
+    STATE_OF_CALL,
+    TIMED_STATES,
+    ControllerState,
+)
 from millrace.broker.controller.election import LeaderRecoveryState
 from millrace.broker.controller.kafka_controller import KafkaController
 from millrace.broker.controller.zk_writes import (
@@ -62,6 +77,8 @@ from millrace.broker.controller.zk_writes import (
 )
 from millrace.broker.controller_channel_manager import ControllerChannelManager
 from millrace.broker.metadata import SECURITY_PROTOCOL_IDS, BrokerRegistration, EndPoint, TopicInfo
+from millrace.broker.metrics.registry import KafkaMetricsRegistry
+from millrace.broker.metrics.yammer import Timer
 from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.tasks import stop_task
 from millrace.broker.zk import KafkaZkClient, zk_data
@@ -89,6 +106,7 @@ LEADER_AND_ISR_VERSION = 6
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
 T = TypeVar("T")
+Event = Callable[[], Awaitable[None]]
 
 
 def to_zk(s: CtlState) -> ZkState:
@@ -103,7 +121,8 @@ def from_zk(s: ZkState) -> CtlState:
 
 class ControllerService:
     def __init__(self, config: KafkaConfig, time: Time, zk: KafkaZkClient,
-                 listener_name: str = "PLAINTEXT") -> None:
+                 listener_name: str = "PLAINTEXT",
+                 metrics: KafkaMetricsRegistry | None = None) -> None:
         self.broker_id = config.node_id
         self._config = config
         self._time = time
@@ -112,7 +131,17 @@ class ControllerService:
         self.controller: KafkaController | None = None
         self.epoch_zk_version = -1
         self.channels: ControllerChannelManager | None = None
-        self._queue: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        # (state, when queued in perf_counter seconds, event)
+        self._queue: asyncio.Queue[tuple[ControllerState, float, Event]] = asyncio.Queue()
+        self.state = ControllerState.IDLE
+        registry = metrics if metrics is not None else KafkaMetricsRegistry()
+        self._queue_time = registry.histogram("kafka.controller", "ControllerEventManager",
+                                              "EventQueueTimeMs")
+        self._timers: dict[ControllerState, Timer] = {
+            state: registry.timer("kafka.controller", "ControllerStats", state.timer_name)
+            for state in TIMED_STATES if state.timer_name is not None}
+        self._unclean_elections = registry.meter("kafka.controller", "ControllerStats",
+                                                 "UncleanLeaderElectionsPerSec")
         self._loop = asyncio.get_running_loop()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
@@ -124,6 +153,11 @@ class ControllerService:
     @property
     def is_active(self) -> bool:
         return self.controller is not None and self.controller.active
+
+    @property
+    def queue_size(self) -> int:
+        """Events waiting (Kafka's ``EventQueueSize``)."""
+        return self._queue.qsize()
 
     # ------------------------------------------------------------------ lifecycle
     async def startup(self) -> None:
@@ -139,15 +173,21 @@ class ControllerService:
         await self._resign()
         await stop_task(self._task)
 
-    def enqueue(self, event: Callable[[], Awaitable[None]]) -> None:
-        self._queue.put_nowait(event)
+    def enqueue(self, event: Event,
+                state: ControllerState = ControllerState.CONTROLLER_CHANGE) -> None:
+        self._queue.put_nowait((state, perf_counter(), event))
 
-    def _enqueue_threadsafe(self, event: Callable[[], Awaitable[None]]) -> None:
-        self._loop.call_soon_threadsafe(self.enqueue, event)
+    def _enqueue_threadsafe(self, event: Event,
+                            state: ControllerState = ControllerState.CONTROLLER_CHANGE
+                            ) -> None:
+        self._loop.call_soon_threadsafe(self.enqueue, event, state)
 
     async def _run(self) -> None:
         while not self._stopped:
-            event = await self._queue.get()
+            state, queued, event = await self._queue.get()
+            started = perf_counter()
+            self._queue_time.update((started - queued) * 1000.0)
+            self.state = state
             try:
                 await event()
             except asyncio.CancelledError:
@@ -155,6 +195,11 @@ class ControllerService:
             except Exception:
                 log.exception("controller event failed")
                 await self._reelect()
+            finally:
+                self.state = ControllerState.IDLE
+                timer = self._timers.get(state)
+                if timer is not None:
+                    timer.update((perf_counter() - started) * 1000.0)
 
     async def _reelect(self) -> None:
         """An event failed half-way (e.g. ZooKeeper unreachable): the controller's state
@@ -256,6 +301,7 @@ class ControllerService:
         state = await self._zk_call(self._read_failover_state, epoch, epoch_zk_version)
         controller = self.controller = KafkaController(
             self.broker_id, ControllerConfig.from_config(self._config))
+        controller.on_unclean_election = lambda _tp: self._unclean_elections.mark()
         self.channels = ControllerChannelManager(
             self.broker_id, request_timeout_ms=self._config["controller.socket.timeout.ms"],
             security=inter_broker_security(self._config))
@@ -263,11 +309,14 @@ class ControllerService:
             self.channels.add_broker(b.node_id, b.host, b.port)
         zk = self._zk
         self._watches = [
-            zk.watch_broker_ids(lambda _ids: self._enqueue_threadsafe(self._broker_change)),
+            zk.watch_broker_ids(lambda _ids: self._enqueue_threadsafe(
+                self._broker_change, ControllerState.BROKER_CHANGE)),
             zk.watch_topics(lambda _t: self._topic_changed_threadsafe()),
-            zk.watch_topic_deletions(lambda _t: self._enqueue_threadsafe(self._topic_deletion)),
+            zk.watch_topic_deletions(lambda _t: self._enqueue_threadsafe(
+                self._topic_deletion, ControllerState.TOPIC_DELETION)),
             zk.watch_isr_change_notifications(
-                lambda _s: self._enqueue_threadsafe(self._isr_change)),
+                lambda _s: self._enqueue_threadsafe(self._isr_change,
+                                                    ControllerState.ISR_CHANGE)),
         ]
         self._watch_topics([t.name for t in state.topics])
         await self._execute(controller.on_controller_failover(state, self._time.milliseconds()))
@@ -296,7 +345,7 @@ class ControllerService:
         topic's data watch fires once as it is set)."""
         if not self._topic_change_queued:
             self._topic_change_queued = True
-            self.enqueue(self._topic_change)
+            self.enqueue(self._topic_change, ControllerState.TOPIC_CHANGE)
 
     def _topic_changed_threadsafe(self) -> None:
         self._loop.call_soon_threadsafe(self._topic_changed)
@@ -352,15 +401,22 @@ class ControllerService:
         every = self._config["leader.imbalance.check.interval.seconds"]
         await asyncio.sleep(5)
         while True:
-            await self.run_event(lambda c: c.check_auto_rebalance(self._time.milliseconds()))
+            await self.run_event(lambda c: c.check_auto_rebalance(self._time.milliseconds()),
+                                 ControllerState.AUTO_LEADER_BALANCE)
             await asyncio.sleep(every)
 
-    async def run_event(self, call: Callable[[KafkaController], ControllerResult]
-                        ) -> ControllerResult:
+    async def run_event(self, call: Callable[[KafkaController], ControllerResult],
+                        state: ControllerState | None = None) -> ControllerResult:
         """Run an API-driven event (controlled shutdown, ElectLeaders, AlterPartition,
         AlterPartitionReassignments, ListPartitionReassignments)
         through the event queue; the event's last result carries its answers.  Raises
-        NOT_CONTROLLER's error when this broker is not the active controller."""
+        NOT_CONTROLLER's error when this broker is not the active controller.  ``state``
+        (its metrics' ``ControllerState``) defaults to that of the controller method
+        ``call`` names (``controller_state.STATE_OF_CALL``)."""
+        if state is None:
+            names = getattr(getattr(call, "__code__", None), "co_names", ())
+            state = next((STATE_OF_CALL[n] for n in names if n in STATE_OF_CALL),
+                         ControllerState.IDLE)
         future: asyncio.Future[ControllerResult] = self._loop.create_future()
 
         async def event() -> None:
@@ -372,7 +428,7 @@ class ControllerService:
             except Exception as e:
                 if not future.done():
                     future.set_exception(e)
-        self.enqueue(event)
+        self.enqueue(event, state)
         return await future
 
     # ------------------------------------------------------------------ execution
@@ -459,7 +515,7 @@ class ControllerService:
                 if self.is_active and self.controller is not None:
                     await self._execute(
                         self.controller.on_stop_replica_response(broker_id, errors))
-            self.enqueue(event)
+            self.enqueue(event, ControllerState.TOPIC_DELETION)
         return done
 
 

@@ -31,6 +31,7 @@ Thread ownership: the event-loop thread.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from millrace.broker.metadata import PartitionState
@@ -45,6 +46,28 @@ class AlterIsrManager(Protocol):
     ``partition.on_isr_change_completed`` with the committed state or with None."""
 
     def submit(self, partition: Partition, new_isr: tuple[int, ...]) -> None: ...
+
+
+class Marker(Protocol):
+    def mark(self, n: int = 1) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeMeters:
+    """The replica manager's ISR meters, marked by the ISR manager once ZooKeeper has
+    answered (Kafka's ``IsrShrinksPerSec``, ``IsrExpandsPerSec`` and
+    ``FailedIsrUpdatesPerSec`` of ``kafka.server:type=ReplicaManager``)."""
+
+    shrinks: Marker
+    expands: Marker
+    failed: Marker
+
+    def committed(self, old_isr: tuple[int, ...], new_isr: tuple[int, ...]) -> None:
+        """An ISR change was written: a shrink or an expansion by its size."""
+        if len(new_isr) < len(old_isr):
+            self.shrinks.mark()
+        elif len(new_isr) > len(old_isr):
+            self.expands.mark()
 
 
 class Partition:

@@ -28,6 +28,12 @@ marks the partition failed (Kafka's ``markPartitionFailed``): it leaves the fetc
 good, since nothing can be appended to it any more; the broker's reaction to the offline
 dir is ``KafkaServer``'s business, not the fetcher's.
 
+Metrics: the bytes a fetcher appends count as ``ReplicationBytesInPerSec``
+(``BrokerTopicStats``); after each fetch a partition's lag is the leader's high watermark
+minus our next fetch offset (never below 0, Kafka's ``FetcherLagMetrics``), and
+``ReplicaFetcherManager.max_lag`` is the largest over every fetcher (the
+``ReplicaFetcherManager`` ``MaxLag,clientId=Replica`` gauge).
+
 Owned by the event-loop thread.
 """
 
@@ -42,6 +48,7 @@ from dataclasses import dataclass
 
 from millrace.broker.broker_channel import BrokerChannel
 from millrace.broker.config import KafkaConfig
+from millrace.broker.metrics.broker_topic_stats import BrokerTopicStats
 from millrace.broker.partition import Partition
 from millrace.broker.security.inter_broker import inter_broker_security
 from millrace.broker.tasks import stop_task
@@ -88,7 +95,8 @@ class ReplicaFetcherThread:
     def __init__(self, name: str, leader: BrokerEndpoint, broker_id: int,
                  get_partition: Callable[[str, int], Partition | None],
                  on_high_watermark: Callable[[TopicPartition], None],
-                 config: KafkaConfig, time: Time) -> None:
+                 config: KafkaConfig, time: Time,
+                 stats: BrokerTopicStats | None = None) -> None:
         self.name = name
         self.leader = leader
         self.broker_id = broker_id
@@ -101,6 +109,8 @@ class ReplicaFetcherThread:
                                      request_timeout_ms=config["replica.socket.timeout.ms"],
                                      security=inter_broker_security(config))
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
+        self.lags: dict[TopicPartition, int] = {}  # after the last fetch of each partition
+        self._stats = stats
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._wakeup = asyncio.Event()
@@ -116,6 +126,13 @@ class ReplicaFetcherThread:
     def remove_partitions(self, tps: list[TopicPartition]) -> None:
         for tp in tps:
             self.partitions.pop(tp, None)
+            self.lags.pop(tp, None)
+
+    @property
+    def max_lag(self) -> int:
+        """The largest lag over the partitions this fetcher follows."""
+        lags = self.lags
+        return max((lags.get(tp, 0) for tp in self.partitions), default=0)
 
     # ------------------------------------------------------------------ task
     def start(self) -> None:
@@ -253,6 +270,8 @@ class ReplicaFetcherThread:
             try:
                 if records:
                     partition.append_records_to_follower(records, p.high_watermark, now)
+                    if self._stats is not None:
+                        self._stats.replication_bytes_received(len(records))
                 else:
                     partition.update_follower_high_watermark(p.high_watermark)
             except KafkaStorageError as e:
@@ -263,6 +282,7 @@ class ReplicaFetcherThread:
                 state.truncating = True
                 return
             state.fetch_offset = partition.log.log_end_offset
+            self.lags[tp] = max(0, p.high_watermark - state.fetch_offset)
             self._on_high_watermark(tp)
         elif p.error_code == Errors.OFFSET_OUT_OF_RANGE:
             try:
@@ -315,8 +335,9 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, get_partition: Callable[[str, int], Partition | None],
                  on_high_watermark: Callable[[TopicPartition], None], config: KafkaConfig,
-                 time: Time) -> None:
+                 time: Time, stats: BrokerTopicStats | None = None) -> None:
         self._broker_id = broker_id
+        self._stats = stats
         self._get_partition = get_partition
         self._on_high_watermark = on_high_watermark
         self._config = config
@@ -340,7 +361,8 @@ class ReplicaFetcherManager:
             if fetcher is None:
                 fetcher = ReplicaFetcherThread(
                     f"ReplicaFetcherThread-{key[1]}-{leader.node_id}", leader, self._broker_id,
-                    self._get_partition, self._on_high_watermark, self._config, self._time)
+                    self._get_partition, self._on_high_watermark, self._config, self._time,
+                    self._stats)
                 self.fetchers[key] = fetcher
                 fetcher.start()
             fetcher.add_partitions({tp: state})
@@ -348,6 +370,15 @@ class ReplicaFetcherManager:
     def remove_fetcher_for_partitions(self, tps: list[TopicPartition]) -> None:
         for fetcher in self.fetchers.values():
             fetcher.remove_partitions(tps)
+
+    def max_lag(self) -> int:
+        """The largest follower lag over every fetcher (Kafka's ``MaxLag``)."""
+        return max((f.max_lag for f in self.fetchers.values()), default=0)
+
+    def partition_lags(self) -> list[tuple[str, TopicPartition, int]]:
+        """(fetcher name, partition, lag) of every partition fetched."""
+        return [(f.name, tp, f.lags.get(tp, 0)) for f in self.fetchers.values()
+                for tp in f.partitions]
 
     async def shutdown_idle_fetchers(self) -> None:
         for key, fetcher in list(self.fetchers.items()):

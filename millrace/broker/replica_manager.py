@@ -52,7 +52,9 @@ from millrace.broker.delayed_produce import (
 )
 from millrace.broker.file_region import FileRegion
 from millrace.broker.metadata import ClusterMetadata, TopicInfo
-from millrace.broker.partition import AlterIsrManager, Partition
+from millrace.broker.metrics.broker_topic_stats import EXPECTED_FETCH_ERRORS, BrokerTopicStats
+from millrace.broker.metrics.registry import KafkaMetricsRegistry
+from millrace.broker.partition import AlterIsrManager, IsrChangeMeters, Partition
 from millrace.broker.purgatory import DelayedOperationPurgatory
 from millrace.broker.replica_fetcher import BrokerEndpoint, ReplicaFetcherManager
 from millrace.broker.replica_state_changes import LeaderAndIsrPartition, ReplicaStateChanges
@@ -142,7 +144,8 @@ def validate_produce_records(records: bytes | bytearray | None, version: int) ->
 
 class ReplicaManager:
     def __init__(self, config: KafkaConfig, time: Time, metadata: ClusterMetadata,
-                 log_manager: LogManager, topic_configs: TopicConfigs) -> None:
+                 log_manager: LogManager, topic_configs: TopicConfigs,
+                 metrics: KafkaMetricsRegistry | None = None) -> None:
         self.config = config
         self.time = time
         self.metadata = metadata
@@ -152,6 +155,15 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory = DelayedOperationPurgatory("Produce", time)
         self.fetch_purgatory = DelayedOperationPurgatory("Fetch", time)
+        # what it records: BrokerTopicMetrics per partition of each request, and the ISR
+        # changes its partitions' ISR manager makes (the gauges read its state: see
+        # metrics/broker_metrics.py)
+        self.metrics = metrics if metrics is not None else KafkaMetricsRegistry()
+        self.topic_stats = BrokerTopicStats(self.metrics, enabled=config["metrics.enabled"])
+        self.isr_meters = IsrChangeMeters(
+            self.metrics.meter("kafka.server", "ReplicaManager", "IsrShrinksPerSec"),
+            self.metrics.meter("kafka.server", "ReplicaManager", "IsrExpandsPerSec"),
+            self.metrics.meter("kafka.server", "ReplicaManager", "FailedIsrUpdatesPerSec"))
         self.cleaner: LogCleaner | None = None
         self.alter_isr_manager: AlterIsrManager | None = None  # set in cluster mode
         self.controller_epoch = 0
@@ -259,6 +271,7 @@ class ReplicaManager:
             del self.partitions[key]
             self.log_manager.delete_log(name, key[1])
             self.partition_changed(key)
+        self.topic_stats.remove_topic(name)
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -281,8 +294,13 @@ class ReplicaManager:
     def stop_replicas(self, controller_epoch: int,
                       partitions: Sequence[tuple[TopicPartition, int, bool]]
                       ) -> dict[TopicPartition, int]:
-        """Kafka's ``stopReplicas`` (``ReplicaStateChanges``)."""
-        return self.state_changes.stop_replicas(controller_epoch, partitions)
+        """Kafka's ``stopReplicas`` (``ReplicaStateChanges``); a topic whose last
+        partition here was deleted loses its metrics (Kafka's ``maybeRemoveTopicMetrics``)."""
+        errors = self.state_changes.stop_replicas(controller_epoch, partitions)
+        deleted = {tp[0] for tp, _, delete in partitions if delete}
+        for topic in deleted - {t for t, _ in self.partitions}:
+            self.topic_stats.remove_topic(topic)
+        return errors
 
     def maybe_shrink_isrs(self) -> int:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2): drop the
@@ -310,15 +328,17 @@ class ReplicaManager:
         partition's guard, still current."""
         now = self.time.milliseconds() if now_ms is None else now_ms
         out: dict[TopicPartition, tuple[PartitionResponse, int]] = {}
+        stats = self.topic_stats
         for (topic, index), records in entries.items():
             resp = PartitionResponse()
             end = -1
+            partition = self.partitions.get((topic, index))
+            stats.produce_request(topic, partition is not None)
             if topic in ("__consumer_offsets", "__transaction_state") \
                     and not internal_topics_allowed:
                 resp.error = Errors.INVALID_TOPIC_EXCEPTION
                 resp.error_message = f"Cannot append records to internal topic {topic}"
             else:
-                partition = self.partitions.get((topic, index))
                 if partition is None:
                     resp.error = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 else:
@@ -336,10 +356,14 @@ class ReplicaManager:
                         resp.log_append_time = info.log_append_time
                         resp.log_start_offset = info.log_start_offset
                         end = info.last_offset + 1
+                        stats.appended(topic, len(buf), info.num_records)
                         self.partition_changed((topic, index))
                     except KafkaError as e:
                         resp.error = e.code
                         resp.error_message = e.message
+                        stats.produce_refused(topic, True, e.code, records,
+                                              partition.log.config.compact,
+                                              origin == AppendOrigin.CLIENT)
             out[(topic, index)] = (resp, end)
         return out
 
@@ -447,6 +471,9 @@ class ReplicaManager:
         def read() -> LogReadResults:
             return self.read_from_local_log(params, fetch_infos)
 
+        stats = self.topic_stats
+        for (topic, index), _ in fetch_infos:
+            stats.fetch_request(topic, (topic, index) in self.partitions)
         if params.is_from_follower:
             if params.replica_id not in {b.node_id for b in self.metadata.brokers()}:
                 # Only registered brokers replicate (the lesson of CVE-2018-1288).
@@ -455,12 +482,28 @@ class ReplicaManager:
         result = read()
         if (params.max_wait_ms <= 0 or not fetch_infos or result.has_error
                 or result.bytes_read >= params.min_bytes):
-            return result.partitions
+            return self._fetched(params, fetch_infos, result.partitions)
         op = DelayedFetch(params.max_wait_ms, params.min_bytes, read)
         if not self.fetch_purgatory.try_complete_else_watch(op, [tp for tp, _ in fetch_infos]):
             await op.wait()
         assert op.result is not None
-        return op.result.partitions
+        return self._fetched(params, fetch_infos, op.result.partitions)
+
+    def _fetched(self, params: FetchParams,
+                 fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],
+                 partitions: list[FetchPartitionData]) -> list[FetchPartitionData]:
+        """A fetch's answer, counted: bytes out per partition (a follower's as
+        replication bytes), the partitions that failed unexpectedly."""
+        stats = self.topic_stats
+        if stats.enabled:
+            follower = params.is_from_follower
+            for ((topic, index), _), data in zip(fetch_infos, partitions):
+                if data.error:
+                    if data.error not in EXPECTED_FETCH_ERRORS:
+                        stats.failed_fetch(topic, (topic, index) in self.partitions)
+                elif data.records:
+                    stats.bytes_out(topic, len(data.records), follower)
+        return partitions
 
     def _update_follower_fetch_state(
             self, replica_id: int,

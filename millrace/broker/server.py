@@ -45,7 +45,9 @@ from millrace.broker.handlers import load_all
 from millrace.broker.metadata import BrokerRegistration, EndPoint, LocalMetadataStore
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
 from millrace.broker.metrics import loop_idle
+from millrace.broker.metrics.broker_metrics import log_flush_timer
 from millrace.broker.metrics.http_server import HttpBindError, bind_http_listeners
+from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.metrics.service import MetricsService
 from millrace.broker.network import ListenerBindError, SocketServer
 from millrace.broker.producer_id_manager import ProducerIdManager
@@ -94,7 +96,10 @@ class KafkaServer:
     @staticmethod
     def build_services(config: KafkaConfig, time: Time) -> BrokerServices:
         """Every service, wired explicitly; logs recovered, partitions hosted, the
-        internal topics created.  The group coordinator is built but not started."""
+        internal topics created.  The group coordinator is built but not started.
+        The metrics registry comes first: the components record into it from the
+        start (log flushes during recovery included)."""
+        metrics = KafkaMetricsRegistry()
         metadata = LocalMetadataStore(config.log_dirs[0], config.node_id, config["cluster.id"])
         topic_configs = TopicConfigs(config)
 
@@ -103,9 +108,11 @@ class KafkaServer:
             return topic_configs.log_config(info.configs if info else {})
 
         log_manager = LogManager(config.log_dirs, log_config_for, time=time,
-                                 producer_id_expiration_ms=config["producer.id.expiration.ms"])
+                                 producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                                 flush_timer=log_flush_timer(metrics))
         log_manager.startup()  # KafkaStorageError: the log dir failed (run() says so)
-        replica_manager = ReplicaManager(config, time, metadata, log_manager, topic_configs)
+        replica_manager = ReplicaManager(config, time, metadata, log_manager, topic_configs,
+                                         metrics)
         replica_manager.startup()
         admin_manager = AdminManager(config, metadata, replica_manager, topic_configs)
         if "__consumer_offsets" not in metadata.topics:
@@ -142,7 +149,8 @@ class KafkaServer:
             quota_store=quota_store,
             client_quotas=ClientQuotas.fed_by(config, quota_store),
             acls=(AclService.build(config, LocalAclStore(metadata))
-                  if authorizer_enabled(config) else None))
+                  if authorizer_enabled(config) else None),
+            metrics=metrics)
 
     async def startup(self) -> None:
         cfg = self.config

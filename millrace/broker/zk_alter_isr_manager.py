@@ -9,7 +9,9 @@ tells the controller to push the change to every broker with UpdateMetadata.  On
 version conflict the znode is read again: identical content means our write had landed
 (a retry after a lost answer) and counts as success; anything else means the controller
 moved the partition on, and the change is dropped (the controller's next LeaderAndIsr
-brings the truth).
+brings the truth).  The replica manager's ISR meters (``IsrChangeMeters``) count each
+written change as a shrink or an expansion, and each refused or failed write as a failed
+ISR update (Kafka's ``FailedIsrUpdatesPerSec``).
 
 The ZooKeeper round trip runs in a worker thread so the broker's loop never waits on
 it; the result comes back to the loop, which is the only thread touching partitions.
@@ -22,7 +24,7 @@ import logging
 from collections.abc import Callable
 
 from millrace.broker.metadata import PartitionState
-from millrace.broker.partition import Partition
+from millrace.broker.partition import IsrChangeMeters, Partition
 from millrace.broker.zk import KafkaZkClient
 from millrace.broker.zk.errors import ZkBadVersionError, ZkError
 from millrace.broker.zk.zk_data import LeaderIsrAndControllerEpoch
@@ -33,10 +35,12 @@ log = logging.getLogger(__name__)
 
 class ZkAlterIsrManager:
     def __init__(self, zk: KafkaZkClient, loop: asyncio.AbstractEventLoop,
-                 on_committed: Callable[[tuple[str, int]], None]) -> None:
+                 on_committed: Callable[[tuple[str, int]], None],
+                 meters: IsrChangeMeters | None = None) -> None:
         self._zk = zk
         self._loop = loop
         self._on_committed = on_committed  # the replica manager wakes parked requests
+        self._meters = meters
 
     def submit(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
         tp = TopicPartition(partition.topic, partition.index)
@@ -46,8 +50,9 @@ class ZkAlterIsrManager:
             partition_epoch=partition.partition_epoch)
         log.info("%s-%d: proposing ISR %s (was %s)", tp[0], tp[1], list(new_isr),
                  list(partition.isr))
+        old_isr = partition.isr
         future = self._loop.run_in_executor(None, self._write, tp, wanted)
-        future.add_done_callback(lambda f: self._done(partition, tp, f))
+        future.add_done_callback(lambda f: self._done(partition, tp, f, old_isr))
 
     def _write(self, tp: TopicPartition, wanted: LeaderIsrAndControllerEpoch
                ) -> PartitionState | None:
@@ -64,7 +69,8 @@ class ZkAlterIsrManager:
                               wanted.controller_epoch, version)
 
     def _done(self, partition: Partition, tp: TopicPartition,
-              future: asyncio.Future[PartitionState | None]) -> None:
+              future: asyncio.Future[PartitionState | None],
+              old_isr: tuple[int, ...]) -> None:
         try:
             state = future.result()
         except ZkError as e:
@@ -75,5 +81,10 @@ class ZkAlterIsrManager:
             state = None
         if state is None:
             log.info("%s-%d: ISR change not applied (the partition state moved on)", *tp)
+        if self._meters is not None:
+            if state is None:
+                self._meters.failed.mark()
+            else:
+                self._meters.committed(old_isr, state.isr)
         if partition.on_isr_change_completed(state) or state is not None:
             self._on_committed(tp)

@@ -38,6 +38,8 @@ from millrace.broker.handlers import load_all
 from millrace.broker.metadata.local_store import ensure_meta_properties
 from millrace.broker.metadata.metadata_cache import MetadataCache
 from millrace.broker.metadata.zk_cluster_metadata import ZkClusterMetadata
+from millrace.broker.metrics.broker_metrics import log_flush_timer
+from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.partition import Partition
 from millrace.broker.producer_id_manager import ProducerIdManager
 from millrace.broker.quota.client_quota_manager import ClientQuotas
@@ -71,10 +73,12 @@ CONTROLLED_SHUTDOWN_VERSION = 3
 
 def build_zk_services(config: KafkaConfig, time: Time,
                       loop: asyncio.AbstractEventLoop) -> BrokerServices:
+    # first: the ZooKeeper client counts its session events from the first connection
+    metrics = KafkaMetricsRegistry()
     zk = KafkaZkClient(config["zookeeper.connect"],
                        session_timeout_ms=config["zookeeper.session.timeout.ms"],
                        connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
-                       time=time).start()
+                       time=time, metrics=metrics).start()
     zk.create_top_level_paths()
     cluster_id = zk.create_or_get_cluster_id(config["cluster.id"])
     ensure_meta_properties(config.log_dirs[0], config.node_id, cluster_id)
@@ -87,16 +91,18 @@ def build_zk_services(config: KafkaConfig, time: Time,
         return topic_configs.log_config(metadata.topic_configs(topic))
 
     log_manager = LogManager(config.log_dirs, log_config_for, time=time,
-                             producer_id_expiration_ms=config["producer.id.expiration.ms"])
+                             producer_id_expiration_ms=config["producer.id.expiration.ms"],
+                             flush_timer=log_flush_timer(metrics))
     try:
         log_manager.startup()
     except BaseException:  # a failed log dir: no session left open behind the error
         zk.close()
         raise
-    rm = ReplicaManager(config, time, metadata, log_manager, topic_configs)
-    rm.alter_isr_manager = ZkAlterIsrManager(zk, loop, rm.partition_changed)
+    rm = ReplicaManager(config, time, metadata, log_manager, topic_configs, metrics)
+    rm.alter_isr_manager = ZkAlterIsrManager(zk, loop, rm.partition_changed, rm.isr_meters)
     rm.fetcher_manager = ReplicaFetcherManager(config.node_id, rm.get_partition,
-                                               rm.partition_changed, config, time)
+                                               rm.partition_changed, config, time,
+                                               rm.topic_stats)
     rm.startup()
     admin = AdminManager(config, metadata, rm, topic_configs, cluster=True)
     group = GroupCoordinatorService(config, time, ReplicatedOffsetsLog(
@@ -123,7 +129,8 @@ def build_zk_services(config: KafkaConfig, time: Time,
         client_quotas=ClientQuotas.fed_by(config, quota_store),  # reads ZooKeeper
         acls=AclService.build(config, ZkAclStore(zk)) if authorizer_enabled(config) else None,
         cluster=ClusterServices(broker_epoch=-1, metadata_cache=cache,
-                                fetcher_manager=rm.fetcher_manager, zk=zk))
+                                fetcher_manager=rm.fetcher_manager, zk=zk),
+        metrics=metrics)
 
 
 def _group_leadership(group: GroupCoordinatorService, loop: asyncio.AbstractEventLoop
@@ -277,7 +284,8 @@ async def start_controller(services: BrokerServices) -> ControllerService:
     cluster = services.cluster
     assert cluster is not None
     controller = ControllerService(services.config, services.time, cluster.zk,
-                                   services.config.inter_broker_listener_name)
+                                   services.config.inter_broker_listener_name,
+                                   metrics=services.metrics)
     cluster.controller = controller
     await controller.startup()
     return controller

@@ -49,7 +49,8 @@ offsets) and background threads (retention, flush, the cleaner).  Every access t
 ``LocalLog`` (segment list, log end, recovery point) and the other offsets is guarded by
 ``_lock`` (an ``RLock``); each call holds it for in-memory work and short
 ``pread``/``pwrite`` calls only.  CRC checks of an append run before taking it;
-``fdatasync`` in ``flush`` runs outside it.  A ``FetchDataInfo`` is read after the lock is
+``fdatasync`` in ``flush`` runs outside it, timed into ``flush_timer`` if one is bound
+(the broker's ``LogFlushRateAndTimeMs``; any thread that flushes updates it).  A ``FetchDataInfo`` is read after the lock is
 released: segment files are only appended to, and deleted segments keep their descriptors
 open for ``file.delete.delay.ms``, so a pending read stays valid.
 
@@ -64,6 +65,8 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from time import perf_counter
+from typing import Protocol
 
 from millrace.common.errors import InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError
 from millrace.common.time import SYSTEM_TIME, Time
@@ -112,6 +115,14 @@ from millrace.storage.validator import analyze_follower_batches, validate_leader
 
 log = logging.getLogger("millrace.storage")
 
+
+class FlushTimer(Protocol):
+    """Where a flush's duration goes, in milliseconds: the broker binds its
+    ``LogFlushStats`` timer here (storage never imports the broker)."""
+
+    def update(self, ms: float) -> None: ...
+
+
 class Log:
     """A partition log.  Thread-safe (see the module docstring)."""
 
@@ -119,8 +130,11 @@ class Log:
                  log_start_offset: int = 0, high_watermark: int = 0,
                  had_clean_shutdown: bool = False, time: Time = SYSTEM_TIME,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 failure_channel: LogDirFailureChannel | None = None) -> None:
+                 failure_channel: LogDirFailureChannel | None = None,
+                 flush_timer: FlushTimer | None = None) -> None:
         path = os.path.abspath(dir)
+        # where each flush's duration goes (the broker's LogFlushRateAndTimeMs); None: nowhere
+        self.flush_timer = flush_timer
         self.topic, self.partition = parse_topic_partition_name(os.path.basename(path))
         # the log dir this partition dir lives in, and where its I/O errors are reported
         self.parent_dir = os.path.dirname(path)
@@ -711,7 +725,13 @@ class Log:
             if upto <= self._local.recovery_point:
                 return
             todo, dir_dirty = self._local.segments_to_flush(upto)
-        self._local.sync(todo, dir_dirty)
+        timer = self.flush_timer
+        if timer is None:
+            self._local.sync(todo, dir_dirty)
+        else:
+            start = perf_counter()
+            self._local.sync(todo, dir_dirty)
+            timer.update((perf_counter() - start) * 1000.0)
         with self._lock:
             self._local.mark_flushed(upto, self._time.milliseconds())
 

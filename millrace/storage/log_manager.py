@@ -60,7 +60,7 @@ from millrace.storage.checkpoint import (
     fsync_dir,
 )
 from millrace.storage.config import LogConfig
-from millrace.storage.log import Log
+from millrace.storage.log import FlushTimer, Log
 from millrace.storage.log_dir_failure_channel import LogDirFailureChannel, io_error_of
 from millrace.storage.log_loader import log_dir_name, parse_topic_partition_name
 from millrace.storage.producer_state_manager import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -85,7 +85,8 @@ class LogManager:
                  config: LogConfig | ConfigProvider | None = None, *,
                  time: Time = SYSTEM_TIME,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                 failure_channel: LogDirFailureChannel | None = None) -> None:
+                 failure_channel: LogDirFailureChannel | None = None,
+                 flush_timer: FlushTimer | None = None) -> None:
         dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
         if not dirs:
             raise ValueError("log.dirs is empty")
@@ -108,6 +109,7 @@ class LogManager:
         self.had_clean_shutdown: dict[str, bool] = {}
         self.failure_channel = failure_channel if failure_channel is not None \
             else LogDirFailureChannel()
+        self.flush_timer = flush_timer  # every log's flush durations (Log.flush_timer)
 
     # ------------------------------------------------------------------ I/O errors
     def _io_failed(self, d: str, what: str, error: OSError) -> KafkaError:
@@ -207,7 +209,8 @@ class LogManager:
                      log_start_offset=starts.get(tp, 0), high_watermark=hws.get(tp, 0),
                      had_clean_shutdown=clean, time=self._time,
                      producer_id_expiration_ms=self.producer_id_expiration_ms,
-                     failure_channel=self.failure_channel)
+                     failure_channel=self.failure_channel,
+                     flush_timer=self.flush_timer)
             if lg.truncated_on_load:
                 log.warning("%s: recovery truncated %d bytes; log now ends at offset %d",
                             name, lg.truncated_on_load, lg.log_end_offset)
@@ -316,7 +319,8 @@ class LogManager:
                 lg = Log(path, config if config is not None else self._config_for(topic),
                          had_clean_shutdown=not existed, time=self._time,
                          producer_id_expiration_ms=self.producer_id_expiration_ms,
-                         failure_channel=self.failure_channel)
+                         failure_channel=self.failure_channel,
+                         flush_timer=self.flush_timer)
                 if not existed:
                     fsync_dir(d)
             except (OSError, KafkaStorageError) as e:

@@ -21,6 +21,11 @@ overwrites newer state), else the same decision is recomputed from the stored st
 written again at its version.  A failed epoch check means another controller exists:
 the controller resigns and stops producing anything.
 
+An election is *unclean* when ZooKeeper accepts a leader that was not in the ISR it was
+elected from: ``on_unclean_election`` hears of it then (the service marks Kafka's
+``UncleanLeaderElectionsPerSec``), once per committed election, never for a decision
+that was retried or abandoned.
+
 Owned by the controller's event thread; one event at a time (an event that arrives while
 writes are in flight is a bug in the caller: ``ControllerStateError``).
 """
@@ -104,6 +109,8 @@ class ControllerEventEngine:
         self._pending_topics: dict[str, _PendingAssignment] = {}
         self._result = ControllerResult()
         self._event = _Event()
+        # told of each committed unclean election (a plain callback: no I/O here)
+        self.on_unclean_election: Callable[[TopicPartition], None] = lambda _tp: None
 
     @property
     def epoch(self) -> int:
@@ -251,6 +258,10 @@ class ControllerEventEngine:
         if r.error is None:
             if r.zk_version >= 0:
                 written = replace(written, zk_version=r.zk_version)
+            before = self.context.leadership.get(tp)
+            if before is not None and written.leader >= 0 and written.leader != before.leader \
+                    and written.leader not in before.isr:
+                self.on_unclean_election(tp)
             self.context.leadership[tp] = written
             if self.context.is_replica_online(written.leader, include_shutting_down=True):
                 self.context.offline_partitions.discard(tp)   # elected: Online again

@@ -40,6 +40,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import TracebackType
 
+from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.zk import zk_data as zd
 from millrace.broker.zk.errors import (
     ControllerMovedError,
@@ -110,9 +111,11 @@ def should_recreate_ephemeral(owner_session: int, registered_session: int | None
 
 class KafkaZkClient:
     def __init__(self, connect: str, *, session_timeout_ms: int = 18_000,
-                 connection_timeout_ms: int | None = None, time: Time = SYSTEM_TIME) -> None:
+                 connection_timeout_ms: int | None = None, time: Time = SYSTEM_TIME,
+                 metrics: KafkaMetricsRegistry | None = None) -> None:
         self.zk = ZooKeeperClient(connect, session_timeout_ms=session_timeout_ms,
-                                  connection_timeout_ms=connection_timeout_ms)
+                                  connection_timeout_ms=connection_timeout_ms,
+                                  metrics=metrics)
         self.time = time
         # the session that created our broker registration (KAFKA-7165)
         self._registered_session_id: int | None = None

@@ -28,14 +28,26 @@ Theory of operation:
   client (kazoo would deadlock on its own callback thread).  The broker hands each one to
   its asyncio loop with ``loop.call_soon_threadsafe`` and does the reads there (or in an
   executor): a watch says only *that* something changed, never *what* to do.
+- **Metrics** (Kafka's ``ZooKeeperClient``): every request's round trip goes into the
+  ``kafka.server:type=ZooKeeperClientMetrics,name=ZooKeeperRequestLatencyMs`` histogram
+  (on the calling thread), and every session event marks one of the
+  ``kafka.server:type=SessionExpireListener`` meters (on kazoo's thread: both are
+  ``locked``): ``ZooKeeperSyncConnectsPerSec`` (connected, the first time included),
+  ``ZooKeeperReadOnlyConnectsPerSec``, ``ZooKeeperDisconnectsPerSec`` (the connection
+  dropped), ``ZooKeeperExpiresPerSec`` (the session expired) and
+  ``ZooKeeperAuthFailuresPerSec``.  ``session_state`` is the state in the spelling of
+  ZooKeeper's Java ``States`` enum (``CONNECTED``, ``CONNECTING``, ``CONNECTEDREADONLY``,
+  ``CLOSED``, ``AUTH_FAILED``), what the broker's ``SessionState`` gauge shows.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from time import perf_counter
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -45,9 +57,10 @@ from kazoo.exceptions import (
     NotEmptyError,
     RolledBackError,
 )
-from kazoo.protocol.states import ZnodeStat
+from kazoo.protocol.states import KeeperState, ZnodeStat
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.zk.errors import (
     ControllerMovedError,
     ZkBadVersionError,
@@ -60,6 +73,31 @@ log = logging.getLogger(__name__)
 
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 MATCH_ANY_VERSION = -1
+# kazoo's detailed state -> ZooKeeper's Java ``ZooKeeper.States`` (an expired session's
+# handle is CLOSED there)
+SESSION_STATES = {
+    KeeperState.CONNECTED: "CONNECTED",
+    KeeperState.CONNECTED_RO: "CONNECTEDREADONLY",
+    KeeperState.CONNECTING: "CONNECTING",
+    KeeperState.CLOSED: "CLOSED",
+    KeeperState.EXPIRED_SESSION: "CLOSED",
+    KeeperState.AUTH_FAILED: "AUTH_FAILED",
+}
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _timed(request: Callable[Concatenate[ZooKeeperClient, P], R]
+           ) -> Callable[Concatenate[ZooKeeperClient, P], R]:
+    """A ZooKeeper request whose round trip goes into ``ZooKeeperRequestLatencyMs``."""
+    @functools.wraps(request)
+    def timed(self: ZooKeeperClient, *args: P.args, **kwargs: P.kwargs) -> R:
+        start = perf_counter()
+        try:
+            return request(self, *args, **kwargs)
+        finally:
+            self.request_latency.update((perf_counter() - start) * 1000.0)
+    return timed
 
 
 def split_connect_string(connect: str) -> tuple[str, str | None]:
@@ -130,7 +168,8 @@ class ZooKeeperClient:
     """One ZooKeeper session (thread-safe: kazoo serialises requests on its connection)."""
 
     def __init__(self, connect: str, *, session_timeout_ms: int = 18_000,
-                 connection_timeout_ms: int | None = None) -> None:
+                 connection_timeout_ms: int | None = None,
+                 metrics: KafkaMetricsRegistry | None = None) -> None:
         self.connect = connect
         self.hosts, self.chroot = split_connect_string(connect)
         self.session_timeout_ms = session_timeout_ms
@@ -138,6 +177,39 @@ class ZooKeeperClient:
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
         self._kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
         self._closed = False
+        registry = metrics if metrics is not None else KafkaMetricsRegistry()
+        self.request_latency = registry.histogram(
+            "kafka.server", "ZooKeeperClientMetrics", "ZooKeeperRequestLatencyMs", locked=True)
+
+        def meter(name: str) -> Any:
+            return registry.meter("kafka.server", "SessionExpireListener", name, locked=True)
+        self._sync_connects = meter("ZooKeeperSyncConnectsPerSec")
+        self._read_only_connects = meter("ZooKeeperReadOnlyConnectsPerSec")
+        self._disconnects = meter("ZooKeeperDisconnectsPerSec")
+        self._expires = meter("ZooKeeperExpiresPerSec")
+        self._auth_failures = meter("ZooKeeperAuthFailuresPerSec")
+        self._kazoo.add_listener(self._count_session_event)
+
+    def _count_session_event(self, state: KazooState) -> None:
+        """Kazoo's connection thread: mark the meter of this session event."""
+        detail = self._kazoo.client_state  # set before kazoo calls its listeners
+        if state == KazooState.CONNECTED:
+            if detail == KeeperState.CONNECTED_RO:
+                self._read_only_connects.mark()
+            else:
+                self._sync_connects.mark()
+        elif state == KazooState.SUSPENDED:
+            self._disconnects.mark()
+        elif detail == KeeperState.AUTH_FAILED:
+            self._auth_failures.mark()
+        elif detail == KeeperState.EXPIRED_SESSION:
+            self._expires.mark()
+
+    @property
+    def session_state(self) -> str:
+        """The session's state as ZooKeeper's Java client names it (module docstring)."""
+        return "CLOSED" if self._closed else SESSION_STATES.get(
+            self._kazoo.client_state, str(self._kazoo.client_state))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -182,6 +254,7 @@ class ZooKeeperClient:
         self._kazoo.add_listener(on_state)
 
     # ------------------------------------------------------------------ reads
+    @_timed
     def get_data(self, path: str) -> tuple[bytes, ZnodeStat] | None:
         """Data and stat, or None when the znode does not exist."""
         try:
@@ -190,6 +263,7 @@ class ZooKeeperClient:
             return None
         return (data or b""), stat
 
+    @_timed
     def get_children(self, path: str) -> list[str]:
         """The children's names, or ``[]`` when the znode does not exist."""
         try:
@@ -197,10 +271,12 @@ class ZooKeeperClient:
         except NoNodeError:
             return []
 
+    @_timed
     def exists(self, path: str) -> ZnodeStat | None:
         return self._kazoo.exists(path)
 
     # ------------------------------------------------------------------ writes
+    @_timed
     def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
                sequential: bool = False, make_parents: bool = False) -> str:
         """Create a znode; returns its path (with the sequence suffix when sequential)."""
@@ -213,10 +289,12 @@ class ZooKeeperClient:
             raise ZkNoNodeError(path) from None
         return str(created)
 
+    @_timed
     def ensure_path(self, path: str) -> None:
         """Create ``path`` and its parents, empty, where missing."""
         self._kazoo.ensure_path(path)
 
+    @_timed
     def set_data(self, path: str, data: bytes, version: int = MATCH_ANY_VERSION) -> ZnodeStat:
         """setData, conditional on ``version`` unless it is -1; returns the new stat."""
         try:
@@ -226,6 +304,7 @@ class ZooKeeperClient:
         except NoNodeError:
             raise ZkNoNodeError(path) from None
 
+    @_timed
     def delete(self, path: str, version: int = MATCH_ANY_VERSION, *,
                recursive: bool = False) -> bool:
         """Delete; False when it was already gone."""
@@ -247,6 +326,7 @@ class ZooKeeperClient:
         ordered.append(path)
         return ordered
 
+    @_timed
     def multi(self, ops: Sequence[ZkOp],
               expected_controller_epoch_zk_version: int | None = None) -> list[Any]:
         """Apply ``ops`` atomically; with a controller epoch version, fenced by it.
