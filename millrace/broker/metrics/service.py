@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from millrace.broker.config import HttpListener
 from millrace.broker.metrics import loop_idle
+from millrace.broker.metrics.broker_metrics import register_broker_metrics
 from millrace.broker.metrics.consumer_lag import ConsumerLagMonitor
 from millrace.broker.metrics.http_server import BrokerHttpServer
 from millrace.broker.metrics.lag_http import lag_routes
@@ -49,6 +50,7 @@ class MetricsService:
         self.stopping = False
         self._task: asyncio.Task[None] | None = None
         self._idle: loop_idle.IdleShare | None = None
+        register_broker_metrics(services.metrics, services)  # the gauges over its state
         selector = loop_idle.current_selector()
         if selector is not None:
             idle = self._idle = loop_idle.IdleShare(selector)
