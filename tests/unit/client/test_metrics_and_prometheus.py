@@ -111,7 +111,7 @@ def setup(cluster: FakeCluster, **config: Any) -> tuple[Any, Any, Any]:
 
 def test_metric_reporters_config_loads_classes_by_name(cluster: FakeCluster) -> None:
     producer, _, _ = setup(cluster, **{
-        "metric.reporters": "tests.unit.client.test_client_metrics.Recording"})
+        "metric.reporters": "tests.unit.client.test_metrics_and_prometheus.Recording"})
     [reporter] = producer._metrics._reporters
     assert type(reporter).__name__ == "Recording"
     assert reporter.configs["client.id"] == "p1" and reporter.namespace == "kafka.producer"
