@@ -359,3 +359,29 @@ def test_perf_produce_print_metrics_in_process(cluster: FakeCluster, monkeypatch
     assert main(args) == 0  # without the flag: no table, no key
     assert seen["collect_metrics"] is False
     assert "Metric Name" not in capsys.readouterr().out
+
+
+def test_a_consumer_s_metrics_reach_its_reporters_and_every_rate_has_a_total() -> None:
+    from millrace.client.consumer import KafkaConsumer
+
+    consumer: KafkaConsumer[Any, Any] = KafkaConsumer(config={
+        "bootstrap.servers": "127.0.0.1:1", "client.id": "c1", "group.id": "g",
+        "metric.reporters": [Recording]})
+    [reporter] = consumer._metrics._reporters
+    assert isinstance(reporter, Recording) and reporter.namespace == "kafka.consumer"
+    changed = {name for kind, name in reporter.events if kind == "change"}
+    assert {"records-lag-max", "commit-latency-avg", "last-poll-seconds-ago",
+            "rebalance-latency-total", "assigned-partitions"} <= changed
+    m = consumer.metrics()
+    assert set(m) == {"consumer-fetch-manager-metrics", "consumer-coordinator-metrics",
+                      "consumer-metrics"}
+    for group in m.values():
+        for name in group:
+            if name.endswith("-rate"):
+                assert name[:-5] + "-total" in group, name
+            if name.endswith("-rate-per-hour"):
+                assert name[:-len("-rate-per-hour")] + "-total" in group, name
+    flat = consumer.metrics(flat=True)
+    assert flat["assigned-partitions"] == 0 and flat["records-consumed-total"] == 0
+    consumer.close()
+    assert reporter.events[-1] == ("close", None)
