@@ -7,6 +7,14 @@ broker ``i`` on ``base_port + i - 1``, everything under ``--dir`` (``zookeeper/`
 restarts the same cluster with its topics, offsets and groups.  It prints where the
 cluster is (a JSON line with ``--output json``), then waits.
 
+Metrics.  Every broker serves ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz`` on
+an HTTP listener of its own, broker ``i`` on ``http_base_port + i - 1`` (default
+``DEFAULT_HTTP_BASE_PORT``, Redpanda's admin port; ``--no-http`` turns them off); the
+URLs are printed (``"http"`` and ``"metrics"`` per broker in the JSON line) and
+``--dir/prometheus.yml``, a Prometheus configuration with every broker as a scrape target,
+is written at every start and its path printed.  The HTTP listeners have no
+authentication, on a secured cluster too: they listen on loopback only.
+
 ``--security sasl_ssl`` makes it a secured development cluster (``DevSecurity``): a
 fresh CA and broker certificate under ``--dir/security``, SCRAM-SHA-512 users ``admin``
 (the brokers' own) and ``client`` created in ZooKeeper before any broker starts, every
@@ -51,6 +59,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CLUSTER_DIR = "./data/cluster"
 DEFAULT_BASE_PORT = 9092
+DEFAULT_HTTP_BASE_PORT = 9644
 # the internal topics' replication factor: Kafka's 3, or every broker of a smaller cluster
 INTERNAL_TOPIC_RF_KEYS = ("offsets.topic.replication.factor",
                           "transaction.state.log.replication.factor")
@@ -77,6 +86,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help=f"ZooKeeper data and broker logs (default {DEFAULT_CLUSTER_DIR})")
     up.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT,
                     help=f"broker i listens on base-port + i - 1 (default {DEFAULT_BASE_PORT})")
+    up.add_argument("--http-base-port", type=int, default=DEFAULT_HTTP_BASE_PORT,
+                    metavar="PORT",
+                    help="broker i serves /metrics, /healthz and /readyz over HTTP on "
+                         f"PORT + i - 1 (default {DEFAULT_HTTP_BASE_PORT})")
+    up.add_argument("--no-http", dest="http", action="store_false",
+                    help="no HTTP listeners (no /metrics, no prometheus.yml)")
     up.add_argument("--zookeeper-port", type=int, metavar="PORT",
                     help="ZooKeeper's client port (default: a free one)")
     up.add_argument("--security", choices=("none", "sasl_ssl"), default="none",
@@ -119,9 +134,11 @@ def up_overrides(brokers: int, given: dict[str, str]) -> dict[str, str]:
 
 
 def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None, *,
-                       security: str = "none", authorizer: bool = False) -> None:
+                       security: str = "none", authorizer: bool = False,
+                       http_base_port: int | None = None) -> None:
     """Refuse, as one line, what would fail half-way or mean nothing: a bad count, the
-    authorizer on a PLAINTEXT cluster, no ZooKeeper, a port that is not free."""
+    authorizer on a PLAINTEXT cluster, no ZooKeeper, a port that is not free or asked for
+    twice.  ``http_base_port`` None: no HTTP listeners."""
     from millrace.launcher.broker_process import port_in_use
     from millrace.launcher.zookeeper_process import zookeeper_missing
 
@@ -133,20 +150,35 @@ def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None,
     last = base_port + brokers - 1
     if base_port < 1 or last > 65535:
         raise CommandError(f"ports {base_port}..{last} are not all valid TCP ports")
+    brokers_ports = range(base_port, last + 1)
+    http_ports = range(0)
+    if http_base_port is not None:
+        http_ports = range(http_base_port, http_base_port + brokers)
+        if http_base_port < 1 or http_ports[-1] > 65535:
+            raise CommandError(f"--http-base-port: ports {http_base_port}..{http_ports[-1]} "
+                               "are not all valid TCP ports")
+        if set(http_ports) & set(brokers_ports):
+            raise CommandError(f"the HTTP ports {http_base_port}..{http_ports[-1]} overlap "
+                               f"the brokers' ports {base_port}..{last}; choose others with "
+                               "--http-base-port")
     missing = zookeeper_missing()
     if missing:
         raise CommandError(missing)
     wanted = [(f"broker {i}", base_port + i - 1) for i in range(1, brokers + 1)]
+    wanted += [(f"broker {i}'s HTTP listener", port) for i, port in enumerate(http_ports, 1)]
     if zookeeper_port is not None:
-        if zookeeper_port in range(base_port, last + 1):
+        if zookeeper_port in brokers_ports or zookeeper_port in http_ports:
             raise CommandError(f"--zookeeper-port {zookeeper_port} is one of the brokers' "
-                               f"ports {base_port}..{last}")
+                               f"ports {base_port}..{last}" if zookeeper_port in brokers_ports
+                               else f"--zookeeper-port {zookeeper_port} is one of the HTTP "
+                                    f"ports {http_ports[0]}..{http_ports[-1]}")
         wanted.insert(0, ("ZooKeeper", zookeeper_port))
     for who, port in wanted:
         if port_in_use(port):
+            flags = ("--http-base-port (or --no-http)" if "HTTP" in who
+                     else "--base-port / --zookeeper-port")
             raise CommandError(f"port {port} (for {who}) is already in use on 127.0.0.1 -- "
-                               "another cluster still running? Choose others with "
-                               "--base-port / --zookeeper-port")
+                               f"another cluster still running? Choose others with {flags}")
 
 
 class _Signals:
@@ -173,10 +205,12 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _describe_up(cluster: LocalCluster, directory: Path) -> dict[str, Any]:
+def _describe_up(cluster: LocalCluster, directory: Path,
+                 prometheus_config: Path | None) -> dict[str, Any]:
     from millrace.launcher.dev_security import ADMIN_USER, AUTHORIZER_CLASS, SUPER_USER
 
     security = cluster.security
+    urls = cluster.http_urls()
     return {
         "security_protocol": "SASL_SSL" if security is not None else "PLAINTEXT",
         "authorizer": AUTHORIZER_CLASS if cluster.authorizer else None,
@@ -189,8 +223,11 @@ def _describe_up(cluster: LocalCluster, directory: Path) -> dict[str, Any]:
         "zookeeper_connect": cluster.zookeeper_connect,
         "dir": str(directory),
         "zookeeper": {"pid": cluster.zookeeper.pid, "log": str(cluster.zookeeper.log_path)},
+        "prometheus_config": str(prometheus_config) if prometheus_config else None,
         "brokers": [{"id": i, "host": "127.0.0.1", "port": b.port,
-                     "pid": b.proc.pid if b.proc else None, "log": str(b.log_path)}
+                     "pid": b.proc.pid if b.proc else None, "log": str(b.log_path),
+                     "http": urls.get(i),
+                     "metrics": f"{urls[i]}/metrics" if i in urls else None}
                     for i, b in sorted(cluster.brokers.items())],
     }
 
@@ -258,13 +295,16 @@ def up_command(args: argparse.Namespace) -> int:
     from millrace.launcher.local_cluster import LocalCluster
 
     overrides = up_overrides(args.brokers, parse_configs(args.override, "--override"))
+    http_base_port = args.http_base_port if args.http else None
     check_up_arguments(args.brokers, args.base_port, args.zookeeper_port,
-                       security=args.security, authorizer=args.authorizer)
+                       security=args.security, authorizer=args.authorizer,
+                       http_base_port=http_base_port)
     directory = args.dir.resolve()
     security = DevSecurity.create(directory) if args.security == "sasl_ssl" else None
     cluster = LocalCluster(directory, args.brokers, base_port=args.base_port,
                            zookeeper_port=args.zookeeper_port, overrides=overrides,
-                           new_session=True, security=security, authorizer=args.authorizer)
+                           new_session=True, security=security, authorizer=args.authorizer,
+                           http=args.http, http_base_port=http_base_port)
     with _Signals() as signals:
         _say(f"starting ZooKeeper and {args.brokers} broker(s) in {directory} ...")
         try:
@@ -277,14 +317,18 @@ def up_command(args: argparse.Namespace) -> int:
             security.write_client_properties(cluster.bootstrap)
             if cluster.authorizer:
                 security.write_client_properties(cluster.bootstrap, ADMIN_USER)
-        info = _describe_up(cluster, directory)
+        prometheus = cluster.write_prometheus_config() if cluster.http_urls() else None
+        info = _describe_up(cluster, directory, prometheus)
         if args.output == "json":
             print(json.dumps(info), flush=True)
         else:
             print(f"ZooKeeper {info['zookeeper_connect']}")
             for b in info["brokers"]:
-                print(f"broker {b['id']} 127.0.0.1:{b['port']} (log {b['log']})")
+                metrics = f", metrics {b['metrics']}" if b["metrics"] else ""
+                print(f"broker {b['id']} 127.0.0.1:{b['port']} (log {b['log']}{metrics})")
             print(f"bootstrap servers: {info['bootstrap_servers']}")
+            if prometheus is not None:
+                print(f"Prometheus scrape config: {prometheus}")
             if security is not None:
                 print(f"security: SASL_SSL with SCRAM-SHA-512 on every listener; client "
                       f"settings in {info['client_properties']} (--command-config)")

@@ -64,7 +64,7 @@ def demo_cluster(data_dir: Path, brokers: int, *, secured: bool = False
         raise ClusterDemoError(missing)
     security = DevSecurity.create(data_dir) if secured else None
     cluster = LocalCluster(data_dir, brokers, overrides=cluster_overrides(brokers),
-                           security=security)
+                           security=security, http=True)  # /metrics on every broker
     try:
         cluster.start()
         if security is not None:

@@ -16,6 +16,11 @@
    ``revenue_per_minute`` (SQLite in the data dir unless ``database`` says otherwise);
 5. read both tables back and compare them with ``fold`` of every event produced.
 
+Metrics.  The demo's own brokers (embedded or cluster) serve ``/metrics``, ``/healthz``
+and ``/readyz`` on an HTTP listener each (a free loopback port); the listener is told
+their URLs (a ``"metrics"`` phase) once they serve, while the run goes on, and
+``DemoResult.metrics_urls`` keeps them.
+
 Security.  ``client_config`` (``millrace demo --command-config client.properties``) is
 given to every client the demo builds -- its admin calls, the producer, the pipeline's
 source as ``kafka.*`` options -- so the demo runs against a secured cluster of one's own.
@@ -62,6 +67,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from millrace.client.admin import KafkaAdminClient
+    from millrace.launcher.broker_process import BrokerProcess
     from millrace.launcher.local_cluster import LocalCluster
     from millrace.spark.pipeline import BatchProgress, PipelineConfig
 
@@ -209,6 +215,8 @@ class DemoResult:
     spark_log: str | None = None  # the Spark JVM's stdout/stderr
     security_protocol: str = "PLAINTEXT"  # how the clients connected
     client_properties: str | None = None  # sasl_ssl: the secured cluster's client settings
+    # broker id -> its /metrics URL while the run lasted (the demo's own brokers only)
+    metrics_urls: dict[int, str] = field(default_factory=dict)
 
     @property
     def produce_rate(self) -> float:
@@ -242,19 +250,20 @@ def reset_data_dir(data_dir: Path) -> None:
 
 
 @contextmanager
-def embedded_broker(data_dir: Path) -> Iterator[str]:
-    """A ``millrace broker`` child process with its logs in ``data_dir``; yields the
-    bootstrap address and stops the broker (SIGTERM) on the way out."""
+def embedded_broker(data_dir: Path) -> Iterator[BrokerProcess]:
+    """A ``millrace broker`` child process with its logs in ``data_dir`` and its HTTP
+    listener on (``broker.http_url``); yields the started broker and stops it (SIGTERM)
+    on the way out."""
     from millrace.launcher.broker_process import BrokerProcess
 
-    broker = BrokerProcess(data_dir, overrides={"num.partitions": "1"})
+    broker = BrokerProcess(data_dir, overrides={"num.partitions": "1"}, http=True)
     try:
         broker.start()
     except RuntimeError as e:
         raise DemoError(f"the embedded broker did not start; see {broker.log_path}: "
                         f"{str(e).splitlines()[0]}") from None
     try:
-        yield broker.bootstrap
+        yield broker
     except BaseException:
         broker.kill()
         raise
@@ -501,7 +510,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         _check_state(state, config, state_path)
 
     embedded = config.bootstrap_servers is None
-    with _broker(config, data_dir, listener) as (bootstrap, cluster):
+    with _broker(config, data_dir, listener) as (bootstrap, cluster, metrics_urls):
         timings["broker_start_s"] = time.perf_counter() - started
         client = _client_settings(config, cluster)
 
@@ -608,7 +617,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         verification=verification, timings=timings, notes=notes, brokers=config.brokers,
         spark_log=str(spark_log),
         security_protocol=str(client.get("security.protocol", "PLAINTEXT")).upper(),
-        client_properties=_client_properties_file(cluster))
+        client_properties=_client_properties_file(cluster), metrics_urls=metrics_urls)
 
 
 def _client_settings(config: DemoConfig, cluster: LocalCluster | None) -> dict[str, str]:
@@ -635,12 +644,24 @@ def _first_words(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
+def _serving(listener: DemoListener, http_urls: dict[int, str]) -> dict[int, str]:
+    """Tell the listener where the brokers' metrics are; broker id -> /metrics URL."""
+    metrics = {broker_id: f"{url}/metrics" for broker_id, url in http_urls.items()}
+    if len(metrics) == 1:
+        listener.phase("metrics", next(iter(metrics.values())))
+    elif metrics:
+        listener.phase("metrics", ", ".join(f"broker {broker_id} {url}"
+                                            for broker_id, url in metrics.items()))
+    return metrics
+
+
 @contextmanager
 def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener
-            ) -> Iterator[tuple[str, LocalCluster | None]]:
+            ) -> Iterator[tuple[str, LocalCluster | None, dict[int, str]]]:
+    """(bootstrap servers, the demo's cluster or None, broker id -> /metrics URL)."""
     if config.bootstrap_servers is not None:
         listener.phase("broker", config.bootstrap_servers)
-        yield config.bootstrap_servers, None
+        yield config.bootstrap_servers, None, {}
         return
     if config.brokers > 1:
         from millrace.demo.cluster import CLUSTER_DIR, ClusterDemoError, demo_cluster
@@ -652,13 +673,15 @@ def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener
         try:
             with demo_cluster(data_dir / CLUSTER_DIR, config.brokers,
                               secured=secured) as cluster:
-                yield cluster.bootstrap, cluster
+                yield cluster.bootstrap, cluster, _serving(listener, cluster.http_urls())
         except ClusterDemoError as e:
             raise DemoError(str(e)) from None
         return
     listener.phase("broker", f"embedded, logs in {data_dir / 'broker'}")
-    with embedded_broker(data_dir / "broker") as bootstrap:
-        yield bootstrap, None
+    with embedded_broker(data_dir / "broker") as broker:
+        # the embedded broker is node 0 (node.id's default)
+        urls = {0: broker.http_url} if broker.http_url is not None else {}
+        yield broker.bootstrap, None, _serving(listener, urls)
 
 
 def _leader_kill(cluster: LocalCluster, topic: str, listener: DemoListener, notes: list[str],

@@ -1,7 +1,10 @@
 """``millrace cluster up`` as a user runs it: a child process that starts ZooKeeper and
 three brokers, prints where they are, serves confluent-kafka, stops cleanly on SIGTERM
 (no process left behind) and, run again on the same directory, brings the same cluster
-back with its data."""
+back with its data.  Every broker serves /metrics on a port of its own: the URLs are
+printed and listed in the JSON, each answers /healthz and a /metrics that
+prometheus-client's own parser reads, and ``prometheus.yml`` in the cluster dir scrapes
+exactly those brokers."""
 
 from __future__ import annotations
 
@@ -13,10 +16,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from millrace.launcher.broker_process import free_port, port_in_use
 from millrace.launcher.zookeeper_process import ZOOKEEPER_JAR
@@ -43,11 +49,13 @@ class ClusterUp:
     """``millrace cluster up --output json`` in a child process."""
 
     def __init__(self, directory: Path, brokers: int, base_port: int,
-                 *extra: str) -> None:
+                 *extra: str, http_base_port: int | None = None) -> None:
+        # the HTTP ports from a free range too, never the default 9644 another run may hold
+        http = ["--http-base-port", str(http_base_port or free_port_range(brokers))]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "millrace.cli.main", "cluster", "up", "--brokers",
              str(brokers), "--dir", str(directory), "--base-port", str(base_port),
-             "--output", "json", *extra],
+             "--output", "json", *http, *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert self.proc.stdout is not None
@@ -73,6 +81,65 @@ class ClusterUp:
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def scrape(url: str) -> set[str]:
+    """The metric families of a /metrics page, read by prometheus-client's parser."""
+    status, text = get(url)
+    assert status == 200, text
+    return {family.name for family in text_string_to_metric_families(text)}
+
+
+def scrape_targets(path: Path) -> list[tuple[str, str]]:
+    """(target, broker_id label) of each static config in a prometheus.yml, read as text
+    (PyYAML is not a dependency)."""
+    found: list[tuple[str, str]] = []
+    for line in path.read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("- targets:"):
+            (target,) = json.loads(stripped.removeprefix("- targets:"))
+            found.append((target, ""))
+        elif stripped.startswith("broker_id:"):
+            found[-1] = (found[-1][0], json.loads(stripped.removeprefix("broker_id:")))
+    return found
+
+
+def check_metrics(info: dict[str, Any], http_base: int) -> None:
+    """The brokers' HTTP URLs in cluster up's JSON line: where they were asked to be,
+    each serving /healthz and a parseable /metrics, all in prometheus.yml and no more."""
+    urls = [b["http"] for b in info["brokers"]]
+    assert urls == [f"http://127.0.0.1:{http_base + i}" for i in range(len(urls))]
+    assert [b["metrics"] for b in info["brokers"]] == [f"{u}/metrics" for u in urls]
+    for broker in info["brokers"]:
+        assert get(f"{broker['http']}/healthz")[0] == 200
+        assert any(name.startswith("kafka_") for name in scrape(broker["metrics"]))
+    config = Path(info["prometheus_config"])
+    assert config == Path(info["dir"]) / "prometheus.yml"
+    assert scrape_targets(config) == [(f"127.0.0.1:{http_base + i}", str(b["id"]))
+                                      for i, b in enumerate(info["brokers"])]
+    assert "job_name: millrace" in config.read_text()
+
+
+def test_the_metrics_checkers_refuse_what_is_not_there(tmp_path: Path) -> None:
+    """Negative controls: a page that is not the Prometheus format, a port nobody serves,
+    a prometheus.yml with another target."""
+    with pytest.raises(ValueError):
+        list(text_string_to_metric_families("<html>not metrics</html>\n"))
+    with pytest.raises(OSError):
+        get(f"http://127.0.0.1:{free_port()}/healthz")
+    yml = tmp_path / "prometheus.yml"
+    yml.write_text('    static_configs:\n      - targets: ["127.0.0.1:1"]\n'
+                   '        labels:\n          broker_id: "1"\n')
+    assert scrape_targets(yml) == [("127.0.0.1:1", "1")]
+    assert scrape_targets(yml) != [("127.0.0.1:2", "1")]
 
 
 def alive(pid: int) -> bool:
@@ -119,11 +186,13 @@ def consume(bootstrap: str, topic: str, count: int) -> list[bytes]:
 def test_cluster_up_serves_stops_cleanly_and_restarts_with_its_data(tmp_path: Path) -> None:
     directory = tmp_path / "cluster"
     base = free_port_range(3)
-    up = ClusterUp(directory, 3, base)
+    http_base = free_port_range(3)
+    up = ClusterUp(directory, 3, base, http_base_port=http_base)
     try:
         bootstrap = up.info["bootstrap_servers"]
         assert bootstrap == ",".join(f"127.0.0.1:{base + i}" for i in range(3))
         assert [b["id"] for b in up.info["brokers"]] == [1, 2, 3]
+        check_metrics(up.info, http_base)
         create_topic(bootstrap, "events")
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                              "enable.idempotence": True})
@@ -143,9 +212,10 @@ def test_cluster_up_serves_stops_cleanly_and_restarts_with_its_data(tmp_path: Pa
     finally:
         up.kill()
 
-    again = ClusterUp(directory, 3, base)
+    again = ClusterUp(directory, 3, base, http_base_port=http_base)
     try:
         assert again.info["bootstrap_servers"] == bootstrap
+        check_metrics(again.info, http_base)  # the same URLs, prometheus.yml still right
         values = consume(bootstrap, "events", 20)
         assert sorted(values) == sorted(f"v{i}".encode() for i in range(20))
         code, err = again.stop()
@@ -172,6 +242,74 @@ def test_cluster_up_names_a_busy_port(tmp_path: Path) -> None:
     assert not (tmp_path / "c").exists()
 
 
+def test_cluster_up_names_a_busy_http_port(tmp_path: Path) -> None:
+    import socket
+
+    base, http_base = free_port_range(3), free_port_range(3)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", http_base + 2))
+        busy.listen()
+        result = subprocess.run(
+            [sys.executable, "-m", "millrace.cli.main", "cluster", "up", "--dir",
+             str(tmp_path / "c"), "--base-port", str(base), "--http-base-port",
+             str(http_base)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"Error: port {http_base + 2} (for broker 3's HTTP listener) is already in use on "
+        "127.0.0.1 -- another cluster still running? Choose others with --http-base-port "
+        "(or --no-http)"]
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.slow
+def test_cluster_up_prints_the_metrics_urls_and_the_scrape_config(tmp_path: Path) -> None:
+    """The human output: each broker's /metrics URL and where prometheus.yml is."""
+    directory = tmp_path / "c"
+    base, http_base = free_port_range(1), free_port_range(1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "millrace.cli.main", "cluster", "up", "--brokers", "1",
+         "--dir", str(directory), "--base-port", str(base), "--http-base-port",
+         str(http_base)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        lines: list[str] = []
+        while not lines or not lines[-1].startswith("Ctrl-C"):
+            line = proc.stdout.readline()
+            assert line, proc.communicate(timeout=30)
+            lines.append(line.rstrip("\n"))
+        url = f"http://127.0.0.1:{http_base}/metrics"
+        (broker,) = [ln for ln in lines if ln.startswith("broker 1 ")]
+        assert broker == (f"broker 1 127.0.0.1:{base} (log {directory.resolve()}/broker-1/"
+                          f"broker.log, metrics {url})")
+        config = directory.resolve() / "prometheus.yml"
+        assert f"Prometheus scrape config: {config}" in lines
+        assert scrape_targets(config) == [(f"127.0.0.1:{http_base}", "1")]
+        assert any(name.startswith("kafka_") for name in scrape(url))
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.slow
+def test_cluster_up_without_http(tmp_path: Path) -> None:
+    directory = tmp_path / "c"
+    up = ClusterUp(directory, 1, free_port_range(1), "--no-http")
+    try:
+        assert up.info["prometheus_config"] is None
+        assert [(b["http"], b["metrics"]) for b in up.info["brokers"]] == [(None, None)]
+        assert not (directory / "prometheus.yml").exists()
+        assert "/metrics" not in (directory / "broker-1" / "broker.log").read_text()
+        code, err = up.stop()
+        assert code == 0, err
+    finally:
+        up.kill()
+
+
 def read_properties(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines()
                 if line and not line.startswith("#"))
@@ -181,9 +319,11 @@ def read_properties(path: Path) -> dict[str, str]:
 def test_cluster_up_with_sasl_ssl_prints_a_working_client_properties(tmp_path: Path) -> None:
     directory = tmp_path / "secure"
     base = free_port_range(1)
-    up = ClusterUp(directory, 1, base, "--security", "sasl_ssl")
+    http_base = free_port_range(1)
+    up = ClusterUp(directory, 1, base, "--security", "sasl_ssl", http_base_port=http_base)
     try:
         assert up.info["security_protocol"] == "SASL_SSL"
+        check_metrics(up.info, http_base)  # plain HTTP on loopback beside the TLS port
         path = Path(up.info["client_properties"])
         assert path.stat().st_mode & 0o777 == 0o600  # it holds a password
         props = read_properties(path)

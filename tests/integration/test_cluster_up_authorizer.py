@@ -67,8 +67,8 @@ def test_authorizer_on_plaintext_is_refused_before_anything_starts(tmp_path: Pat
 def test_cluster_up_with_the_authorizer_grants_nothing_but_to_admin(tmp_path: Path) -> None:
     directory = tmp_path / "acl"
     proc = cluster_up("--brokers", "1", "--dir", str(directory), "--base-port",
-                      str(free_port()), "--security", "sasl_ssl", "--authorizer",
-                      "--output", "json")
+                      str(free_port()), "--http-base-port", str(free_port()),
+                      "--security", "sasl_ssl", "--authorizer", "--output", "json")
     pids: list[int] = []
     try:
         assert proc.stdout is not None

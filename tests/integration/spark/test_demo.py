@@ -1,6 +1,8 @@
 """``millrace demo`` end to end as a user runs it: a child process that starts the
 embedded broker, produces order events, runs the Spark pipeline into SQLite and verifies
-every row; then a second run on the same data dir that continues the stream."""
+every row; then a second run on the same data dir that continues the stream.  While it
+runs, the broker's /metrics URL it prints answers (/healthz 200, a /metrics page that
+prometheus-client's parser reads), and the JSON summary keeps the same URL."""
 
 from __future__ import annotations
 
@@ -9,9 +11,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from millrace.launcher.broker_process import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -20,6 +27,61 @@ def demo(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "120"}
     return subprocess.run([sys.executable, "-m", "millrace.cli.main", "demo", *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def printed_metrics_urls(stderr_line: str) -> list[str]:
+    """The /metrics URLs of the demo's "metrics ..." progress line ([] for other lines)."""
+    if not stderr_line.startswith("metrics "):
+        return []
+    return re.findall(r"http://[\w.:]+/metrics", stderr_line)
+
+
+def scrape(metrics_url: str) -> set[str]:
+    """/healthz must answer 200 and /metrics parse: the metric families' names."""
+    health = metrics_url.removesuffix("/metrics") + "/healthz"
+    with urllib.request.urlopen(health, timeout=10) as response:
+        assert response.status == 200
+    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return {family.name for family in text_string_to_metric_families(text)}
+
+
+def demo_scraping(*args: str, timeout: float = 600
+                  ) -> tuple[subprocess.CompletedProcess[str], dict[str, set[str]]]:
+    """``demo`` that, as soon as the demo prints its brokers' metrics URLs (while they
+    serve), scrapes each of them: (the finished run, URL -> its metric families)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "120"}
+    scraped: dict[str, set[str]] = {}
+    err: list[str] = []
+    with tempfile.TemporaryFile("w+") as out, subprocess.Popen(
+            [sys.executable, "-m", "millrace.cli.main", "demo", *args], stdout=out,
+            stderr=subprocess.PIPE, text=True, env=env) as proc:
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                err.append(line)
+                for url in printed_metrics_urls(line):
+                    scraped[url] = scrape(url)
+            proc.wait(timeout)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        out.seek(0)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out.read(),
+                                           "".join(err)), scraped
+
+
+def test_the_scrape_checks_refuse_what_is_not_there() -> None:
+    """Negative controls: no URL in another line, nothing served on a free port, a page
+    that is not the Prometheus format."""
+    assert printed_metrics_urls("broker embedded, logs in /x/metrics") == []
+    assert printed_metrics_urls("metrics http://127.0.0.1:5/metrics") == [
+        "http://127.0.0.1:5/metrics"]
+    with pytest.raises(OSError):
+        scrape(f"http://127.0.0.1:{free_port()}/metrics")
+    with pytest.raises(ValueError):
+        list(text_string_to_metric_families("<html>no</html>\n"))
 
 
 # what Spark's JVM prints on its own (start-up notices, log4j's console, Ivy): it belongs
@@ -41,8 +103,12 @@ def batch_lines(stderr: str) -> dict[str, list[str]]:
 
 def test_demo_runs_verifies_and_continues(tmp_path: Path) -> None:
     data = tmp_path / "demo"
-    first = demo("--events", "4000", "--partitions", "3", "--data-dir", str(data))
+    first, scraped = demo_scraping("--events", "4000", "--partitions", "3", "--data-dir",
+                                   str(data))
     assert first.returncode == 0, first.stdout + first.stderr
+    # the embedded broker's metrics, printed once and live while the demo ran
+    (url,) = scraped
+    assert any(name.startswith("kafka_") for name in scraped[url]), scraped
     out = first.stdout
     assert "verification passed" in out
     for title in ("Throughput", "Orders by status", "Paid revenue by product",
@@ -77,9 +143,12 @@ def test_demo_runs_verifies_and_continues(tmp_path: Path) -> None:
     assert "batches" not in out.replace("micro-batches", "")  # the old ambiguous count
 
     # the same data dir again: 3,000 more events, the pipeline resumes from its checkpoint
-    second = demo("--events", "3000", "--data-dir", str(data), "--output", "json")
+    second, scraped = demo_scraping("--events", "3000", "--data-dir", str(data),
+                                    "--output", "json")
     assert second.returncode == 0, second.stdout + second.stderr
     doc = json.loads(second.stdout)
+    assert list(scraped) == list(doc["metrics_urls"].values())  # node 0, the embedded one
+    assert list(doc["metrics_urls"]) == ["0"]
     assert doc["run"] == 2 and doc["events_total"] == 7000
     assert doc["pipeline_input_rows"] == 3000
     assert doc["pipeline_queries"] == 1 and doc["spark_log"] == str(spark_log)

@@ -32,7 +32,7 @@ def test_every_broker_gets_the_acl_authorizer_with_admin_as_super_user(
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"]
         assert overrides["listeners"].startswith("SASL_SSL://")
     # no ACL is granted silently: nothing but the two settings above differs
-    ports = {"base_port": 19092, "zookeeper_port": 12181}
+    ports = {"base_port": 19092, "zookeeper_port": 12181, "http_base_port": 19644}
     plain = LocalCluster(tmp_path, 1, security=security(tmp_path), **ports)._broker(1).overrides
     with_acl = LocalCluster(tmp_path, 1, security=security(tmp_path), authorizer=True,
                             **ports)._broker(1).overrides
