@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import os
 import random
+import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,6 +77,38 @@ def context(cluster: LocalCluster, seed: int) -> NemesisContext:
 
 
 
+class ReadyzProbe:
+    """Polls a broker's /readyz every few milliseconds in a thread: the answers, as
+    status codes (``"refused"`` once nothing listens), consecutive repeats folded."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url + "/readyz"
+        self.answers: list[int | str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> ReadyzProbe:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as r:
+                    answer: int | str = r.status
+            except urllib.error.HTTPError as e:
+                answer = e.code
+            except OSError:
+                answer = "refused"
+            if not self.answers or self.answers[-1] != answer:
+                self.answers.append(answer)
+            time.sleep(0.005)
+
+
 def others(victim: int) -> list[int]:
     return [b for b in (1, 2, 3) if b != victim]
 
@@ -84,9 +120,21 @@ def check_full_disk_fault(cluster: LocalCluster, fault: DiskFull, tmp_path: Path
     ctx = context(cluster, seed=7)
     try:
         wait_until("300 acknowledged records", lambda: producer.acked_count >= 300)
-        description = fault.inject(ctx)
+        probes = {b: ReadyzProbe(cluster.http_urls()[b]).start() for b in (1, 2, 3)}
+        try:
+            description = fault.inject(ctx)
+        finally:
+            for probe in probes.values():
+                probe.stop()
         victim = fault.victim
         broker = cluster.broker(victim)
+        # /readyz: ready until the dir failed; from then on never ready again (a 503
+        # naming the dir while the broker stops, then nothing listens)
+        answers = probes[victim].answers
+        assert answers[0] == 200 and answers[-1] == "refused", answers[:3] + answers[-3:]
+        first_down = next(i for i, a in enumerate(answers) if a != 200)
+        assert 200 not in answers[first_down:]
+        assert all(a == 200 for b in others(victim) for a in probes[b].answers)
         assert not cluster.running(victim), description
         assert broker.proc is not None and broker.proc.returncode == 1, description
         assert FAILURE_LINE in description and str(cluster.log_dir(victim)) in description
