@@ -24,7 +24,6 @@ asserted): >= 0.95 -- authorization is per request and per partition, never per 
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -41,12 +40,10 @@ from _common import (
     main_guard,
     parse_args,
     print_table,
-    produce_records,
-    scaled,
     write_json,
 )
 from broker_ingest import CASES as INGEST_CASES
-from broker_ingest import ingest
+from broker_ingest import ingest_on_off
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -143,15 +140,8 @@ def targets() -> Iterator[list[Target]]:
 
 def run() -> None:
     args = parse_args(__doc__ or "")
-    results: list[Result] = []
     with targets() as ts:
-        for t in ts:  # first connections, topic creation paths, allocator: untimed
-            t.create_topic(f"{PREFIX}warmup")
-            produce_records(t.bootstrap, f"{PREFIX}warmup", bytes(100), 100_000)
-        for rep, case in itertools.product(range(args.repeat), CASES):
-            order = ts if rep % 2 == 0 else ts[::-1]
-            topic = f"{PREFIX}{case.size}-{rep}"
-            results += [ingest(t, case, topic, scaled(args, case.records)) for t in order]
+        results = ingest_on_off(ts, CASES, PREFIX, args)
     goals: dict[str, Goal] = {c.name: goal for c in CASES}
     rows: list[dict[str, Any]] = print_table(
         "ingest with the ACL authorizer on (100 ACLs, 10 prefixed) vs off "

@@ -9,7 +9,9 @@ millrace ingests >= 500k rec/s of 100 B and >= 50% of the mock cluster's rate.
 
 from __future__ import annotations
 
+import argparse
 import itertools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +78,23 @@ def ingest(t: Target, case: Case, topic: str, count: int,
     print(f"  {case.name:<14} {t.name:<9} {n:>9} rec in {secs:5.2f}s "
           f"= {r.rec_s:>11,.0f} rec/s", flush=True)
     return r
+
+
+def ingest_on_off(targets: Sequence[Target], cases: Iterable[Case], prefix: str,
+                  args: argparse.Namespace) -> list[Result]:
+    """The A/B runs of a feature benchmark (two builds or settings of one broker): a
+    warm-up on each target (first connections, topic creation paths, allocator:
+    untimed), then every case on both, the targets' order alternating between repeats
+    so that neither always runs on a warmer machine."""
+    for t in targets:
+        t.create_topic(f"{prefix}warmup")
+        produce_records(t.bootstrap, f"{prefix}warmup", bytes(100), 100_000)
+    results: list[Result] = []
+    for rep, case in itertools.product(range(args.repeat), cases):
+        order = targets if rep % 2 == 0 else targets[::-1]
+        topic = f"{prefix}{case.size}-acks{case.acks}-{rep}"
+        results += [ingest(t, case, topic, scaled(args, case.records)) for t in order]
+    return results
 
 
 def run() -> None:

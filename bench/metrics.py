@@ -20,7 +20,6 @@ per request or per partition of a request, never per record.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -36,11 +35,9 @@ from _common import (
     main_guard,
     parse_args,
     print_table,
-    produce_records,
-    scaled,
     write_json,
 )
-from broker_ingest import CASES, ingest
+from broker_ingest import CASES, ingest_on_off
 from prometheus_client.parser import text_string_to_metric_families
 
 from millrace.testing.broker_process import free_port
@@ -109,15 +106,8 @@ def targets() -> Iterator[list[Target]]:
 
 def run() -> None:
     args = parse_args(__doc__ or "")
-    results: list[Result] = []
     with targets() as ts:
-        for t in ts:  # first connections, topic creation paths, allocator: untimed
-            t.create_topic("bench-metrics-warmup")
-            produce_records(t.bootstrap, "bench-metrics-warmup", bytes(100), 100_000)
-        for rep, case in itertools.product(range(args.repeat), CASES):
-            order = ts if rep % 2 == 0 else ts[::-1]
-            topic = f"bench-metrics-{case.size}-{case.acks}-{rep}"
-            results += [ingest(t, case, topic, scaled(args, case.records)) for t in order]
+        results = ingest_on_off(ts, CASES, "bench-metrics-", args)
     goals: dict[str, Goal] = {c.name: goal for c in CASES}
     rows: list[dict[str, Any]] = print_table(
         "ingest with metrics on (recorded, scraped every 1 s) vs off "
