@@ -6,9 +6,6 @@ produce/consume --print-metrics`` print the table (child processes, as a user ru
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -143,36 +140,3 @@ def test_lag_shows_what_is_left_to_read(broker: BrokerProcess) -> None:
         lag = consumer.metrics()[f"{FETCH}.{topic}-0"]["records-lag"]
         assert lag == 100 - got > 0
         assert consumer.metrics()[FETCH]["records-lag-max"] >= lag
-
-
-def _cli(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "millrace.cli.main", *args,
-                           "--bootstrap-server", broker.bootstrap],
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc
-
-
-def test_perf_print_metrics(broker: BrokerProcess) -> None:
-    topic = create_topic(broker, 2)
-    r = _cli(broker, "perf", "produce", "--topic", topic, "--num-records", "300",
-             "--record-size", "20", "--producer-props", "client.id=perfp", "--print-metrics")
-    assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    assert lines[0].startswith("300 records sent")
-    assert lines[2].startswith("Metric Name")
-    table = {line.split(" : ")[0].rstrip(): float(line.split(" : ")[1]) for line in lines[3:]}
-    assert table["producer-metrics:record-send-total:{client-id=perfp}"] == 300
-    assert table[f"producer-topic-metrics:record-send-total:{{client-id=perfp, topic={topic}}}"] \
-        == 300
-
-    r = _cli(broker, "perf", "consume", "--topic", topic, "--messages", "300",
-             "--consumer-props", "client.id=perfc", "--print-metrics", "--output", "json")
-    assert r.returncode == 0, r.stderr
-    doc = json.loads(r.stdout)
-    assert doc["records"] == 300
-    assert doc["metrics"][f"{FETCH}:records-consumed-total:{{client-id=perfc}}"] == 300
-
-    r = _cli(broker, "perf", "consume", "--topic", topic, "--messages", "300")
-    assert r.returncode == 0, r.stderr
-    assert "Metric Name" not in r.stdout  # only with --print-metrics

@@ -75,3 +75,36 @@ def test_produce_then_consume(tmp_path: Path) -> None:
         assert (_json(r)["records"], _json(r)["timed_out"]) == (21000, True)
         assert r.stderr.startswith("Error: read 21000 of 30000 records")
         assert r.stderr.count("\n") == 1
+
+
+def test_perf_print_metrics(tmp_path: Path) -> None:
+    """--print-metrics: the client's metrics after the totals, as Kafka's perf tools."""
+    with BrokerProcess(tmp_path / "broker") as broker:
+        check_print_metrics(broker)
+
+
+def check_print_metrics(broker: BrokerProcess) -> None:
+    topic = "perf-metrics"
+    assert _cli(broker, "topics", "create", "--topic", topic, "--partitions", "2"
+                ).returncode == 0
+    r = _cli(broker, "perf", "produce", "--topic", topic, "--num-records", "300",
+             "--record-size", "20", "--producer-props", "client.id=perfp", "--print-metrics")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("300 records sent")
+    assert lines[2].startswith("Metric Name")
+    table = {line.split(" : ")[0].rstrip(): float(line.split(" : ")[1]) for line in lines[3:]}
+    assert table["producer-metrics:record-send-total:{client-id=perfp}"] == 300
+    assert table[f"producer-topic-metrics:record-send-total:{{client-id=perfp, topic={topic}}}"] \
+        == 300
+
+    r = _cli(broker, "perf", "consume", "--topic", topic, "--messages", "300",
+             "--consumer-props", "client.id=perfc", "--print-metrics", "--output", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["records"] == 300
+    assert doc["metrics"]["consumer-fetch-manager-metrics:records-consumed-total:{client-id=perfc}"] == 300
+
+    r = _cli(broker, "perf", "consume", "--topic", topic, "--messages", "300")
+    assert r.returncode == 0, r.stderr
+    assert "Metric Name" not in r.stdout  # only with --print-metrics
