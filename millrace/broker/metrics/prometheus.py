@@ -9,8 +9,9 @@ MBean                                          series
 meter ``kafka.D:type=T,name=XPerSec,k=v``      ``kafka_d_t_x_total{k="v"}`` (counter)
 meter not ending in ``PerSec``                 ``kafka_d_t_x_count``
 gauge ``kafka.D:type=T,name=X,k=v``            ``kafka_d_t_x{k="v"}``
-histogram / timer ``...name=X``                ``kafka_d_t_x{quantile="0.99"}``, ``_count``
-                                               and ``_sum`` (a summary)
+histogram / timer ``...name=X``                ``kafka_d_t_x{quantile="0.50"}`` (``0.NN``
+                                               of ``NNthPercentile``: 0.50 ... 0.999),
+                                               ``_count`` and ``_sum`` (a summary)
 state gauge ``...name=SessionState``           ``kafka_server_sessionexpirelistener_``
                                                ``sessionstate{state="CONNECTED"} 1``
 raw gauge family ``name`` (no MBean)           ``name{k="v"}``, name and labels unchanged
@@ -42,6 +43,9 @@ from millrace.broker.metrics.registry import KafkaMetricsRegistry, MetricName
 from millrace.broker.metrics.yammer import QUANTILES, Histogram, Meter, Timer
 
 _RATES = (("OneMinuteRate", 1), ("FiveMinuteRate", 5), ("FifteenMinuteRate", 15))
+# the exporter's rule makes ``NNthPercentile`` into quantile="0.NN": 50th -> "0.50"
+_QUANTILE_LABELS = {0.5: "0.50", 0.75: "0.75", 0.95: "0.95", 0.98: "0.98", 0.99: "0.99",
+                    0.999: "0.999"}
 
 
 def series_name(domain: str, type_: str, name: str) -> str:
@@ -134,7 +138,7 @@ class KafkaCollector(Collector):
         series = series_name(key.domain, key.type, key.name)
         out = family(series, "summary", _doc(key))
         for q, value in zip(QUANTILES, histogram.quantiles()):
-            out.add_sample(series, {**labels, "quantile": f"{q:g}"}, value)
+            out.add_sample(series, {**labels, "quantile": _QUANTILE_LABELS[q]}, value)
         out.add_sample(series + "_count", labels, float(histogram.count))
         out.add_sample(series + "_sum", labels, float(histogram.sum))
 

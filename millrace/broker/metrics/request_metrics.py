@@ -27,7 +27,8 @@ A handler does not know its request's ``RequestTimes``: the network layer puts i
 
 Each is a histogram ``kafka.network:type=RequestMetrics,name=<phase>,request=<api>``;
 a Fetch is recorded under ``Fetch`` and under ``FetchConsumer`` or ``FetchFollower``
-(replica id ≥ 0).  ``RequestsPerSec,request=<api>,version=<v>`` (KIP-272) and
+(replica id ≥ 0), its ``RequestsPerSec`` as well as its phases (errors under ``Fetch``
+only, as Kafka).  ``RequestsPerSec,request=<api>,version=<v>`` (KIP-272) and
 ``ErrorsPerSec,request=<api>,error=<ERROR_NAME>`` are meters; the error counts come from
 every ``error_code`` field in the response body (``NONE`` counts the successes), as
 Kafka's ``AbstractResponse.errorCounts``.  All of it is per request (the error walk is
@@ -90,14 +91,17 @@ CURRENT_REQUEST: contextvars.ContextVar[RequestTimes | None] = contextvars.Conte
 _Walker = Callable[[Any, dict[int, int]], None]
 
 
-def _compile(fields: tuple[Field, ...]) -> _Walker | None:
+def _compile(fields: tuple[Field, ...], version: int) -> _Walker | None:
     """A function adding every ``error_code`` of a struct (and its nested structs) to
-    a count; None when the struct holds no error code at any depth."""
+    a count; None when the struct holds no error code at any depth.  Only the fields
+    of ``version``: one the version lacks holds its default (a Metadata v12 response
+    has no top-level ``error_code``; counting its 0 would add a NONE)."""
+    fields = tuple(f for f in fields if f.present_in(version))
     has_error = any(f.name == "error_code" for f in fields)
     nested: list[tuple[str, bool, _Walker]] = []
     for f in fields:
         if f.is_struct and f.fields:
-            walk = _compile(f.fields)
+            walk = _compile(f.fields, version)
             if walk is not None:
                 nested.append((f.name, f.is_array, walk))
     if not has_error and not nested:
@@ -120,15 +124,16 @@ def _compile(fields: tuple[Field, ...]) -> _Walker | None:
     return walk_struct
 
 
-_WALKERS: dict[int, _Walker | None] = {}
+_WALKERS: dict[tuple[int, int], _Walker | None] = {}
 
 
-def error_counts(api_key: int, body: Any) -> dict[int, int]:
-    """Every error code in a response body and how often it occurs."""
+def error_counts(api_key: int, version: int, body: Any) -> dict[int, int]:
+    """Every error code in a response body of ``version`` and how often it occurs."""
     try:
-        walk = _WALKERS[api_key]
+        walk = _WALKERS[(api_key, version)]
     except KeyError:
-        walk = _WALKERS[api_key] = _compile(API[api_key].response.message.fields)
+        walk = _WALKERS[(api_key, version)] = _compile(
+            API[api_key].response.message.fields, version)
     counts: dict[int, int] = {}
     if walk is not None and body is not None and not isinstance(body, bytes | bytearray):
         walk(body, counts)
@@ -171,13 +176,8 @@ class RequestMetrics:
         """One request answered: its rate, the error codes of ``body`` and its phases.
         ``follower`` (Fetch only): a replica's fetch (True) or a consumer's (False)."""
         metrics = self._api(api_name)
-        meter = metrics.requests.get(version)
-        if meter is None:
-            meter = metrics.requests[version] = self.registry.meter(
-                "kafka.network", "RequestMetrics", "RequestsPerSec",
-                {"request": api_name, "version": version})
-        meter.mark()
-        for code, n in error_counts(api_key, body).items():
+        self._requests(metrics, version).mark()
+        for code, n in error_counts(api_key, version, body).items():
             errors = metrics.errors.get(code)
             if errors is None:
                 errors = metrics.errors[code] = self.registry.meter(
@@ -194,9 +194,18 @@ class RequestMetrics:
                   ((times.sent or times.written or handled) - (times.written or handled)) * 1000,
                   ((times.sent or times.written or handled) - times.arrived) * 1000)
         self._update(metrics.phases, values)
-        if follower is not None:
-            self._update(self._api("FetchFollower" if follower else "FetchConsumer").phases,
-                         values)
+        if follower is not None:  # as Kafka: the request rate and the phases again
+            fetch = self._api("FetchFollower" if follower else "FetchConsumer")
+            self._requests(fetch, version).mark()
+            self._update(fetch.phases, values)
+
+    def _requests(self, metrics: _ApiMetrics, version: int) -> Meter:
+        meter = metrics.requests.get(version)
+        if meter is None:
+            meter = metrics.requests[version] = self.registry.meter(
+                "kafka.network", "RequestMetrics", "RequestsPerSec",
+                {"request": metrics.name, "version": version})
+        return meter
 
     @staticmethod
     def _update(histograms: tuple[Histogram, ...], values: tuple[float, ...]) -> None:

@@ -9,8 +9,9 @@
   first tick starts each average at the instant rate.  The broker's metrics registry
   ticks every meter it holds from one loop task, so marking costs two additions.
 - ``Histogram``: values (milliseconds or bytes) counted in log-spaced buckets (each
-  bound ``BUCKET_FACTOR`` times the one before, so a quantile is within about 12 % of
-  the true value), lifetime ``count`` / ``sum`` / ``min`` / ``max``, and quantiles
+  bound ``BUCKET_FACTOR`` times the one before; a quantile is interpolated inside the
+  bucket holding its rank, so it is within one bucket, 25 %, of the true value, and
+  much closer for evenly spread values), lifetime ``count`` / ``sum`` / ``min`` / ``max``, and quantiles
   (the 50th ... 99.9th percentiles of JMX) over a recent window: the buckets of the
   current and of the previous ``WINDOW_TICKS`` ticks, like Yammer's exponentially
   decaying reservoir, which favours the last five minutes.  ``update`` is a bisect of
@@ -37,7 +38,7 @@ WINDOW_TICKS = 12  # quantiles cover the last one to two minutes (12-24 ticks of
 QUANTILES = (0.5, 0.75, 0.95, 0.98, 0.99, 0.999)
 BUCKET_FACTOR = 1.25
 _SMALLEST = 0.001
-# upper bounds: 0.001 .. ~1.3e10 (ms: 150 days; bytes: 13 GB), then +Inf
+# upper bounds: 0.001 .. ~4e9 (ms: 46 days; bytes: 4 GB), then +Inf
 BOUNDS: tuple[float, ...] = tuple(_SMALLEST * BUCKET_FACTOR ** i for i in range(131))
 
 
@@ -55,13 +56,14 @@ def _lock(locked: bool) -> AbstractContextManager[object]:
 class Meter:
     """A count and its moving average rates (module docstring)."""
 
-    __slots__ = ("_lock", "_rates", "_start", "_uncounted", "count")
+    __slots__ = ("_clock", "_lock", "_rates", "_start", "_uncounted", "count")
 
     def __init__(self, *, locked: bool = False,
                  clock: Callable[[], float] = _time.monotonic) -> None:
         self.count = 0
         self._uncounted = 0
         self._rates: list[float] | None = None  # 1, 5, 15 minute; None until the 1st tick
+        self._clock = clock
         self._start = clock()
         self._lock = _lock(locked)
 
@@ -83,11 +85,13 @@ class Meter:
 
     def rate(self, minutes: int) -> float:
         """The moving average over 1, 5 or 15 minutes, per second."""
+        i = (1, 5, 15).index(minutes)  # ValueError for any other window
         rates = self._rates
-        return 0.0 if rates is None else rates[(1, 5, 15).index(minutes)]
+        return 0.0 if rates is None else rates[i]
 
     def mean_rate(self, now: float | None = None) -> float:
-        elapsed = (_time.monotonic() if now is None else now) - self._start
+        """Events per second since the meter was made (``now`` on its clock)."""
+        elapsed = (self._clock() if now is None else now) - self._start
         return self.count / elapsed if elapsed > 0 else 0.0
 
 
