@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import hashlib
 import hmac
 import time as _time
@@ -47,7 +46,7 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
         return None
     try:
         text = base64.b64decode(token.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+    except ValueError:  # binascii.Error, UnicodeDecodeError, a non-ASCII token
         return None
     user, sep, password = text.partition(":")
     if not sep or not user:
