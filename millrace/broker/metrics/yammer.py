@@ -56,7 +56,7 @@ def _lock(locked: bool) -> AbstractContextManager[object]:
 class Meter:
     """A count and its moving average rates (module docstring)."""
 
-    __slots__ = ("_clock", "_lock", "_rates", "_start", "_uncounted", "count")
+    __slots__ = ("_clock", "_lock", "_rates", "_start", "_uncounted", "_unlocked", "count")
 
     def __init__(self, *, locked: bool = False,
                  clock: Callable[[], float] = _time.monotonic) -> None:
@@ -66,8 +66,13 @@ class Meter:
         self._clock = clock
         self._start = clock()
         self._lock = _lock(locked)
+        self._unlocked = not locked
 
     def mark(self, n: int = 1) -> None:
+        if self._unlocked:  # the loop thread's meters: no lock to enter (the hot path)
+            self.count += n
+            self._uncounted += n
+            return
         with self._lock:
             self.count += n
             self._uncounted += n
@@ -98,7 +103,8 @@ class Meter:
 class Histogram:
     """Values in log-spaced buckets; quantiles over a recent window (module docstring)."""
 
-    __slots__ = ("_current", "_lock", "_previous", "_ticks", "count", "max", "min", "sum")
+    __slots__ = ("_current", "_lock", "_previous", "_ticks", "_unlocked", "count", "max",
+                 "min", "sum")
 
     def __init__(self, *, locked: bool = False) -> None:
         self.count = 0
@@ -110,16 +116,23 @@ class Histogram:
         self._previous = [0] * n
         self._ticks = 0
         self._lock = _lock(locked)
+        self._unlocked = not locked
 
     def update(self, value: float) -> None:
+        if self._unlocked:  # the loop thread's histograms: no lock to enter (the hot path)
+            self._record(value)
+            return
         with self._lock:
-            self._current[bisect_left(BOUNDS, value)] += 1
-            self.count += 1
-            self.sum += value
-            if value < self.min:
-                self.min = value
-            if value > self.max:
-                self.max = value
+            self._record(value)
+
+    def _record(self, value: float) -> None:
+        self._current[bisect_left(BOUNDS, value)] += 1
+        self.count += 1
+        self.sum += value
+        if value < self.min:
+            self.min = value
+        if value > self.max:
+            self.max = value
 
     def tick(self) -> None:
         """Every ``TICK_S``: after ``WINDOW_TICKS`` ticks the current buckets become the
