@@ -23,7 +23,11 @@ names) is what ``Describe`` protects.  ``https://`` listeners use the TLS contex
 broker's first SSL / SASL_SSL listener.
 
 Bad input: aiohttp refuses malformed requests and oversize headers with 400, unknown
-paths with 404 and other methods with 405; no request body is read.  A scrape renders on
+paths with 404 and other methods with 405; no request body is read.  aiohttp logs each
+malformed request at ERROR with a traceback (and the offending bytes, which may be an
+``Authorization`` header); its request handlers log through ``_request_log`` instead,
+where a client's bad request is one INFO line naming the error class only, and a
+handler's own failure keeps its traceback.  A scrape renders on
 the event loop: each one costs a few milliseconds for hundreds of partitions.
 
 Thread ownership: the broker's event-loop thread.
@@ -39,6 +43,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from millrace.broker.config import HttpListener, KafkaConfig
 from millrace.broker.metrics.prometheus import collector_registry, exposition
@@ -51,6 +56,24 @@ log = logging.getLogger(__name__)
 Readiness = Callable[[], list[str]]  # why the broker is not ready; [] when it is
 Authorize = Callable[[str, str], bool]  # (user, client host) -> may Describe the cluster
 PROBES = frozenset({"/healthz", "/readyz"})
+
+
+class _BadRequestFilter(logging.Filter):
+    """A client's malformed request (an ``HttpProcessingError`` aiohttp answered with
+    400) becomes one INFO line without traceback or request bytes (module docstring)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, HttpProcessingError):
+            record.msg = f"{record.msg}: bad HTTP request ({type(error).__name__}, " \
+                         f"answered {error.code})"
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+_request_log = logging.getLogger(__name__ + ".requests")
+_request_log.addFilter(_BadRequestFilter())
 
 
 class HttpBindError(Exception):
@@ -109,7 +132,8 @@ class BrokerHttpServer:
         app.add_routes([web.get("/metrics", self._metrics),
                         web.get("/healthz", self._healthz),
                         web.get("/readyz", self._readyz), *routes])
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False,
+                                     logger=_request_log)
 
     async def start(self) -> None:
         await self._runner.setup()
