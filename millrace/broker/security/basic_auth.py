@@ -10,9 +10,11 @@ constant-time; an unknown user costs the same comparison as a known one.
 
 Bounded work before authentication: a SCRAM derivation (PBKDF2, thousands of rounds) runs
 on the default executor, never on the event loop, at most ``MAX_CONCURRENT`` at a time;
-a header longer than ``MAX_HEADER`` is refused unread.  A success is remembered for
-``CACHE_S`` under a digest of the pair (never the password itself), so a scraper every
-15 s derives once a minute.  The password is never logged.
+a header longer than ``MAX_HEADER`` is refused unread.  A SCRAM success is remembered for
+``CACHE_S`` under a digest of the pair and the credential's stored key (never the
+password itself), so a scraper every 15 s derives once a minute and a changed credential
+takes effect at once; a user without SCRAM credentials costs a derivation against a
+made-up credential, so response times do not tell which users exist.  The password is never logged.
 
 Thread ownership: called on the event loop; the derivations run on executor threads.
 """
@@ -23,6 +25,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import secrets
 import time as _time
 from collections.abc import Callable, Mapping
 
@@ -59,7 +62,13 @@ class HttpBasicAuthenticator:
         self.plain_users = dict(plain_users)
         self.scram_lookup = scram_lookup
         self._slots = asyncio.Semaphore(MAX_CONCURRENT)
-        self._cache: dict[bytes, tuple[str, float]] = {}
+        # digest of (user, password, the credential's stored key) -> expiry: a changed
+        # credential misses the cache, so an old password stops working at once
+        self._cache: dict[bytes, float] = {}
+        # a user without SCRAM credentials costs one derivation against this made-up
+        # one, as a known user's wrong password does: timing does not tell who exists
+        self._decoy = ScramFormatter(ScramMechanism.from_name(SCRAM_MECHANISMS[0])  # type: ignore[arg-type]
+                                     ).generate_credential(secrets.token_hex(16), 4096)
 
     async def authenticate(self, header: str | None) -> str | None:
         """The authenticated user name, or None."""
@@ -67,36 +76,38 @@ class HttpBasicAuthenticator:
         if pair is None:
             return None
         user, password = pair
-        key = hashlib.sha256(f"{user}\0{password}".encode()).digest()
-        now = _time.monotonic()
-        hit = self._cache.get(key)
-        if hit is not None and hit[1] > now:
-            return hit[0]
-        if await self._check(user, password):
-            if len(self._cache) >= CACHE_ENTRIES:
-                self._cache.clear()
-            self._cache[key] = (user, now + CACHE_S)
-            return user
-        return None
-
-    async def _check(self, user: str, password: str) -> bool:
-        expected = self.plain_users.get(user)
         given = password.encode()
+        expected = self.plain_users.get(user)
         # an unknown PLAIN user is compared against itself: the same work either way
-        plain_ok = hmac.compare_digest(given, expected.encode() if expected is not None
-                                       else given) and expected is not None
-        if plain_ok:
-            return True
+        if hmac.compare_digest(given, expected.encode() if expected is not None else given) \
+                and expected is not None:
+            return user
         credentials = [(m, c) for m in SCRAM_MECHANISMS
                        if (c := self.scram_lookup(m, user) if self.scram_lookup else None)]
-        if not credentials:
-            return False
+        now = _time.monotonic()
+        for mechanism, credential in credentials:
+            expiry = self._cache.get(_cache_key(user, given, mechanism, credential))
+            if expiry is not None and expiry > now:
+                return user
         async with self._slots:
             loop = asyncio.get_running_loop()
+            if not credentials:
+                await loop.run_in_executor(None, _derives, SCRAM_MECHANISMS[0], given,
+                                           self._decoy)
+                return None
             for mechanism, credential in credentials:
                 if await loop.run_in_executor(None, _derives, mechanism, given, credential):
-                    return True
-        return False
+                    if len(self._cache) >= CACHE_ENTRIES:
+                        self._cache.clear()
+                    self._cache[_cache_key(user, given, mechanism, credential)] = now + CACHE_S
+                    return user
+        return None
+
+
+def _cache_key(user: str, password: bytes, mechanism: str,
+               credential: ScramCredential) -> bytes:
+    return hashlib.sha256(b"\0".join((user.encode(), password, mechanism.encode(),
+                                      credential.stored_key))).digest()
 
 
 def _derives(mechanism_name: str, password: bytes, credential: ScramCredential) -> bool:

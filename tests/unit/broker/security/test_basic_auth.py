@@ -171,15 +171,47 @@ def test_a_success_is_cached_and_a_failure_is_not(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_cache_is_bounded() -> None:
-    auth = HttpBasicAuthenticator({f"u{i}": "p" for i in range(basic_auth.CACHE_ENTRIES * 2)},
-                                  None)
+    n = basic_auth.CACHE_ENTRIES * 2
+    store = scram_store({("SCRAM-SHA-256", f"u{i}"): "p" for i in range(n)}, iterations=1)
+    auth = HttpBasicAuthenticator({}, lambda m, u: store.get((m, u)))
 
     async def scenario() -> None:
-        for i in range(basic_auth.CACHE_ENTRIES * 2):
+        for i in range(n):
             assert await auth.authenticate(basic(f"u{i}", "p")) == f"u{i}"
 
     asyncio.run(scenario())
     assert 0 < len(auth._cache) <= basic_auth.CACHE_ENTRIES
+
+
+def test_a_changed_credential_refuses_the_old_password_at_once() -> None:
+    store = scram_store({("SCRAM-SHA-256", "carol"): "old"})
+    auth = HttpBasicAuthenticator({}, lambda m, u: store.get((m, u)))
+
+    async def scenario() -> None:
+        assert await auth.authenticate(basic("carol", "old")) == "carol"  # now cached
+        store.update(scram_store({("SCRAM-SHA-256", "carol"): "new"}))
+        assert await auth.authenticate(basic("carol", "old")) is None
+        assert await auth.authenticate(basic("carol", "new")) == "carol"
+
+    asyncio.run(scenario())
+
+
+def test_an_unknown_user_costs_a_derivation_like_a_known_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No timing oracle: a user without credentials is derived against a decoy."""
+    store = scram_store({("SCRAM-SHA-256", "carol"): "carol-secret"})
+    iterations: list[int] = []
+    real = basic_auth._derives
+
+    def spy(mechanism: str, password: bytes, credential: basic_auth.ScramCredential) -> bool:
+        iterations.append(credential.iterations)
+        return real(mechanism, password, credential)
+
+    monkeypatch.setattr(basic_auth, "_derives", spy)
+    auth = HttpBasicAuthenticator({}, lambda m, u: store.get((m, u)))
+    assert run(auth, basic("nobody", "guess")) is None
+    assert run(auth, basic("carol", "guess")) is None
+    assert iterations == [4096, 4096]
 
 
 # ------------------------------------------------------------------ logging
