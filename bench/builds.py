@@ -1,0 +1,142 @@
+"""Two builds of the broker side by side: ingest on this checkout's broker against the
+broker of an earlier commit, in one run (a hot-path change's before/after).
+
+    .venv/bin/python bench/builds.py --base <commit> [--quick] [--repeat N] [--json out.json]
+
+The base commit is checked out into a temporary ``git worktree``; its broker runs as a
+``millrace broker`` child process with that tree first on ``PYTHONPATH`` (ahead of the
+editable install of this checkout; both brokers start in a directory holding no
+``millrace/``, which Python would otherwise put first), and the compiled C accelerators of this checkout are
+copied into it when their sources are the same at both commits (else the base runs its
+pure-Python paths and the run says so).  Each side gets a fresh log dir.  The cases are
+broker_ingest's (confluent-kafka Producer, one partition), every case on both brokers,
+their order alternating between repeats.  The ratio is this build's rec/s over the base's;
+no goal: it says what a change did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    BenchFailure,
+    MillraceTarget,
+    Result,
+    Target,
+    main_guard,
+    print_table,
+    write_json,
+)
+from broker_ingest import CASES, ingest_on_off
+
+from millrace.testing.broker_process import BrokerProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAD, BASE = "this_build", "base_build"
+ACCELERATORS = ("millrace/record/_speedups", "millrace/client/producer/_internals/_speedups")
+
+
+def parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--base", required=True, help="the commit to compare against")
+    ap.add_argument("--quick", action="store_true", help="a tenth of the records")
+    ap.add_argument("--repeat", type=int, default=3, metavar="N")
+    ap.add_argument("--json", metavar="PATH")
+    args = ap.parse_args()
+    args.scale = 1.0  # scaled() applies --quick
+    return args
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def copy_accelerators(tree: Path, base: str) -> list[str]:
+    """Copy this checkout's compiled accelerators into ``tree`` where the C sources are
+    unchanged since ``base``; the modules left to run in pure Python."""
+    missing = []
+    for module in ACCELERATORS:
+        source = f"{module}.c"
+        built = sorted(ROOT.glob(f"{module}.cpython-*.so"))
+        same = filecmp.cmp(ROOT / source, tree / source, shallow=False) \
+            if (tree / source).exists() else False
+        if built and same:
+            shutil.copy2(built[0], tree / built[0].relative_to(ROOT))
+        else:
+            missing.append(module)
+    return missing
+
+
+class BaseTarget(MillraceTarget):
+    """The broker of the base commit, from its worktree."""
+
+    name = BASE
+
+    def __init__(self, tree: Path) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="millrace-bench-base-")
+        self.broker = BrokerProcess(Path(self._tmp.name), env={"PYTHONPATH": str(tree)})
+        try:
+            self.broker.start()
+        except BaseException:
+            self.broker.kill()
+            self._tmp.cleanup()
+            raise
+        self.bootstrap = self.broker.bootstrap
+        self.broker_pid = self.broker.proc.pid if self.broker.proc else None
+
+
+class HeadTarget(MillraceTarget):
+    name = HEAD
+
+
+@contextmanager
+def targets(base: str) -> Iterator[list[Target]]:
+    with ExitStack() as stack:
+        holder = Path(stack.enter_context(tempfile.TemporaryDirectory(
+            prefix="millrace-bench-worktree-")))
+        tree = holder / "tree"
+        git("worktree", "add", "--detach", str(tree), base)
+        stack.callback(git, "worktree", "remove", "--force", str(tree))
+        # the brokers run from here: with no millrace/ in the working directory (which
+        # Python puts first on sys.path) the base's PYTHONPATH wins over the editable install
+        os.chdir(holder)
+        found = subprocess.run([sys.executable, "-c", "import millrace; print(millrace.__file__)"],
+                               env={**os.environ, "PYTHONPATH": str(tree)}, check=True,
+                               capture_output=True, text=True).stdout.strip()
+        if not found.startswith(str(tree)):
+            raise BenchFailure(f"{BASE}: imports millrace from {found}, not from {tree}")
+        pure = copy_accelerators(tree, base)
+        if pure:
+            print(f"  {BASE}: pure Python for {', '.join(pure)} (C sources differ)")
+        head = HeadTarget({})
+        stack.callback(head.close)
+        other = BaseTarget(tree)
+        stack.callback(other.close)
+        yield [head, other]
+
+
+def run() -> None:
+    args = parse()
+    base = git("rev-parse", "--short", args.base)
+    print(f"this build {git('rev-parse', '--short', 'HEAD')} vs base {base}", flush=True)
+    with targets(base) as ts:
+        results: list[Result] = ingest_on_off(ts, CASES, "bench-builds-", args)
+    rows: list[dict[str, Any]] = print_table(
+        f"ingest: this build vs {base} (confluent-kafka Producer, as broker_ingest)",
+        results, {}, HEAD, BASE)
+    write_json(args.json, "builds", rows)
+
+
+if __name__ == "__main__":
+    main_guard(run)
