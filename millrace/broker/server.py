@@ -38,7 +38,7 @@ from collections.abc import Callable
 
 from millrace.broker.admin_manager import AdminManager
 from millrace.broker.api_version_manager import ApiVersionManager
-from millrace.broker.config import KafkaConfig
+from millrace.broker.config import HttpListener, KafkaConfig
 from millrace.broker.group.offsets_log import ReplicatedOffsetsLog
 from millrace.broker.group.service import GroupCoordinatorService
 from millrace.broker.handlers import load_all
@@ -165,6 +165,11 @@ class KafkaServer:
         except HttpBindError as e:
             await socket_server.shutdown()
             raise ListenerBindError(str(e)) from e
+        # DescribeConfigs shows the ports bound (``:0`` resolved): what `groups describe`
+        # dials for the coordinator's lag view
+        cfg.values["http.listeners"] = [
+            HttpListener(listener.scheme, listener.host, sock.getsockname()[1]).url
+            for listener, sock in http_sockets]
         log.info("starting millrace broker node.id=%d log.dirs=%s%s", cfg.node_id,
                  ",".join(cfg.log_dirs),
                  f" zookeeper.connect={cfg['zookeeper.connect']}" if clustered else "")

@@ -34,7 +34,12 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from millrace.client.admin import KafkaAdminClient, NewTopic
+from millrace.client.admin import (
+    ConfigResource,
+    ConfigResourceType,
+    KafkaAdminClient,
+    NewTopic,
+)
 from millrace.client.admin.types import (
     ScramCredentialInfo,
     ScramMechanism,
@@ -164,6 +169,15 @@ def url(broker: BrokerProcess) -> str:
     (only,) = broker.http_urls  # port 0: the port the broker bound, from its started line
     assert port_of(only) != 0
     return only
+
+
+def test_describe_configs_shows_the_port_bound_for_port_0(broker: BrokerProcess,
+                                                          url: str) -> None:
+    """``groups describe`` dials what DescribeConfigs says: the bound port, not 0."""
+    resource = ConfigResource(ConfigResourceType.BROKER, "0")
+    with KafkaAdminClient({"bootstrap.servers": broker.bootstrap}) as admin:
+        config = admin.describe_configs([resource])[resource].result()
+    assert config["http.listeners"].value == url
 
 
 def produce(bootstrap: str, topic: str, n: int, **config: Any) -> None:
