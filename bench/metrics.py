@@ -21,6 +21,7 @@ per request or per partition of a request, never per record.
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 import urllib.request
@@ -72,6 +73,7 @@ class MetricsOnTarget(MillraceTarget):
         self.scrapes = 0
         self.series = 0
         self.scrape_s = 0.0
+        self.probe_ms: list[float] = []  # /healthz and /readyz round trips under load
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._scrape_loop, daemon=True)
@@ -84,6 +86,11 @@ class MetricsOnTarget(MillraceTarget):
                 with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
                     text = r.read().decode()
                 self.scrape_s += time.perf_counter() - started
+                for probe in ("/healthz", "/readyz"):
+                    started = time.perf_counter()
+                    with urllib.request.urlopen(self.url + probe, timeout=10) as r:
+                        r.read()
+                    self.probe_ms.append((time.perf_counter() - started) * 1000)
                 self.series = sum(len(f.samples) for f in text_string_to_metric_families(text))
                 self.scrapes += 1
             except BaseException as e:  # reported at the end: a failed scrape fails the run
@@ -107,7 +114,9 @@ def targets() -> Iterator[list[Target]]:
         if on.error is not None:
             raise BenchFailure(f"{ON}: a scrape of {on.url}/metrics failed: {on.error!r}")
         print(f"  {ON}: {on.scrapes} scrapes, {on.series} samples in the last one, "
-              f"{on.scrape_s / max(on.scrapes, 1) * 1000:.1f} ms per scrape")
+              f"{on.scrape_s / max(on.scrapes, 1) * 1000:.1f} ms per scrape; /healthz and "
+              f"/readyz under load: median {statistics.median(on.probe_ms or [0]):.1f} ms, "
+              f"max {max(on.probe_ms or [0]):.1f} ms")
 
 
 def run() -> None:
