@@ -12,6 +12,9 @@ inter-broker traffic alike -- with SCRAM-SHA-512.  This module makes the pieces,
   clientAuth (brokers are clients of each other);
 * ``users.json`` (0600): two SCRAM users with random passwords -- ``admin``, the brokers'
   own inter-broker identity, and ``client``, for applications;
+* ``admin.password`` (0600): admin's password alone, for Prometheus's
+  ``basic_auth.password_file`` (a secured cluster's HTTP listeners want basic credentials:
+  ``http.authentication.method=BASIC``);
 * ``client.properties``: what a client needs (security.protocol, sasl.*, ssl.ca.location),
   readable by ``--command-config`` of every millrace command and by Kafka's tools;
   ``admin.properties`` the same as admin, written when the authorizer is on (the only
@@ -120,6 +123,9 @@ class DevSecurity:
             "ssl.keystore.location": str(self.keystore_path),
             "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(self.ca_path),
+            # a secured cluster's /metrics (topic and group names) is not open either:
+            # basic credentials of its SCRAM users; the probes stay open
+            "http.authentication.method": "BASIC",
         }
 
     @staticmethod
@@ -149,6 +155,15 @@ class DevSecurity:
         with os.fdopen(fd, "w") as f:
             f.write(f"# millrace development cluster: SASL_SSL with SCRAM-SHA-512 as {user}\n")
             f.write("\n".join(lines) + "\n")
+        return path
+
+    def write_password_file(self, user: str = ADMIN_USER) -> Path:
+        """``<user>.password`` (0600): the user's password alone, for a scraper's
+        ``basic_auth.password_file`` (Prometheus reads it at every scrape)."""
+        path = self.directory / f"{user}.password"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self.passwords[user])
         return path
 
     def create_users(self, zookeeper_connect: str) -> None:

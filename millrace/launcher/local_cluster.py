@@ -38,7 +38,7 @@ from types import TracebackType
 from urllib.parse import urlsplit
 
 from millrace.launcher.broker_process import BrokerProcess, free_port
-from millrace.launcher.dev_security import DevSecurity
+from millrace.launcher.dev_security import ADMIN_USER, DevSecurity
 from millrace.launcher.zookeeper_process import ZooKeeperProcess
 
 CHROOT = "/millrace"
@@ -46,7 +46,8 @@ PROMETHEUS_CONFIG = "prometheus.yml"
 PROMETHEUS_JOB = "millrace"
 
 
-def prometheus_config(urls: dict[int, str], directory: Path) -> str:
+def prometheus_config(urls: dict[int, str], directory: Path,
+                      basic_auth: tuple[str, Path] | None = None) -> str:
     """A ready ``prometheus.yml``: one scrape job, ``PROMETHEUS_JOB``, with each broker's
     ``host:port`` as a target labelled ``broker_id`` (YAML written by hand: every value is
     a number, a URL's host:port or a path, none needs quoting beyond what is done here)."""
@@ -60,6 +61,9 @@ def prometheus_config(urls: dict[int, str], directory: Path) -> str:
     schemes = {urlsplit(url).scheme for url in urls.values()}
     if schemes == {"https"}:
         lines.append("    scheme: https")
+    if basic_auth is not None:  # a secured cluster: (user, file holding the password)
+        lines += ["    basic_auth:", f"      username: {basic_auth[0]}",
+                  f"      password_file: {basic_auth[1]}"]
     lines += ["    metrics_path: /metrics",
               "    static_configs:" if urls else "    static_configs: []"]
     for broker_id, url in sorted(urls.items()):
@@ -162,7 +166,10 @@ class LocalCluster:
         broker, labelled ``broker_id``), written to ``path`` (default
         ``<directory>/prometheus.yml``); its path."""
         path = path or self.directory / PROMETHEUS_CONFIG
-        path.write_text(prometheus_config(self.http_urls(), self.directory))
+        auth = None
+        if self.security is not None:  # its HTTP listeners want basic credentials
+            auth = (ADMIN_USER, self.security.write_password_file(ADMIN_USER))
+        path.write_text(prometheus_config(self.http_urls(), self.directory, auth))
         return path
 
     def start(self) -> LocalCluster:

@@ -8,6 +8,7 @@ exactly those brokers."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -83,17 +84,21 @@ class ClusterUp:
                 os.kill(pid, signal.SIGKILL)
 
 
-def get(url: str) -> tuple[int, str]:
+def get(url: str, auth: tuple[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
 
 
-def scrape(url: str) -> set[str]:
+def scrape(url: str, auth: tuple[str, str] | None = None) -> set[str]:
     """The metric families of a /metrics page, read by prometheus-client's parser."""
-    status, text = get(url)
+    status, text = get(url, auth)
     assert status == 200, text
     return {family.name for family in text_string_to_metric_families(text)}
 
@@ -112,16 +117,28 @@ def scrape_targets(path: Path) -> list[tuple[str, str]]:
     return found
 
 
+def basic_auth_of(config: Path) -> tuple[str, str] | None:
+    """(username, password) of prometheus.yml's basic_auth (its password_file read), if
+    it has one."""
+    fields = dict(line.strip().split(": ", 1) for line in config.read_text().splitlines()
+                  if line.strip().startswith(("username:", "password_file:")))
+    if not fields:
+        return None
+    return fields["username"], Path(fields["password_file"]).read_text()
+
+
 def check_metrics(info: dict[str, Any], http_base: int) -> None:
     """The brokers' HTTP URLs in cluster up's JSON line: where they were asked to be,
-    each serving /healthz and a parseable /metrics, all in prometheus.yml and no more."""
+    each serving /healthz and a parseable /metrics (with the credentials prometheus.yml
+    names, when it names some), all in prometheus.yml and no more."""
     urls = [b["http"] for b in info["brokers"]]
     assert urls == [f"http://127.0.0.1:{http_base + i}" for i in range(len(urls))]
     assert [b["metrics"] for b in info["brokers"]] == [f"{u}/metrics" for u in urls]
+    config = Path(info["prometheus_config"])
+    auth = basic_auth_of(config)
     for broker in info["brokers"]:
         assert get(f"{broker['http']}/healthz")[0] == 200
-        assert any(name.startswith("kafka_") for name in scrape(broker["metrics"]))
-    config = Path(info["prometheus_config"])
+        assert any(name.startswith("kafka_") for name in scrape(broker["metrics"], auth))
     assert config == Path(info["dir"]) / "prometheus.yml"
     assert scrape_targets(config) == [(f"127.0.0.1:{http_base + i}", str(b["id"]))
                                       for i, b in enumerate(info["brokers"])]
@@ -323,7 +340,17 @@ def test_cluster_up_with_sasl_ssl_prints_a_working_client_properties(tmp_path: P
     up = ClusterUp(directory, 1, base, "--security", "sasl_ssl", http_base_port=http_base)
     try:
         assert up.info["security_protocol"] == "SASL_SSL"
-        check_metrics(up.info, http_base)  # plain HTTP on loopback beside the TLS port
+        # plain HTTP on loopback beside the TLS port, behind basic credentials: admin's,
+        # from the password file prometheus.yml names (0600); the probes stay open
+        check_metrics(up.info, http_base)
+        metrics_url = up.info["brokers"][0]["metrics"]
+        config = Path(up.info["prometheus_config"])
+        auth = basic_auth_of(config)
+        assert auth is not None and auth[0] == "admin"
+        password_file = Path(config.read_text().split("password_file: ")[1].split()[0])
+        assert password_file.stat().st_mode & 0o777 == 0o600
+        assert get(metrics_url)[0] == 401
+        assert get(metrics_url, (auth[0], "wrong"))[0] == 401
         path = Path(up.info["client_properties"])
         assert path.stat().st_mode & 0o777 == 0o600  # it holds a password
         props = read_properties(path)
