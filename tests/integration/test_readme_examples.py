@@ -3,9 +3,9 @@
 
 Every fenced block of README.md is listed in ``BLOCKS`` by its first line: run here, or
 not and why -- a new block fails the test until it is listed.  The text runs verbatim
-except for the address: ``127.0.0.1:9092`` becomes the test broker's, and the shell
-commands find it in ``$MILLRACE_BOOTSTRAP`` (as a user's would in the default
-``localhost:9092``).  ``.venv/bin/millrace`` is a two-line script in the working
+except for the addresses: ``127.0.0.1:9092`` becomes the test broker's (and the Metrics
+section's ``127.0.0.1:9644`` its HTTP listener), and the shell commands find it in
+``$MILLRACE_BOOTSTRAP`` (as a user's would in the default ``localhost:9092``).  ``.venv/bin/millrace`` is a two-line script in the working
 directory that runs this checkout's ``millrace``.  An example passes when it exits 0 and
 prints something; the library example is also checked against the one it replaced
 (which prints nothing while the group forms: the negative control).
@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.integration]
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 README_ADDRESS = "127.0.0.1:9092"
+README_HTTP_ADDRESS = "127.0.0.1:9644"  # http.listeners in the Metrics section
 
 RUN = "run"
 SECURED = "needs the README's secured broker: tests/integration/test_readme_security.py"
@@ -57,6 +58,7 @@ BLOCKS: dict[str, str] = {
     "from millrace.spark import local_session": RUN,  # with Spark: test_spark_example
     ".venv/bin/millrace pipeline run": "Spark and JSON order events: the demo runs this "
                                        "pipeline (tests/integration/spark/test_demo.py)",
+    "curl -s http://127.0.0.1:9644/metrics": RUN,  # the test broker's HTTP listener
     # Security: a secured broker of its own, tests/integration/test_readme_security.py
     "# in one terminal": "cluster up in the foreground, the secured demo "
                          "(tests/integration/test_cluster_up.py, spark/test_demo_cluster.py)",
@@ -125,9 +127,11 @@ class Reader:
     cwd: Path
     env: dict[str, str]
     address: str
+    http_address: str
 
     def sh(self, command: str) -> subprocess.CompletedProcess[str]:
-        return self._run(["bash", "-c", command.replace(README_ADDRESS, self.address)])
+        return self._run(["bash", "-c", command.replace(README_ADDRESS, self.address)
+                          .replace(README_HTTP_ADDRESS, self.http_address)])
 
     def python(self, code: str) -> subprocess.CompletedProcess[str]:
         code = (code.replace(README_ADDRESS, self.address)
@@ -162,12 +166,13 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
     millrace = bin_dir / "millrace"
     millrace.write_text(f'#!/bin/sh\nexec {sys.executable} -m millrace.cli.main "$@"\n')
     millrace.chmod(0o755)
-    with BrokerProcess(tmp_path_factory.mktemp("broker"),
+    with BrokerProcess(tmp_path_factory.mktemp("broker"), http=True,
                        overrides={"group.initial.rebalance.delay.ms": "3000"}) as broker:
         env = {**os.environ, "MILLRACE_BOOTSTRAP": broker.bootstrap,
                "PYTHONPATH": os.pathsep.join(
                    p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-        yield Reader(home, env, broker.bootstrap)
+        assert broker.http_url is not None
+        yield Reader(home, env, broker.bootstrap, broker.http_url.removeprefix("http://"))
 
 
 def test_every_block_is_listed() -> None:
