@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
@@ -81,8 +81,16 @@ def admin(bootstrap: str, config: dict[str, str] | None = None) -> AdminClient:
 def partitions(client: AdminClient, topic: str) -> dict[int, PartitionView] | None:
     """The topic's partitions from one Metadata request, or None if it is not known.
     The request asks for every topic: one naming the topic would let librdkafka's
-    producer-type handle create it (AllowAutoTopicCreation) and revive a deleted one."""
-    md = client.list_topics(timeout=10)
+    producer-type handle create it (AllowAutoTopicCreation) and revive a deleted one.
+    A request that times out is None too: librdkafka sends Metadata to any broker it
+    has learnt of, a paused or dead one included, even from a client bootstrapped at
+    another; the caller's wait_until asks again."""
+    try:
+        md = client.list_topics(timeout=10)
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError._TIMED_OUT:
+            raise
+        return None
     t = md.topics.get(topic)
     if t is None or t.error is not None or not t.partitions:
         return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
@@ -72,11 +73,14 @@ def cluster_total(cluster: LocalCluster, name: str, brokers: Iterable[int] | Non
                for b in (brokers if brokers is not None else urls))
 
 
-def produce(bootstrap: str, topic: str, count: int, acks: str = "all") -> None:
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 1,
+            acks: str = "all") -> None:
+    """``count`` records, round-robin over ``partitions`` partitions (explicitly: without
+    a key librdkafka's sticky partitioner may put them all in one)."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5})
     failed: list[object] = []
     for i in range(count):
-        producer.produce(topic, value=b"v%d" % i,
+        producer.produce(topic, value=b"v%d" % i, partition=i % partitions,
                          on_delivery=lambda err, _m: failed.append(err) if err else None)
         producer.poll(0)
     assert producer.flush(60) == 0 and failed == []
@@ -100,15 +104,16 @@ def metered(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReq
 def test_messages_in_sum_to_what_was_produced_and_acks_all_waits_remotely(
         metered: LocalCluster) -> None:
     client = admin(metered.bootstrap)
-    create_topic(client, "metered", 3, 3)
-    produce(metered.bootstrap, "metered", 3000)
+    view = create_topic(client, "metered", 3, 3)
+    produce(metered.bootstrap, "metered", 3000, partitions=3)
     assert cluster_total(metered, "kafka_server_brokertopicmetrics_messagesin_total",
                          topic="metered") == 3000
     urls = metered.http_urls()
-    # every broker leads one partition: each counted its own appends, followers none
-    per_broker = [total(scrape(urls[b]), "kafka_server_brokertopicmetrics_messagesin_total",
-                        topic="metered") for b in urls]
-    assert all(n > 0 for n in per_broker), per_broker
+    # each leader counted the appends of the partitions it leads, the followers none
+    led = {b: sum(1 for p in view.values() if p.leader == b) for b in urls}
+    per_broker = {b: total(scrape(urls[b]), "kafka_server_brokertopicmetrics_messagesin_total",
+                           topic="metered") for b in urls}
+    assert per_broker == {b: 1000.0 * n for b, n in led.items()}, (per_broker, led)
     assert cluster_total(metered, "kafka_server_brokertopicmetrics_replicationbytesin_total",
                          topic="") > 0
     # acks=all: the leader parks each produce until the followers have fetched it
@@ -125,7 +130,7 @@ def test_a_stopped_group_lags_by_what_came_after_and_its_status_turns_stop(
         metered: LocalCluster) -> None:
     client = admin(metered.bootstrap)
     create_topic(client, "lagging", 1, 3)
-    produce(metered.bootstrap, "lagging", 200)
+    produce(metered.bootstrap, "lagging", 200)  # one partition
     consumer = Consumer({"bootstrap.servers": metered.bootstrap, "group.id": "stopper",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
     consumer.subscribe(["lagging"])
@@ -249,13 +254,39 @@ def missing(exprs: Iterable[str], samples: Samples) -> list[str]:
     return problems
 
 
-def test_dashboard_and_alert_rules_name_series_the_cluster_exposes(
-        metered: LocalCluster) -> None:
-    # the other tests of the module ran first (topics, a group): every family is there
+def committed_group(cluster: LocalCluster, topic: str, group: str) -> None:
+    """A topic with records and a group that committed some of them: what the lag
+    series need to exist (the panels over them are checked too)."""
+    create_topic(admin(cluster.bootstrap), topic, 1, 3)
+    produce(cluster.bootstrap, topic, 20)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    try:
+        msg = None
+        deadline = time.monotonic() + 60
+        while (msg is None or msg.error()) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+        assert msg is not None and not msg.error()
+        consumer.commit(message=msg, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def cluster_samples(cluster: LocalCluster) -> Samples:
     samples: Samples = {}
-    for url in metered.http_urls().values():
+    for url in cluster.http_urls().values():
         for name, rows in scrape(url).items():
             samples.setdefault(name, []).extend(rows)
+    return samples
+
+
+def test_dashboard_and_alert_rules_name_series_the_cluster_exposes(
+        metered: LocalCluster) -> None:
+    committed_group(metered, "dashboard", "dashboard-readers")
+    samples = wait_until("the group's lag and Burrow series on its coordinator", lambda: (
+        s := cluster_samples(metered)) and "burrow_kafka_consumer_status" in s
+        and "kafka_consumergroup_lag" in s and s)
     exprs = expressions()
     assert missing(exprs, samples) == []
     # negative controls: a misspelt series and a label nobody has are caught
