@@ -86,9 +86,11 @@ class Target:
 class MillraceTarget(Target):
     name = "millrace"
 
-    def __init__(self, overrides: dict[str, str]) -> None:
+    def __init__(self, overrides: dict[str, str], env: dict[str, str] | None = None) -> None:
+        """A ``millrace broker`` child with ``overrides``; ``env`` added to its
+        environment (``builds.py``: an earlier commit's tree on ``PYTHONPATH``)."""
         self._tmp = tempfile.TemporaryDirectory(prefix="millrace-bench-")
-        self.broker = BrokerProcess(Path(self._tmp.name), overrides=overrides)
+        self.broker = BrokerProcess(Path(self._tmp.name), overrides=overrides, env=env)
         try:
             self.broker.start()
         except BaseException:

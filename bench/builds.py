@@ -39,8 +39,6 @@ from _common import (
 )
 from broker_ingest import CASES, ingest_on_off
 
-from millrace.testing.broker_process import BrokerProcess
-
 ROOT = Path(__file__).resolve().parents[1]
 HEAD, BASE = "this_build", "base_build"
 ACCELERATORS = ("millrace/record/_speedups", "millrace/client/producer/_internals/_speedups")
@@ -84,16 +82,7 @@ class BaseTarget(MillraceTarget):
     name = BASE
 
     def __init__(self, tree: Path) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="millrace-bench-base-")
-        self.broker = BrokerProcess(Path(self._tmp.name), env={"PYTHONPATH": str(tree)})
-        try:
-            self.broker.start()
-        except BaseException:
-            self.broker.kill()
-            self._tmp.cleanup()
-            raise
-        self.bootstrap = self.broker.bootstrap
-        self.broker_pid = self.broker.proc.pid if self.broker.proc else None
+        super().__init__({}, env={"PYTHONPATH": str(tree)})
 
 
 class HeadTarget(MillraceTarget):
