@@ -2,8 +2,12 @@
 
 ``SocketServer`` owns the listeners and the open connections.  One ``asyncio`` server
 per listener plays the Acceptor; each accepted socket gets a
-``BrokerConnection`` (an ``asyncio.Protocol``) wrapped around the sans-I/O
-``ServerConnection``.  Bytes go in through ``data_received``; whole requests queue up and
+``BrokerConnection`` (an ``asyncio.BufferedProtocol``) wrapped around the sans-I/O
+``ServerConnection``.  Bytes go in without a copy: the transport reads (``recv_into``,
+or the TLS engine's ``read`` into a buffer) straight into the connection's reusable
+receive buffer (``get_buffer``/``buffer_updated``, ``protocol.framing.FrameReader``), and
+each request is decoded from a view of it, its record batches staying views down to the
+log's ``pwrite`` (bench/README.md, "The byte path").  Whole requests queue up and
 a per-connection worker task hands them to the handlers *one at a time, in arrival
 order*, so responses leave in request order even when clients pipeline (Kafka mutes a
 channel while one of its requests is in flight; the queue plays that role).
@@ -107,7 +111,10 @@ class _Frame:
         self.data = data
 
 
-class BrokerConnection(asyncio.Protocol):
+IDLE_TRIM_MS = 5_000  # a connection idle this long gives its receive buffers back
+
+
+class BrokerConnection(asyncio.BufferedProtocol):
     """One client connection; owned by the event-loop thread."""
 
     def __init__(self, server: SocketServer, listener: str) -> None:
@@ -136,6 +143,7 @@ class BrokerConnection(asyncio.Protocol):
         self.throttled = False  # reading paused by a client quota (KIP-219 mute)
         self.counted = False  # by server.quotas: given back once, in connection_lost
         self.last_active = server.time.milliseconds()
+        self.trimmed = True  # the receive buffers were given back (idle)
 
     # ------------------------------------------------------------------ protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -197,16 +205,28 @@ class BrokerConnection(asyncio.Protocol):
                 return
         await self._work()
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.conn.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.conn.buffer_updated(nbytes)
+        self._received()
+
     def data_received(self, data: bytes) -> None:
+        """Bytes handed over whole (a transport that does not lend buffers)."""
+        self.conn.receive_data(data)
+        self._received()
+
+    def _received(self) -> None:
         if self.closed:
             return
         self.last_active = self.server.time.milliseconds()
+        self.trimmed = False
         if self.authenticator is not None and not self.authenticator.complete:
-            self._receive_unauthenticated(data)
+            self._receive_unauthenticated()
             return
         arrived = request_clock() if self.server.request_metrics is not None else 0.0
         try:
-            self.conn.receive_data(data)
             while True:
                 event = self.conn.next_event()
                 if event is NEED_DATA:
@@ -238,18 +258,19 @@ class BrokerConnection(asyncio.Protocol):
             self.paused = True
             self.transport.pause_reading()
 
-    def _receive_unauthenticated(self, data: bytes) -> None:
+    def _receive_unauthenticated(self) -> None:
         """Frames before authentication stay undecoded: the authenticator reads each in
-        the state the previous one left (a SASL v0 token is no request)."""
+        the state the previous one left (a SASL v0 token is no request).  They are copied
+        out of the receive buffer (small, and kept across awaits)."""
         arrived = request_clock() if self.server.request_metrics is not None else 0.0
         try:
-            self.conn.receive_data(data)
             while True:
                 frame = self.conn.next_frame()
                 if frame is NEED_DATA:
                     break
-                assert isinstance(frame, bytes)
-                self.queue.append(_Frame(frame))
+                assert isinstance(frame, memoryview)
+                self.queue.append(_Frame(frame.tobytes()))
+                frame.release()
                 self.arrivals.append(arrived)
         except ProtocolDecodeError as e:  # FrameTooLargeError included
             log.warning("closing connection from %s:%s on listener %s before "
@@ -619,15 +640,17 @@ class SocketServer:
                 await asyncio.wait_for(srv.wait_closed(), 2)
 
     async def _reap_idle_connections(self) -> None:
-        """Close connections idle longer than connections.max.idle.ms (runs forever)."""
+        """Close connections idle longer than connections.max.idle.ms (-1: never), and
+        take the receive buffers of those idle over ``IDLE_TRIM_MS`` (runs forever)."""
         max_idle = self.config["connections.max.idle.ms"]
-        if max_idle < 0:
-            return
         while True:
-            await asyncio.sleep(min(max_idle / 1000 / 4, 10.0))
+            await asyncio.sleep(min(max_idle / 1000 / 4, 10.0) if max_idle >= 0 else 10.0)
             now = self.time.milliseconds()
             for c in list(self.connections):
-                if c.idle_for(now) > max_idle:
+                if not c.trimmed and now - c.last_active > IDLE_TRIM_MS and not c.queue:
+                    c.trimmed = True
+                    c.conn.trim()
+                if max_idle >= 0 and c.idle_for(now) > max_idle:
                     log.info("closing connection from %s:%s idle for %d ms", *c.peer,
                              c.idle_for(now))
                     c.close()

@@ -158,7 +158,7 @@ class Partition:
         self.remote_replicas = {}
 
     # ------------------------------------------------------------------ leader appends
-    def append_records_to_leader(self, records: bytearray, now_ms: int, *,
+    def append_records_to_leader(self, records: bytearray | memoryview, now_ms: int, *,
                                  origin: AppendOrigin = AppendOrigin.CLIENT,
                                  required_acks: int = 1,
                                  verification_guard: VerificationGuard | None = None,

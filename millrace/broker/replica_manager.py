@@ -116,10 +116,12 @@ class FetchParams:
         return self.replica_id >= 0
 
 
-def validate_produce_records(records: bytes | bytearray | None, version: int) -> bytearray:
+def validate_produce_records(records: bytes | bytearray | memoryview | None, version: int
+                             ) -> bytearray | memoryview:
     """A Produce request's records for one partition, checked as Kafka checks them before
     the log sees them: exactly one magic-2 batch (v3+), no zstd before v7.  Returns a
-    mutable copy for the log to assign offsets in place."""
+    mutable buffer for the log to assign offsets in place: the writable view the broker's
+    receive path decoded (no copy), else a copy."""
     if records is None or len(records) == 0:
         raise InvalidRecordError("Produce request carries no record batch")
     batches = 0
@@ -139,6 +141,8 @@ def validate_produce_records(records: bytes | bytearray | None, version: int) ->
         raise InvalidRecordError(
             "Produce requests with version 3 and above must carry exactly one record "
             f"batch per partition (got {batches})")
+    if isinstance(records, memoryview) and not records.readonly:
+        return records  # a view of the request's receive buffer: rewritten in place
     return bytearray(records)
 
 

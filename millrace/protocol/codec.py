@@ -23,7 +23,7 @@ from millrace.protocol import primitives as p
 from millrace.protocol.schema import Field, Message
 from millrace.protocol.struct import Struct, build_message_class
 
-Decoder = Callable[[bytes, int], tuple[Any, int]]
+Decoder = Callable[[p.Buf, int], tuple[Any, int]]
 Encoder = Callable[[Any, bytearray, list[tuple[int, Any]]], None]
 
 _FIXED = {
@@ -130,10 +130,10 @@ class _Compiler:
             out.append(f"{ind}{target}, pos = p.read_uuid(buf, pos)")
         elif t == "records" and not fx:
             out.append(f"{ind}{target}, pos = p.read_records(buf, pos)")
-        elif t in ("string", "bytes", "records"):
-            base = "bytes" if t == "records" else t
-            null = nullable or t == "records"
-            fn = "read_" + ("compact_" if fx else "") + ("nullable_" if null else "") + base
+        elif t == "records":
+            out.append(f"{ind}{target}, pos = p.read_compact_records(buf, pos)")
+        elif t in ("string", "bytes"):
+            fn = "read_" + ("compact_" if fx else "") + ("nullable_" if nullable else "") + t
             out.append(f"{ind}{target}, pos = p.{fn}(buf, pos)")
         else:  # pragma: no cover - declarations are checked by tests
             raise TypeError(f"unknown type {t!r}")
@@ -303,7 +303,9 @@ class MessageCodec:
         if dec is None:
             self._compile(version)
             dec = self._decoders[version]
-        data = buf if isinstance(buf, bytes) else bytes(buf)
+        # bytes and memoryviews are read as they are (``records`` come out as slices of
+        # ``buf``: views of a memoryview); anything else is copied once.
+        data = buf if isinstance(buf, bytes | memoryview) else bytes(buf)
         try:
             obj, end = dec(data, pos)
         except ProtocolDecodeError as e:

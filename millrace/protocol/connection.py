@@ -28,7 +28,13 @@ from millrace.common.errors import Errors, ProtocolDecodeError
 from millrace.protocol import primitives as p
 from millrace.protocol.api import API, REQUEST_CLASS_TO_API, Api, ApiKey
 from millrace.protocol.codec import chunks_from
-from millrace.protocol.framing import DEFAULT_MAX_FRAME, NEED_DATA, FrameDecoder, _NeedData
+from millrace.protocol.framing import (
+    DEFAULT_MAX_FRAME,
+    NEED_DATA,
+    FrameDecoder,
+    FrameReader,
+    _NeedData,
+)
 from millrace.protocol.headers import (
     RequestHeader,
     read_request_header,
@@ -178,10 +184,21 @@ class ServerConnection:
                  max_frame_size: int = DEFAULT_MAX_FRAME) -> None:
         self.enabled = enabled if enabled is not None else {
             k: (a.versions.low, a.versions.high) for k, a in API.items()}
-        self._frames = FrameDecoder(max_frame_size)
+        self._frames = FrameReader(max_frame_size)
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._frames.receive_data(data)
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next read goes (``asyncio.BufferedProtocol``): no copy on the way in."""
+        return self._frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.buffer_updated(nbytes)
+
+    def trim(self) -> None:
+        """Give the receive buffers back while the connection is idle."""
+        self._frames.trim()
 
     @property
     def max_frame_size(self) -> int:
@@ -193,22 +210,24 @@ class ServerConnection:
         ``sasl.server.max.receive.size`` until authentication completes)."""
         self._frames.max_frame_size = size
 
-    def next_frame(self) -> bytes | _NeedData:
+    def next_frame(self) -> memoryview | _NeedData:
         """The next whole frame, undecoded: SASL v0 tokens are raw frames, and a broker
         authenticating a connection decides how to read each frame only when it gets to
-        it."""
+        it.  A view of the receive buffer (``FrameReader``)."""
         return self._frames.next_frame()
 
     def next_event(self) -> Request | ApiVersionsFallback | _NeedData:
         frame = self._frames.next_frame()
         if frame is NEED_DATA:
             return NEED_DATA
-        assert isinstance(frame, bytes)
+        assert isinstance(frame, memoryview)
         return self.decode_request(frame)
 
-    def decode_request(self, frame: bytes) -> Request | ApiVersionsFallback:
+    def decode_request(self, frame: bytes | memoryview) -> Request | ApiVersionsFallback:
         """One frame (as ``next_frame`` gave it) -> a request event, with the errors of
-        ``next_event``."""
+        ``next_event``.  Decoded from a ``memoryview``, a request's ``records`` are views
+        of the frame (Produce's record batches reach the log without a copy); every other
+        field is copied out into its own object."""
         # Read the version-independent prefix first: it decides everything else.
         prefix, _ = read_request_header(frame, known_version=0)
         api = API.get(prefix.api_key)

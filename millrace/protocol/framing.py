@@ -1,9 +1,28 @@
 """Size-prefixed framing, sans-I/O (the shape of h11's ``receive_data``/``next_event``).
 
-Every Kafka request and response is ``int32 size`` + ``size`` bytes.  ``FrameDecoder``
-buffers whatever bytes arrive and hands out whole frames.  The size prefix is checked
-against ``max_frame_size`` as soon as its 4 bytes are in, *before* any buffer for the
-frame exists, so a hostile 2 GiB prefix costs nothing but an error.
+Every Kafka request and response is ``int32 size`` + ``size`` bytes.  The size prefix is
+checked against ``max_frame_size`` as soon as its 4 bytes are in, *before* any buffer for
+the frame exists, so a hostile 2 GiB prefix costs nothing but an error.
+
+Two readers share those rules:
+
+* ``FrameDecoder`` buffers whatever bytes arrive (``receive_data``) and hands out each
+  frame as ``bytes`` (one copy).  The clients use it.
+* ``FrameReader`` is the broker's zero-copy reader, made for ``asyncio.BufferedProtocol``:
+  the socket reads straight into a buffer it lends (``get_buffer``/``buffer_updated``)
+  and each frame comes out as a ``memoryview`` of that buffer, never copied.  The view is
+  writable, so the log assigns offsets in place and writes the very same bytes.
+
+  ``FrameReader``'s buffers are reused, which saves both the copies and the page faults of
+  a fresh allocation per large request (glibc hands big blocks back to the kernel, and
+  every new one is faulted in again page by page).  A buffer is reused only once no view
+  of it is alive anywhere.  Python knows that exactly: a ``bytearray`` with live exports
+  refuses to resize, so the probe is to shrink it by a byte and grow it back.  A request
+  may therefore keep its frame (a delayed produce waiting for acks=all does) for as long
+  as it likes.  Meanwhile the reader moves on to another buffer, and the pinned one
+  returns to the pool when the request lets go.  Memory per connection is bounded by the
+  frames it has in flight (the broker caps those) plus ``KEEP_FREE`` spare buffers, and
+  ``trim`` gives all of it back when the connection is idle.
 """
 
 from __future__ import annotations
@@ -77,6 +96,154 @@ class FrameDecoder:
         if self._start:
             del self._buf[:self._start]
             self._start = 0
+
+
+MIN_BUFFER = 64 * 1024  # the smallest buffer allocated
+MIN_READ = 16 * 1024  # the least room offered to one read
+KEEP_FREE = 2  # spare buffers a connection keeps for reuse
+KEEP_MAX = 16 * 1024 * 1024  # larger buffers are never kept for reuse
+
+
+def _unpinned(buf: bytearray) -> bool:
+    """Whether no memoryview of ``buf`` is alive (a bytearray with exports can't resize;
+    shrinking by one byte and growing back never reallocates)."""
+    last = buf[-1]
+    try:
+        del buf[-1]
+    except BufferError:
+        return False
+    buf.append(last)
+    return True
+
+
+class FrameReader:
+    """Frames read in place: ``get_buffer`` lends the space the next read fills,
+    ``buffer_updated`` says how much it did, ``next_frame`` returns a whole frame as a
+    writable ``memoryview`` (valid for as long as the caller keeps it) or ``NEED_DATA``.
+    ``receive_data`` copies bytes in, for callers without a buffered transport.
+
+    ``get_buffer`` never raises (asyncio would log a traceback): a bad size prefix is
+    ``next_frame``'s error to report."""
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray(0)
+        self._start = 0  # the first byte not handed out yet (a size prefix, when any)
+        self._end = 0  # bytes filled so far
+        self._need: int | None = None  # size of the frame being collected
+        self._free: list[bytearray] = []  # spare buffers, possibly still pinned
+        self._error: ProtocolDecodeError | None = None
+
+    @property
+    def buffered(self) -> int:
+        return self._end - self._start
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        if self._error is not None:
+            return memoryview(bytearray(MIN_READ))  # the connection is closing anyway
+        whole = self._frame_span()
+        if self._start + whole > len(self._buf) or len(self._buf) - self._end < MIN_READ:
+            self._make_room(whole)
+        return memoryview(self._buf)[self._end:]
+
+    def _frame_span(self) -> int:
+        """Bytes the frame at ``_start`` spans with its prefix, as far as known (4 while
+        its size is unread; a size over the limit is left for ``next_frame`` to refuse)."""
+        if self._need is not None:
+            return 4 + self._need
+        if self._end - self._start >= 4:
+            size = INT32.unpack_from(self._buf, self._start)[0]
+            if 0 <= size <= self.max_frame_size:
+                return 4 + size
+        return 4
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        if self._error is not None:
+            raise self._error
+        with memoryview(data) as src:
+            at = 0
+            while at < len(src):
+                with self.get_buffer() as room:
+                    n = min(len(room), len(src) - at)
+                    room[:n] = src[at:at + n]
+                self.buffer_updated(n)
+                at += n
+
+    def next_frame(self) -> memoryview | _NeedData:
+        if self._error is not None:
+            raise self._error
+        if self._need is None:
+            if self._end - self._start < 4:
+                return NEED_DATA
+            size = INT32.unpack_from(self._buf, self._start)[0]
+            if size < 0:
+                self._error = ProtocolDecodeError(f"frame size prefix is negative ({size})")
+                raise self._error
+            if size > self.max_frame_size:
+                self._error = FrameTooLargeError(
+                    f"frame of {size} bytes exceeds the maximum of {self.max_frame_size} "
+                    "(socket.request.max.bytes)")
+                raise self._error
+            self._need = size
+        begin = self._start + 4
+        if self._end - begin < self._need:
+            return NEED_DATA
+        stop = begin + self._need
+        frame = memoryview(self._buf)[begin:stop]
+        self._start = stop
+        self._need = None
+        return frame
+
+    def _make_room(self, whole: int) -> None:
+        """Move the unread bytes to the front of a buffer with room for the frame they
+        begin (``whole`` bytes) and a good read after it.  The current buffer serves if
+        it is large enough and no view of it is alive; otherwise a spare or a new one."""
+        pending = self._end - self._start
+        size = max(whole, pending) + MIN_READ
+        old = self._buf
+        if len(old) >= size and _unpinned(old):
+            if self._start:
+                old[:pending] = old[self._start:self._end]
+        else:
+            new = self._spare(size)
+            new[:pending] = old[self._start:self._end]
+            self._buf = new
+            self._retire(old)
+        self._start, self._end = 0, pending
+
+    def _spare(self, size: int) -> bytearray:
+        for i, buf in enumerate(self._free):
+            if len(buf) >= size and _unpinned(buf):
+                return self._free.pop(i)
+        # A power of two (at least MIN_BUFFER), so that a run of similar frames settles
+        # on one size and the spares fit the next ones.
+        return bytearray(max(MIN_BUFFER, 1 << (size - 1).bit_length()))
+
+    def _retire(self, buf: bytearray) -> None:
+        if not 0 < len(buf) <= KEEP_MAX:
+            return
+        self._free.append(buf)
+        if len(self._free) > KEEP_FREE:
+            # Drop an unpinned spare if there is one (its memory goes back now), else the
+            # oldest (whoever still views it keeps it alive until done with it).
+            for i, spare in enumerate(self._free):
+                if _unpinned(spare):
+                    del self._free[i]
+                    break
+            else:
+                del self._free[0]
+
+    def trim(self) -> None:
+        """Give the buffers back (the connection is idle): only unread bytes stay."""
+        self._free.clear()
+        pending = self._end - self._start
+        old = self._buf
+        self._buf = bytearray(pending)
+        self._buf[:pending] = old[self._start:self._end]
+        self._start, self._end = 0, pending
 
 
 def frame(payload: bytes | bytearray) -> bytes:

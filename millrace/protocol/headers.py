@@ -59,7 +59,7 @@ def write_request_header(out: bytearray, header: RequestHeader, version: int) ->
         out.append(0)  # no tagged fields
 
 
-def read_request_header(buf: bytes, known_version: int | None = None
+def read_request_header(buf: p.Buf, known_version: int | None = None
                         ) -> tuple[RequestHeader, int]:
     """Decode a request header; returns (header, position of the body).
 

@@ -25,6 +25,10 @@ from typing import Any
 
 from millrace.common.errors import ProtocolDecodeError
 
+# What the readers read: a frame as bytes (clients) or as a view of the broker's receive
+# buffer (protocol.framing.FrameReader).
+Buf = bytes | memoryview
+
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
@@ -39,7 +43,7 @@ def short(what: str, need: int, have: int) -> ProtocolDecodeError:
 
 
 # ---------------------------------------------------------------- unsigned varint
-def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: Buf, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
     n = len(buf)
@@ -75,27 +79,27 @@ def uvarint_size(value: int) -> int:
 
 
 # ---------------------------------------------------------------- lengths
-def _check(buf: bytes, pos: int, length: int, what: str) -> None:
+def _check(buf: Buf, pos: int, length: int, what: str) -> None:
     if length > len(buf) - pos:
         raise short(what, length, len(buf) - pos)
 
 
-def read_len16(buf: bytes, pos: int) -> tuple[int, int]:
+def read_len16(buf: Buf, pos: int) -> tuple[int, int]:
     return INT16.unpack_from(buf, pos)[0], pos + 2
 
 
-def read_len32(buf: bytes, pos: int) -> tuple[int, int]:
+def read_len32(buf: Buf, pos: int) -> tuple[int, int]:
     return INT32.unpack_from(buf, pos)[0], pos + 4
 
 
-def read_clen(buf: bytes, pos: int) -> tuple[int, int]:
+def read_clen(buf: Buf, pos: int) -> tuple[int, int]:
     """Compact length: returns N (uvarint N+1), -1 for null."""
     n, pos = read_uvarint(buf, pos)
     return n - 1, pos
 
 
 # ---------------------------------------------------------------- strings
-def _decode_str(buf: bytes, pos: int, n: int) -> str:
+def _decode_str(buf: Buf, pos: int, n: int) -> str:
     _check(buf, pos, n, "string")
     try:
         return bytes(buf[pos:pos + n]).decode("utf-8")
@@ -103,14 +107,14 @@ def _decode_str(buf: bytes, pos: int, n: int) -> str:
         raise ProtocolDecodeError(f"string is not valid UTF-8: {e}") from None
 
 
-def read_string(buf: bytes, pos: int) -> tuple[str, int]:
+def read_string(buf: Buf, pos: int) -> tuple[str, int]:
     n = INT16.unpack_from(buf, pos)[0]
     if n < 0:
         raise ProtocolDecodeError(f"non-nullable string has length {n}")
     return _decode_str(buf, pos + 2, n), pos + 2 + n
 
 
-def read_nullable_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+def read_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
     n = INT16.unpack_from(buf, pos)[0]
     if n < 0:
         if n != -1:
@@ -119,14 +123,14 @@ def read_nullable_string(buf: bytes, pos: int) -> tuple[str | None, int]:
     return _decode_str(buf, pos + 2, n), pos + 2 + n
 
 
-def read_compact_string(buf: bytes, pos: int) -> tuple[str, int]:
+def read_compact_string(buf: Buf, pos: int) -> tuple[str, int]:
     n, pos = read_clen(buf, pos)
     if n < 0:
         raise ProtocolDecodeError("non-nullable compact string is null")
     return _decode_str(buf, pos, n), pos + n
 
 
-def read_compact_nullable_string(buf: bytes, pos: int) -> tuple[str | None, int]:
+def read_compact_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
     n, pos = read_clen(buf, pos)
     if n < 0:
         return None, pos
@@ -169,7 +173,7 @@ def write_compact_nullable_string(out: bytearray, value: str | None, field: str 
 
 
 # ---------------------------------------------------------------- bytes
-def read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+def read_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     n = INT32.unpack_from(buf, pos)[0]
     if n < 0:
         raise ProtocolDecodeError(f"non-nullable bytes has length {n}")
@@ -177,7 +181,7 @@ def read_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos + 4:pos + 4 + n]), pos + 4 + n
 
 
-def read_nullable_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+def read_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     n = INT32.unpack_from(buf, pos)[0]
     if n < 0:
         if n != -1:
@@ -187,16 +191,27 @@ def read_nullable_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos + 4:pos + 4 + n]), pos + 4 + n
 
 
-def read_records(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    """A non-flexible ``records`` field: as Kafka reads it, any negative length is null."""
+def read_records(buf: Buf, pos: int) -> tuple[Buf | None, int]:
+    """A non-flexible ``records`` field: as Kafka reads it, any negative length is null.
+    A slice of ``buf``: from a ``memoryview`` (the broker's receive buffer) a view, so
+    record batches travel to the log uncopied."""
     n = INT32.unpack_from(buf, pos)[0]
     if n < 0:
         return None, pos + 4
     _check(buf, pos + 4, n, "records")
-    return bytes(buf[pos + 4:pos + 4 + n]), pos + 4 + n
+    return buf[pos + 4:pos + 4 + n], pos + 4 + n
 
 
-def read_compact_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+def read_compact_records(buf: Buf, pos: int) -> tuple[Buf | None, int]:
+    """A flexible ``records`` field (nullable, compact length)."""
+    n, pos = read_clen(buf, pos)
+    if n < 0:
+        return None, pos
+    _check(buf, pos, n, "records")
+    return buf[pos:pos + n], pos + n
+
+
+def read_compact_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     n, pos = read_clen(buf, pos)
     if n < 0:
         raise ProtocolDecodeError("non-nullable compact bytes is null")
@@ -204,7 +219,7 @@ def read_compact_bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
     return bytes(buf[pos:pos + n]), pos + n
 
 
-def read_compact_nullable_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+def read_compact_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     n, pos = read_clen(buf, pos)
     if n < 0:
         return None, pos
@@ -243,7 +258,7 @@ def write_compact_nullable_bytes(out: bytearray, value: Any, field: str = "") ->
 
 
 # ---------------------------------------------------------------- uuid, bool
-def read_uuid(buf: bytes, pos: int) -> tuple[uuid.UUID, int]:
+def read_uuid(buf: Buf, pos: int) -> tuple[uuid.UUID, int]:
     _check(buf, pos, 16, "uuid")
     return uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
 
@@ -252,14 +267,14 @@ def write_uuid(out: bytearray, value: uuid.UUID) -> None:
     out += value.bytes
 
 
-def read_bool(buf: bytes, pos: int) -> tuple[bool, int]:
+def read_bool(buf: Buf, pos: int) -> tuple[bool, int]:
     if pos >= len(buf):
         raise short("bool", 1, 0)
     return buf[pos] != 0, pos + 1
 
 
 # ---------------------------------------------------------------- array headers
-def read_array_len(buf: bytes, pos: int, nullable: bool, what: str) -> tuple[int, int]:
+def read_array_len(buf: Buf, pos: int, nullable: bool, what: str) -> tuple[int, int]:
     """int32 element count; checked against the bytes left (each element >= 1 byte)."""
     n = INT32.unpack_from(buf, pos)[0]
     pos += 4
@@ -273,7 +288,7 @@ def read_array_len(buf: bytes, pos: int, nullable: bool, what: str) -> tuple[int
     return n, pos
 
 
-def read_compact_array_len(buf: bytes, pos: int, nullable: bool, what: str) -> tuple[int, int]:
+def read_compact_array_len(buf: Buf, pos: int, nullable: bool, what: str) -> tuple[int, int]:
     n, pos = read_uvarint(buf, pos)
     n -= 1
     if n < 0:
@@ -286,7 +301,7 @@ def read_compact_array_len(buf: bytes, pos: int, nullable: bool, what: str) -> t
     return n, pos
 
 
-def skip_tagged_field(buf: bytes, pos: int) -> tuple[int, int, int]:
+def skip_tagged_field(buf: Buf, pos: int) -> tuple[int, int, int]:
     """Read one tagged field's (tag, start, end) and check its size fits."""
     tag, pos = read_uvarint(buf, pos)
     size, pos = read_uvarint(buf, pos)

@@ -342,14 +342,16 @@ class Log:
         or missing key from a client) or InvalidTimestampError; for batches with a producer
         id from a client, OutOfOrderSequenceError or InvalidProducerEpochError.  A retried
         batch (a duplicate of one of its producer's last 5) writes nothing: the result has
-        the original batch's offsets and ``num_batches == 0``.  A ``bytearray`` argument is
-        rewritten in place; ``bytes`` are copied once.
+        the original batch's offsets and ``num_batches == 0``.  A ``bytearray`` or writable
+        ``memoryview`` argument is rewritten in place and written as it is; ``bytes`` are
+        copied once.
 
         ``require_verification`` (KIP-890 part 1): a client's transactional batch whose
         producer has no open transaction here needs ``verification_guard`` to be the guard
         still held for that producer, else InvalidTxnStateError and nothing is written.
         """
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        buf = records if isinstance(records, bytearray) or (
+            isinstance(records, memoryview) and not records.readonly) else bytearray(records)
         now = self._time.milliseconds() if now_ms is None else now_ms
         cfg = self._local.config
         headers = validate_leader_batches(buf, cfg, now, origin)

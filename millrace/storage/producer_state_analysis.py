@@ -52,7 +52,7 @@ class ProducerStateAnalysis:
         self._producers: dict[int, ProducerAppendInfo] | None = None
         self._completed: list[CompletedTxn] = []
 
-    def analyze(self, buf: bytearray, pos: int, h: BatchHeader, first_offset: int,
+    def analyze(self, buf: bytearray | memoryview, pos: int, h: BatchHeader, first_offset: int,
                 last_offset: int, timestamp: int) -> BatchMetadata | None:
         """Check the batch at ``pos`` (header ``h``, producer id >= 0) that will hold
         [``first_offset``, ``last_offset``]: the original batch if it is a client's
