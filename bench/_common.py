@@ -393,11 +393,13 @@ def scaled(args: argparse.Namespace, full: int) -> int:
     return max(1000, int(n))
 
 
-def write_json(path: str | None, bench: str, rows: list[dict[str, Any]]) -> None:
+def write_json(path: str | None, bench: str, rows: list[dict[str, Any]],
+               **extra: Any) -> None:
+    """Write the rows (and ``extra`` top-level keys, e.g. a summary ratio) to ``path``."""
     if not path:
         return
     doc = {"bench": bench, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-           "python": sys.version.split()[0], "results": rows}
+           "python": sys.version.split()[0], "results": rows, **extra}
     Path(path).write_text(json.dumps(doc, indent=2) + "\n")
     print(f"\nwrote {path}")
 
