@@ -35,8 +35,10 @@ from _common import (
     Target,
     main_guard,
     print_table,
+    scaled,
     write_json,
 )
+import broker_fetch
 from broker_ingest import CASES, ingest_on_off
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,6 +52,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="a tenth of the records")
     ap.add_argument("--repeat", type=int, default=3, metavar="N")
     ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--fetch", action="store_true",
+                    help="also broker_fetch's window cases (pre-loaded, then read)")
     args = ap.parse_args()
     args.scale = 1.0  # scaled() applies --quick
     return args
@@ -119,11 +123,21 @@ def run() -> None:
     args = parse()
     base = git("rev-parse", "--short", args.base)
     print(f"this build {git('rev-parse', '--short', 'HEAD')} vs base {base}", flush=True)
+    fetched: list[Result] = []
     with targets(base) as ts:
         results: list[Result] = ingest_on_off(ts, CASES, "bench-builds-", args)
+        if args.fetch:
+            loaded = [broker_fetch.preload(t, case, scaled(args, case.records))
+                      for case in broker_fetch.CASES if case.window for t in ts]
+            for rep in range(args.repeat):
+                fetched += [broker_fetch.read(ld)
+                            for ld in (loaded if rep % 2 == 0 else loaded[::-1])]
     rows: list[dict[str, Any]] = print_table(
         f"ingest: this build vs {base} (confluent-kafka Producer, as broker_ingest)",
         results, {}, HEAD, BASE)
+    if fetched:
+        rows += print_table(f"fetch: this build vs {base} (as broker_fetch)", fetched, {},
+                            HEAD, BASE)
     write_json(args.json, "builds", rows)
 
 
