@@ -164,6 +164,11 @@ class DelayedOperationPurgatory:
         op._timer = loop.call_later(max(delay_s, 0.001), fire)
 
     @property
+    def is_empty(self) -> bool:
+        """No operation is watching any key (``check_and_complete`` would do nothing)."""
+        return not self._watchers
+
+    @property
     def delayed(self) -> int:
         """Operations still waiting (Kafka's ``numDelayed``)."""
         return len(self._pending)

@@ -76,7 +76,7 @@ from millrace.common.errors import (
     UnsupportedCompressionTypeError,
 )
 from millrace.common.time import Time
-from millrace.record.batch import MAGIC_OFFSET, iter_batches
+from millrace.record.batch import COMPRESSION_CODEC_MASK, MAGIC_OFFSET, iter_batches
 from millrace.record.compression import CompressionType
 from millrace.storage import AppendOrigin, LogCleaner, LogManager
 from millrace.storage.producer_state_manager import VerificationGuard
@@ -101,6 +101,11 @@ class PartitionFetchInfo:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1  # -1: the client does not check (KIP-320)
+
+
+INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
+"""Topics a client may not produce to (the coordinators append with
+``internal_topics_allowed``)."""
 
 
 @dataclass(slots=True)
@@ -128,7 +133,8 @@ def validate_produce_records(records: bytes | bytearray | memoryview | None, ver
     try:
         for _, header in iter_batches(records):
             batches += 1
-            if header.compression == CompressionType.ZSTD and version < 7:
+            if version < 7 and \
+                    header.attributes & COMPRESSION_CODEC_MASK == CompressionType.ZSTD:
                 raise UnsupportedCompressionTypeError(
                     "Produce requests with version < 7 may not use zstd compression")
     except CorruptBatchError as e:  # a partition error, as in Kafka; never a crash
@@ -332,18 +338,27 @@ class ReplicaManager:
         partition's guard, still current."""
         now = self.time.milliseconds() if now_ms is None else now_ms
         out: dict[TopicPartition, tuple[PartitionResponse, int]] = {}
-        stats = self.topic_stats
-        for (topic, index), records in entries.items():
-            resp = PartitionResponse()
-            end = -1
-            partition = self.partitions.get((topic, index))
-            stats.produce_request(topic, partition is not None)
-            if topic in ("__consumer_offsets", "__transaction_state") \
-                    and not internal_topics_allowed:
-                resp.error = Errors.INVALID_TOPIC_EXCEPTION
-                resp.error_message = f"Cannot append records to internal topic {topic}"
-            else:
-                if partition is None:
+        partitions = self.partitions
+        # per topic: [partitions asked, hosted, bytes appended, records appended], marked
+        # once per request (the meters count the same as a mark per partition)
+        counts: dict[str, list[int]] = {}
+        changed: list[TopicPartition] = []
+        try:
+            for tp, records in entries.items():
+                topic = tp[0]
+                resp = PartitionResponse()
+                end = -1
+                partition = partitions.get(tp)
+                c = counts.get(topic)
+                if c is None:
+                    c = counts[topic] = [0, 0, 0, 0]
+                c[0] += 1
+                if partition is not None:
+                    c[1] += 1
+                if topic in INTERNAL_TOPICS and not internal_topics_allowed:
+                    resp.error = Errors.INVALID_TOPIC_EXCEPTION
+                    resp.error_message = f"Cannot append records to internal topic {topic}"
+                elif partition is None:
                     resp.error = Errors.UNKNOWN_TOPIC_OR_PARTITION
                 else:
                     try:
@@ -354,22 +369,47 @@ class ReplicaManager:
                         info = partition.append_records_to_leader(
                             buf, now, origin=origin, required_acks=required_acks,
                             verification_guard=None if verification_guards is None
-                            else verification_guards.get((topic, index)),
+                            else verification_guards.get(tp),
                             require_verification=verification_guards is not None)
                         resp.base_offset = info.first_offset
                         resp.log_append_time = info.log_append_time
                         resp.log_start_offset = info.log_start_offset
                         end = info.last_offset + 1
-                        stats.appended(topic, len(buf), info.num_records)
-                        self.partition_changed((topic, index))
+                        c[2] += len(buf)
+                        c[3] += info.num_records
+                        changed.append(tp)
                     except KafkaError as e:
                         resp.error = e.code
                         resp.error_message = e.message
-                        stats.produce_refused(topic, True, e.code, records,
-                                              partition.log.config.compact,
-                                              origin == AppendOrigin.CLIENT)
-            out[(topic, index)] = (resp, end)
+                        self.topic_stats.produce_refused(
+                            topic, True, e.code, records, partition.log.config.compact,
+                            origin == AppendOrigin.CLIENT)
+                out[tp] = (resp, end)
+        finally:
+            self._mark_appends(counts)
+            # parked requests try again once every partition of the request is appended
+            # (as Kafka's appendRecords completes its delayed operations afterwards)
+            self._partitions_changed(changed)
         return out
+
+    def _mark_appends(self, counts: dict[str, list[int]]) -> None:
+        """The produce meters of one append request: per topic, the partitions asked,
+        those hosted here, and the bytes and records appended."""
+        stats = self.topic_stats
+        for topic, (asked, hosted, size, records) in counts.items():
+            stats.produce_requests(topic, asked, hosted)
+            if size or records:
+                stats.appended(topic, size, records)
+
+    def _partitions_changed(self, keys: list[TopicPartition]) -> None:
+        """``partition_changed`` for each of ``keys``; nothing to do (and no per-key
+        work) when no operation is parked."""
+        fetch, produce = self.fetch_purgatory, self.produce_purgatory
+        if fetch.is_empty and produce.is_empty:
+            return
+        for key in keys:
+            fetch.check_and_complete(key)
+            produce.check_and_complete(key)
 
     async def append_records(self, timeout_ms: int, required_acks: int,
                              entries: dict[TopicPartition, bytes | None], *,

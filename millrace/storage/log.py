@@ -364,12 +364,16 @@ class Log:
             first = offset = self._local.log_end_offset
             entries: list[AppendedBatch] = []
             max_ts, off_of_max, count = -1, first, 0
-            producers = ProducerStateAnalysis(self._producer_state, self._txns, origin,
-                                              verification_guard, require_verification)
+            # made for the first batch with a producer id (none: no producer state to touch)
+            producers: ProducerStateAnalysis | None = None
             for pos, h in headers:
                 last = offset + h.last_offset_delta
                 ts = now if log_append else h.max_timestamp
                 if h.producer_id >= 0:
+                    if producers is None:
+                        producers = ProducerStateAnalysis(
+                            self._producer_state, self._txns, origin, verification_guard,
+                            require_verification)
                     dup = producers.analyze(buf, pos, h, offset, last, ts)
                     if dup is not None:
                         return self._duplicate_append_info(h.producer_id, dup, log_append,
@@ -383,10 +387,16 @@ class Log:
                 offset = last + 1
             if entries:
                 if leader_epoch >= 0:
-                    self._epoch_cache.assign(leader_epoch, first)
+                    # the cache would not change when its latest entry is this epoch
+                    # starting at or below here (the common case: no entry made)
+                    latest = self._epoch_cache.latest_entry
+                    if latest is None or latest.epoch != leader_epoch \
+                            or first < latest.start_offset:
+                        self._epoch_cache.assign(leader_epoch, first)
                 self._maybe_roll(len(buf), max_ts, offset - 1, first, now)
                 self._local.append(buf, entries, offset - 1)
-                producers.update(headers, self._log_start_offset)
+                if producers is not None:
+                    producers.update(headers, self._log_start_offset)
                 self._producer_state.update_map_end_offset(offset)
             info = LogAppendInfo(first, offset - 1, max_ts, off_of_max,
                                  now if log_append else -1, self._log_start_offset, count,

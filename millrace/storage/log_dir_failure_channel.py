@@ -102,6 +102,8 @@ class LogDirFailureChannel:
         return True
 
     def has_offline_log_dir(self, log_dir: str) -> bool:
+        if not self._offline:  # every append asks: no path to normalize while all is well
+            return False
         with self._lock:
             return self._key(log_dir) in self._offline
 

@@ -198,6 +198,8 @@ class ProducerStateManager:
                                                            completed.last_offset)
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
+        if not self._unreplicated_txns:  # every high-watermark move asks
+            return
         done = [first for first, (_, last) in self._unreplicated_txns.items()
                 if last < high_watermark]
         for first in done:

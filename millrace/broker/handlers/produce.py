@@ -20,6 +20,7 @@ is not appended, the others are.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOperation
 from millrace.broker.context import RequestContext
@@ -80,6 +81,39 @@ def _error_response(body: ProduceRequest, error: Errors, message: str) -> Produc
         for t in body.topic_data])
 
 
+_PART_CLS = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+_PART_FIELDS = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset",
+                "record_errors", "error_message", "current_leader")
+# One shared, never mutated "no leader" for every slot's (tagged, v10+) current_leader: a
+# Produce answer never names a new leader here, and its encoder only reads it.
+_NO_LEADER = _PART_CLS().current_leader
+
+
+# the fields filled in below: if the schema grows, every slot is built the usual way
+_FILL_DIRECTLY = _PART_CLS._fields == _PART_FIELDS and _PART_CLS.__new__ is object.__new__
+_new_struct = object.__new__  # looked up once: ``cls.__new__`` goes through the metaclass
+
+
+def _part_response(index: int, r: PartitionResponse) -> Any:
+    """One partition's slot of the response: the generated struct filled in directly (a
+    thousand-partition request builds a thousand of these; ``Struct(**kw)`` costs a
+    keyword dict and a default object per slot)."""
+    if not _FILL_DIRECTLY:
+        return _PART_CLS(index=index, error_code=r.error, base_offset=r.base_offset,
+                         log_append_time_ms=r.log_append_time,
+                         log_start_offset=r.log_start_offset, error_message=r.error_message)
+    part = _new_struct(_PART_CLS)
+    part.index = index
+    part.error_code = r.error
+    part.base_offset = r.base_offset
+    part.log_append_time_ms = r.log_append_time
+    part.log_start_offset = r.log_start_offset
+    part.record_errors = []
+    part.error_message = r.error_message
+    part.current_leader = _NO_LEADER
+    return part
+
+
 def _transactional_id_authorized(ctx: RequestContext, tid: str | None) -> bool:
     """Write on the TransactionalId the request names; a request naming none cannot
     have it.  Without an authorizer such a request is appended as it always was here
@@ -124,22 +158,18 @@ async def handle_produce(ctx: RequestContext, body: ProduceRequest) -> ProduceRe
             body.timeout_ms, body.acks, entries, produce_version=version)
     if body.acks == 0:
         return None
-    cls = ProduceResponse
-    topic_cls = cls.TopicProduceResponse
-    part_cls = topic_cls.PartitionProduceResponse
+    topic_cls = ProduceResponse.TopicProduceResponse
     unknown_id = PartitionResponse(error=Errors.UNKNOWN_TOPIC_ID if body.acks in VALID_ACKS
                                    else Errors.INVALID_REQUIRED_ACKS)
     denied = PartitionResponse(error=Errors.TOPIC_AUTHORIZATION_FAILED)
     responses = []
     for topic, name in zip(body.topic_data, names):
-        parts = []
-        for pd in topic.partition_data:
-            r = (unknown_id if name is None else
-                 results[(name, pd.index)] if name in writable else denied)
-            parts.append(part_cls(index=pd.index, error_code=r.error, base_offset=r.base_offset,
-                                  log_append_time_ms=r.log_append_time,
-                                  log_start_offset=r.log_start_offset,
-                                  error_message=r.error_message))
+        if name is None or name not in writable:
+            same = unknown_id if name is None else denied
+            parts = [_part_response(pd.index, same) for pd in topic.partition_data]
+        else:
+            parts = [_part_response(pd.index, results[(name, pd.index)])
+                     for pd in topic.partition_data]
         responses.append(topic_cls(name=topic.name, topic_id=topic.topic_id,
                                    partition_responses=parts))
-    return cls(responses=responses, throttle_time_ms=0)
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

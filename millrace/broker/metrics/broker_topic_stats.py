@@ -126,6 +126,14 @@ class BrokerTopicStats:
             if hosted:
                 self.topic_stats(topic).total_produce.mark()
 
+    def produce_requests(self, topic: str, partitions: int, hosted: int) -> None:
+        """``produce_request`` for ``partitions`` partitions of ``topic`` in one request,
+        ``hosted`` of them here: the same counts, one mark per meter."""
+        if self.enabled and partitions:
+            self.all_topics.total_produce.mark(partitions)
+            if hosted:
+                self.topic_stats(topic).total_produce.mark(hosted)
+
     def appended(self, topic: str, size: int, records: int) -> None:
         """A leader appended ``records`` records in ``size`` bytes of batches."""
         if self.enabled:
