@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -36,9 +37,14 @@ from millrace.common.errors import (
     ProtocolDecodeError,
     SaslAuthenticationError,
 )
-from millrace.protocol import NEED_DATA, ClientConnection, Response
+from millrace.protocol import ClientConnection
 
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+# The stream reads on until it holds twice this much: a follower's fetch responses (up to
+# replica.fetch.response.max.bytes, 10 MiB) arrive without pausing the socket every
+# 128 KiB, asyncio's default.
+STREAM_LIMIT = 4 * 1024 * 1024
+_INT32 = struct.Struct(">i")
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +91,10 @@ class BrokerChannel:
             if security.ssl_context is not None:
                 self._reader, self._writer = await asyncio.open_connection(
                     self.host, self.port, ssl=security.ssl_context, server_hostname=self.host,
-                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S, limit=STREAM_LIMIT)
             else:
-                self._reader, self._writer = await asyncio.open_connection(self.host,
-                                                                           self.port)
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, limit=STREAM_LIMIT)
             self._conn = ClientConnection(self._client_id, self._max_frame)
             if security.uses_sasl:
                 await authenticate(self._reader, self._writer, self._conn, security)
@@ -96,15 +102,17 @@ class BrokerChannel:
         _, data = self._conn.send_request(body, version)
         self._writer.write(data)
         await self._writer.drain()
-        while True:
-            event = self._conn.next_event()
-            if event is not NEED_DATA:
-                assert isinstance(event, Response)
-                return event.body
-            chunk = await self._reader.read(1 << 16)
-            if not chunk:
-                raise ConnectionError("connection closed by the peer")
-            self._conn.receive_data(chunk)
+        if self._conn.buffered:  # bytes the SASL exchange read past its last response
+            raise ProtocolDecodeError(f"{self._conn.buffered} unexpected bytes from the peer")
+        # One response, read whole: its bytes are copied once out of the stream's buffer,
+        # and a Fetch response's records are decoded as views of them, down to the
+        # follower's pwrite.
+        (size,) = _INT32.unpack(await self._reader.readexactly(4))
+        if not 0 <= size <= self._max_frame:
+            raise ProtocolDecodeError(f"response frame of {size} bytes (the limit is "
+                                      f"{self._max_frame})")
+        frame = await self._reader.readexactly(size)
+        return self._conn.decode_response(memoryview(frame)).body
 
     def close(self) -> None:
         if self._writer is not None:

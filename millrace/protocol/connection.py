@@ -153,6 +153,21 @@ class ClientConnection:
         if frame is NEED_DATA:
             return NEED_DATA
         assert isinstance(frame, bytes)
+        return self.decode_response(frame)
+
+    @property
+    def max_frame_size(self) -> int:
+        return self._frames.max_frame_size
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet part of a whole frame."""
+        return self._frames.buffered
+
+    def decode_response(self, frame: bytes | memoryview) -> Response:
+        """One whole response frame (read by the caller, without its size prefix) -> the
+        response to the oldest request in flight.  From a ``memoryview`` the ``records``
+        come out as views of it (a follower appends them uncopied)."""
         if not self._pending:
             raise CorrelationError("received a response but no request is in flight")
         correlation_id, api, version = self._pending[0]

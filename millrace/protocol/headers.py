@@ -97,7 +97,7 @@ def write_response_header(out: bytearray, correlation_id: int, version: int) -> 
         out.append(0)
 
 
-def read_response_header(buf: bytes, version: int) -> tuple[int, int]:
+def read_response_header(buf: p.Buf, version: int) -> tuple[int, int]:
     """Returns (correlation_id, position of the body)."""
     if len(buf) < 4:
         raise ProtocolDecodeError(f"response header needs 4 bytes, frame has {len(buf)}")
