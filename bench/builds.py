@@ -20,6 +20,7 @@ import argparse
 import filecmp
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import broker_fetch
 from _common import (
     BenchFailure,
     MillraceTarget,
@@ -35,10 +37,10 @@ from _common import (
     Target,
     main_guard,
     print_table,
+    produce_records,
     scaled,
     write_json,
 )
-import broker_fetch
 from broker_ingest import CASES, ingest_on_off
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,6 +56,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--fetch", action="store_true",
                     help="also broker_fetch's window cases (pre-loaded, then read)")
+    ap.add_argument("--cost", action="store_true",
+                    help="also the broker's CPU and minor page faults per MB of 1 KiB ingest "
+                         "(figures a busy machine does not skew much, unlike rates)")
     args = ap.parse_args()
     args.scale = 1.0  # scaled() applies --quick
     return args
@@ -119,13 +124,49 @@ def targets(base: str) -> Iterator[list[Target]]:
         yield [head, other]
 
 
+def broker_stat(pid: int) -> tuple[int, float]:
+    """(minor page faults, CPU seconds) of a process so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[7]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def byte_cost(ts: list[Target], repeat: int, records: int) -> list[dict[str, Any]]:
+    """What 1 MB of 1 KiB records costs each broker: CPU milliseconds and minor faults."""
+    rows: list[dict[str, Any]] = []
+    for rep in range(repeat):
+        for t in (ts if rep % 2 == 0 else ts[::-1]):
+            assert t.broker_pid is not None
+            topic = f"bench-builds-cost-{rep}"
+            t.create_topic(topic)
+            faults0, cpu0 = broker_stat(t.broker_pid)
+            sent, secs = produce_records(t.bootstrap, topic, bytes(1024), records)
+            faults1, cpu1 = broker_stat(t.broker_pid)
+            mb = sent * 1024 / 1e6
+            rows.append({"target": t.name, "records": sent, "seconds": round(secs, 3),
+                         "broker_cpu_ms_per_mb": round(1000 * (cpu1 - cpu0) / mb, 3),
+                         "minor_faults_per_mb": round((faults1 - faults0) / mb, 1)})
+            print(f"  cost 1KiB       {t.name:<11} {sent} rec: broker "
+                  f"{rows[-1]['broker_cpu_ms_per_mb']:.2f} CPU ms/MB, "
+                  f"{rows[-1]['minor_faults_per_mb']:.0f} minor faults/MB", flush=True)
+    for name in (HEAD, BASE):
+        mine = [r for r in rows if r["target"] == name]
+        cpu = statistics.median(r["broker_cpu_ms_per_mb"] for r in mine)
+        faults = statistics.median(r["minor_faults_per_mb"] for r in mine)
+        print(f"cost {name:<11} median {cpu:.2f} CPU ms/MB, {faults:.0f} minor faults/MB")
+    return rows
+
+
 def run() -> None:
     args = parse()
     base = git("rev-parse", "--short", args.base)
     print(f"this build {git('rev-parse', '--short', 'HEAD')} vs base {base}", flush=True)
     fetched: list[Result] = []
+    cost: list[dict[str, Any]] = []
     with targets(base) as ts:
         results: list[Result] = ingest_on_off(ts, CASES, "bench-builds-", args)
+        if args.cost:
+            cost = byte_cost(ts, args.repeat, scaled(args, 400_000))
         if args.fetch:
             loaded = [broker_fetch.preload(t, case, scaled(args, case.records))
                       for case in broker_fetch.CASES if case.window for t in ts]
@@ -138,7 +179,7 @@ def run() -> None:
     if fetched:
         rows += print_table(f"fetch: this build vs {base} (as broker_fetch)", fetched, {},
                             HEAD, BASE)
-    write_json(args.json, "builds", rows)
+    write_json(args.json, "builds", rows, cost=cost)
 
 
 if __name__ == "__main__":
