@@ -100,6 +100,7 @@ class FrameDecoder:
 
 MIN_BUFFER = 64 * 1024  # the smallest buffer allocated
 MIN_READ = 16 * 1024  # the least room offered to one read
+GRAIN = 256 * 1024  # buffer sizes are multiples of this
 KEEP_FREE = 2  # spare buffers a connection keeps for reuse
 KEEP_MAX = 16 * 1024 * 1024  # larger buffers are never kept for reuse
 
@@ -218,9 +219,9 @@ class FrameReader:
         for i, buf in enumerate(self._free):
             if len(buf) >= size and _unpinned(buf):
                 return self._free.pop(i)
-        # A power of two (at least MIN_BUFFER), so that a run of similar frames settles
-        # on one size and the spares fit the next ones.
-        return bytearray(max(MIN_BUFFER, 1 << (size - 1).bit_length()))
+        # Rounded up to a whole GRAIN, so that a run of similar frames settles on one size
+        # and the spares fit the next ones, without doubling a large frame's memory.
+        return bytearray(MIN_BUFFER if size <= MIN_BUFFER else -(-size // GRAIN) * GRAIN)
 
     def _retire(self, buf: bytearray) -> None:
         if not 0 < len(buf) <= KEEP_MAX:
