@@ -53,7 +53,8 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_index_size // self.entry_size)
-        self._fd = -1
+        self._fd = -1  # opened on the first write (or truncation), then kept
+        self._created_unsynced = False  # made by create() and not synced since
         self._loaded = False
         self._written = 0  # entries already in the file
         self._buffer = bytearray()  # encoded entries not yet written
@@ -84,8 +85,12 @@ class _IndexFile:
         return self._fd
 
     def create(self) -> None:
-        """Make sure the file exists (as Kafka, a new segment has empty index files)."""
-        self._file()
+        """Make sure the file exists (as Kafka, a new segment has empty index files).  The
+        descriptor is not kept: a partition nobody writes to holds none for its indexes
+        (the next ``flush`` still syncs the new file, as it did with the descriptor held)."""
+        if self._fd < 0:
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+            self._created_unsynced = True
 
     def write_buffer(self) -> None:
         if self._buffer:
@@ -98,6 +103,17 @@ class _IndexFile:
         self.write_buffer()
         if self._fd >= 0:
             os.fdatasync(self._fd)
+        elif self._created_unsynced:  # made by create() and never written: sync it as made
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:  # deleted (or renamed away) meanwhile: nothing to sync
+                fd = -1
+            if fd >= 0:
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+        self._created_unsynced = False
 
     def _truncate_file(self, entries: int) -> None:
         """Make the file hold exactly ``entries`` entries (buffer already cleared)."""
@@ -111,6 +127,7 @@ class _IndexFile:
         self.path = new_path
 
     def close(self) -> None:
+        self._created_unsynced = False
         try:
             self.write_buffer()
         finally:
@@ -157,6 +174,12 @@ class OffsetIndex(_IndexFile):
     def entries(self) -> int:
         self._ensure_loaded()
         return len(self._rel)
+
+    @property
+    def is_full(self) -> bool:  # every append's roll check asks: one call, not three
+        if not self._loaded:
+            self._ensure_loaded()
+        return len(self._rel) >= self.max_entries
 
     @property
     def last_offset(self) -> int:
@@ -251,6 +274,12 @@ class TimeIndex(_IndexFile):
     def entries(self) -> int:
         self._ensure_loaded()
         return len(self._rel)
+
+    @property
+    def is_full(self) -> bool:  # every append's roll check asks: one call, not three
+        if not self._loaded:
+            self._ensure_loaded()
+        return len(self._rel) >= self.max_entries
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry; (-1, base) when empty."""

@@ -107,3 +107,57 @@ def test_time_index_full(tmp_path: Path) -> None:
     assert ti.is_full and not ti.maybe_append(3, 2)
     assert ti.maybe_append(3, 2, skip_full_check=True)
     ti.close()
+
+
+def _open_fds_on(path: Path) -> int:
+    fd_dir = Path("/proc/self/fd")
+    count = 0
+    for fd in fd_dir.iterdir():
+        try:
+            if Path(fd.readlink()) == path:
+                count += 1
+        except OSError:  # closed while listing (the listing's own descriptor)
+            continue
+    return count
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("cls", [OffsetIndex, TimeIndex])
+def test_a_created_index_holds_no_descriptor_until_written_and_flush_syncs_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cls: type[OffsetIndex | TimeIndex]
+        ) -> None:
+    """Idle partitions must not hold two descriptors each (10,000 partitions ran out of
+    them); the new file is still synced by the next flush, and a deleted one is not
+    brought back by it."""
+    import os
+    synced: list[int] = []
+    real_sync = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append(fd)
+        real_sync(fd)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    path = tmp_path / "x.idx"
+    idx = cls(str(path), 0, 1024)
+    idx.create()
+    assert path.exists() and path.read_bytes() == b""
+    assert _open_fds_on(path) == 0
+    idx.flush()
+    assert len(synced) == 1 and _open_fds_on(path) == 0
+    idx.flush()  # nothing new: no second sync of an unwritten file
+    assert len(synced) == 1
+    if isinstance(idx, OffsetIndex):
+        idx.append(5, 100)
+    else:
+        idx.maybe_append(1000, 5)
+    idx.flush()  # written: the descriptor is opened, kept and synced as before
+    assert len(synced) == 2 and _open_fds_on(path) == 1
+    idx.close()
+    assert _open_fds_on(path) == 0
+
+    gone = cls(str(tmp_path / "gone.idx"), 0, 1024)
+    gone.create()
+    os.unlink(gone.path)
+    gone.flush()
+    assert not Path(gone.path).exists()
+    gone.close()
