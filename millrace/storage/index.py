@@ -89,8 +89,16 @@ class _IndexFile:
         descriptor is not kept: a partition nobody writes to holds none for its indexes
         (the next ``flush`` still syncs the new file, as it did with the descriptor held)."""
         if self._fd < 0:
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644))
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                empty = os.fstat(fd).st_size == 0
+            finally:
+                os.close(fd)
             self._created_unsynced = True
+            if empty and not self._loaded:  # what loading it would find: no entries
+                self._loaded = True
+                self._load_entries(b"")
+                self._written = 0
 
     def write_buffer(self) -> None:
         if self._buffer:
