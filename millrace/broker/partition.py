@@ -187,7 +187,8 @@ class Partition:
         over the (maximal) ISR.  True if it moved."""
         if not self.is_leader:
             return False
-        hw = self.log.log_end_offset
+        log = self.log
+        hw = log.log_end_offset
         for r in self.maximal_isr:
             if r == self.local_broker_id:
                 continue
@@ -195,7 +196,9 @@ class Partition:
             if replica is None or replica.log_end_offset < 0:
                 return False  # a member whose position is unknown holds the HW back
             hw = min(hw, replica.log_end_offset)
-        return self.log.maybe_increment_high_watermark(hw)
+        # a follower's fetch that moved nothing (most of a fetch of many partitions) stops
+        # here; the high watermark changes only on this (the loop's) thread
+        return hw > log.high_watermark and log.maybe_increment_high_watermark(hw)
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
         """(done, error) for an acks=all produce whose batch ends before ``required_offset``."""

@@ -515,9 +515,7 @@ class ReplicaManager:
         def read() -> LogReadResults:
             return self.read_from_local_log(params, fetch_infos)
 
-        stats = self.topic_stats
-        for (topic, index), _ in fetch_infos:
-            stats.fetch_request(topic, (topic, index) in self.partitions)
+        self._mark_fetches(fetch_infos)
         if params.is_from_follower:
             if params.replica_id not in {b.node_id for b in self.metadata.brokers()}:
                 # Only registered brokers replicate (the lesson of CVE-2018-1288).
@@ -532,6 +530,24 @@ class ReplicaManager:
             await op.wait()
         assert op.result is not None
         return self._fetched(params, fetch_infos, op.result.partitions)
+
+    def _mark_fetches(self, fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]]
+                      ) -> None:
+        """TotalFetchRequestsPerSec: each partition of the fetch, marked once per topic."""
+        stats = self.topic_stats
+        if not stats.enabled:
+            return
+        partitions = self.partitions
+        counts: dict[str, list[int]] = {}
+        for tp, _ in fetch_infos:
+            c = counts.get(tp[0])
+            if c is None:
+                c = counts[tp[0]] = [0, 0]
+            c[0] += 1
+            if tp in partitions:
+                c[1] += 1
+        for topic, (asked, hosted) in counts.items():
+            stats.fetch_requests(topic, asked, hosted)
 
     def _fetched(self, params: FetchParams,
                  fetch_infos: Sequence[tuple[TopicPartition, PartitionFetchInfo]],

@@ -198,6 +198,14 @@ class BrokerTopicStats:
             if hosted:
                 self.topic_stats(topic).total_fetch.mark()
 
+    def fetch_requests(self, topic: str, partitions: int, hosted: int) -> None:
+        """``fetch_request`` for ``partitions`` partitions of ``topic`` in one fetch,
+        ``hosted`` of them here: the same counts, one mark per meter."""
+        if self.enabled and partitions:
+            self.all_topics.total_fetch.mark(partitions)
+            if hosted:
+                self.topic_stats(topic).total_fetch.mark(hosted)
+
     def failed_fetch(self, topic: str, hosted: bool) -> None:
         if self.enabled:
             self.all_topics.failed_fetch.mark()
