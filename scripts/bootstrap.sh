@@ -16,7 +16,9 @@ stamp=".venv/.millrace-installed-${extras:-base}"
 # setup.py builds the optional C accelerators: a change to it or their sources reinstalls
 c_changed=""
 for src in millrace/record/_speedups.c millrace/record/millrace_record_capi.h \
-        millrace/client/producer/_internals/_speedups.c; do
+        millrace/client/producer/_internals/_speedups.c \
+        millrace/client/producer/_internals/_speedups_lock.h \
+        millrace/client/producer/_internals/_speedups_send.h; do
     [ "$src" -nt "$stamp" ] && c_changed=1
 done
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \

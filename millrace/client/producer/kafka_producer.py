@@ -4,7 +4,10 @@
 key and value serializers -> partitioner -> ``RecordAccumulator.append``, which encodes
 the record straight into its partition's open batch.  A background Sender thread drains
 batches into ProduceRequests through the ``NetworkClient`` and completes each record's
-future and callback.  See ``_internals/sender.py`` for the network side.
+future and callback.  See ``_internals/sender.py`` for the network side.  The common
+case of all that (no interceptors, bytes or None key and value, no headers, a batch with
+room) is one C call, ``_internals/send_path.py``'s ``SendPath``, bound as a plain
+producer's ``send``; it runs the full ``_send`` for anything else.
 
 Errors that happen inside ``send`` -- a serializer that rejects its input, a record
 larger than ``max.request.size``, no metadata or no buffer memory within
@@ -52,6 +55,7 @@ from millrace.client.producer._internals.producer_interceptors import (
 )
 from millrace.client.producer._internals.producer_metadata import ProducerMetadata
 from millrace.client.producer._internals.record_accumulator import RecordAccumulator
+from millrace.client.producer._internals.send_path import SendPath
 from millrace.client.producer._internals.sender import Sender
 from millrace.client.producer._internals.sender_metrics import SenderMetrics
 from millrace.client.producer._internals.transaction_manager import TransactionManager
@@ -209,6 +213,17 @@ class KafkaProducer(Generic[K, V]):
         self._send_errors = sender_metrics.record_error
         self._buffer_exhausted = sender_metrics.buffer_exhausted
         self._max_record_size = min(self._max_request_size, self._total_memory)
+        # send()'s common case in one C call (send_path.py); anything else runs _send
+        self._send_path: Any = None
+        if SendPath is not None and self._interceptors is None and self._partitioner is None \
+                and not self._transactional:
+            self._send_path = SendPath(
+                ProducerRecord, self._metadata, self._accumulator, self._wakeup,
+                None if type(time) is SystemTime else time.milliseconds,
+                self._max_record_size, _BATCH_AND_RECORD_OVERHEAD, self._key_is_bytes,
+                self._value_is_bytes, self._ignore_keys, self._send)
+            if type(self) is KafkaProducer:  # a subclass may override send: keep it
+                self.send = self._send_path  # type: ignore[method-assign]
         if _start_thread:
             self._io_thread = threading.Thread(
                 target=self._sender.run, daemon=True,
@@ -234,6 +249,14 @@ class KafkaProducer(Generic[K, V]):
         ``callback(metadata, exception)`` runs on the Sender thread when the outcome is
         known.  Blocks only for metadata or buffer memory (``max.block.ms``).
         """
+        send_path = self._send_path  # (a plain KafkaProducer has it as its send already)
+        if send_path is not None:
+            return send_path(record, callback)
+        return self._send(record, callback)
+
+    def _send(self, record: ProducerRecord[K, V], callback: Callback | None = None
+              ) -> FutureRecordMetadata:
+        """``send``, every step of it (interceptors, serializers, metadata waits...)."""
         interceptors = self._interceptors
         if interceptors is not None:
             record = interceptors.on_send(record)
@@ -482,6 +505,8 @@ class KafkaProducer(Generic[K, V]):
         """Send what is buffered, then stop; after ``timeout`` seconds, abort the rest."""
         if self._closed:
             return
+        if self._send_path is not None:  # every send now takes _send, which raises
+            self._send_path.close()
         self._closed = True
         io_thread = self._io_thread
         from_callback = threading.current_thread() is io_thread

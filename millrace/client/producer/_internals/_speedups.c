@@ -19,6 +19,18 @@
  *               millrace.record._speedups through its capsule: one encoder, not two) and
  *               makes the record's future without running any Python code.
  *
+ * And, for send() itself (send_path.py holds the reference, PySendPath;
+ * tests/unit/client/test_producer_send_path.py runs both against the full send):
+ *
+ *   SendPath    send()'s common case in one call: checks the record, touches the
+ *               metadata, picks the partition (given, murmur2 of the key, or the sticky
+ *               one), takes the accumulator's Lock without blocking and appends to the
+ *               partition's last batch with BatchCore.try_append -- or calls the full
+ *               send (its fallback) when anything is out of the ordinary.
+ *   Lock        threading.Lock's interface on a PyThread lock: the accumulator's lock,
+ *               which SendPath takes without a Python call.
+ *   murmur2     Kafka's murmur2 (built_in_partitioner.py_murmur2).
+ *
  * Python sees the fields as ordinary attributes (member descriptors), so the rest of
  * ProducerBatch (drain, build, split, complete) is unchanged Python.  try_append makes
  * futures of the class given to set_future_type() (FutureRecordMetadata), allocated
@@ -536,6 +548,9 @@ static PyTypeObject RecordCoreType = {
     .tp_members = record_members,
 };
 
+#include "_speedups_lock.h"
+#include "_speedups_send.h"
+
 /* ------------------------------------------------------------------ module */
 
 static PyObject *
@@ -582,6 +597,7 @@ static PyMethodDef methods[] = {
     {"install_record_vectorcall", install_record_vectorcall, METH_O,
      "Let calls of this RecordCore subclass (which must not override __init__ or __new__) "
      "skip the argument tuple and keyword dict."},
+    {"murmur2", murmur2, METH_O, murmur2_doc},
     {"set_future_type", set_future_type, METH_O,
      "The class of the futures BatchCore.try_append makes (a FutureCore subclass)."},
     {NULL, NULL, 0, NULL},
@@ -606,14 +622,32 @@ PyInit__speedups(void)
         return NULL;
     }
     if (PyType_Ready(&FutureCoreType) < 0 || PyType_Ready(&BatchCoreType) < 0 ||
-        PyType_Ready(&RecordCoreType) < 0)
+        PyType_Ready(&RecordCoreType) < 0 || PyType_Ready(&SendPathType) < 0 ||
+        PyType_Ready(&LockType) < 0)
         return NULL;
+    if (empty_tuple == NULL && (empty_tuple = PyTuple_New(0)) == NULL)
+        return NULL;
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_topics, "_topics"}, {&s_idle_ms, "_idle_ms"}, {&s_lock, "_lock"},
+        {&s_cluster, "_cluster"}, {&s_partition_counts, "partition_counts"},
+        {&s_closed, "_closed"}, {&s_partitioner, "partitioner"}, {&s_current, "current"},
+        {&s_partition, "partition"}, {&s_produced_bytes, "produced_bytes"},
+        {&s_sticky_batch_size, "sticky_batch_size"}, {&s_maybe_switch, "maybe_switch"},
+        {&s_batches, "batches"},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (*names[i].slot == NULL &&
+            (*names[i].slot = PyUnicode_InternFromString(names[i].name)) == NULL)
+            return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "FutureCore", (PyObject *)&FutureCoreType) < 0 ||
         PyModule_AddObjectRef(m, "BatchCore", (PyObject *)&BatchCoreType) < 0 ||
-        PyModule_AddObjectRef(m, "RecordCore", (PyObject *)&RecordCoreType) < 0) {
+        PyModule_AddObjectRef(m, "RecordCore", (PyObject *)&RecordCoreType) < 0 ||
+        PyModule_AddObjectRef(m, "SendPath", (PyObject *)&SendPathType) < 0 ||
+        PyModule_AddObjectRef(m, "Lock", (PyObject *)&LockType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import random
 import struct
+from typing import TYPE_CHECKING
 
 from millrace.client.cluster import Cluster
 
@@ -33,8 +34,9 @@ _SEED = 0x9747B28C
 _MASK = 0xFFFFFFFF
 
 
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 of ``data`` as a signed 32-bit int."""
+def py_murmur2(data: bytes) -> int:
+    """Kafka's murmur2 of ``data`` as a signed 32-bit int (the reference for the C
+    ``_speedups.murmur2``, which ``murmur2`` is when it is built)."""
     length = len(data)
     h = (_SEED ^ length) & _MASK
     blocks = length // 4
@@ -57,6 +59,15 @@ def murmur2(data: bytes) -> int:
     h = (h * _M) & _MASK
     h ^= h >> 15
     return h - (1 << 32) if h & 0x80000000 else h
+
+
+if TYPE_CHECKING:
+    murmur2 = py_murmur2
+else:
+    try:
+        from millrace.client.producer._internals._speedups import murmur2
+    except ImportError:  # no compiler at install time, or MILLRACE_NO_SPEEDUPS set
+        murmur2 = py_murmur2
 
 
 def to_positive(n: int) -> int:

@@ -21,12 +21,13 @@ order with idempotence) and oversized ones with ``split_and_reenqueue``.  Memory
 returned by ``deallocate`` once a batch is complete.
 
 Thread-safety: one lock guards every deque, the topic table, the incomplete set and the
-mute set; it is never held while blocking for memory or building a batch.
+mute set; it is never held while blocking for memory or building a batch.  ``send``'s
+one-call common case (``send_path.SendPath``) takes the same lock, without blocking, and
+does what ``append`` does when the partition's last batch has room.
 """
 
 from __future__ import annotations
 
-import threading
 import time as _time
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -43,6 +44,7 @@ from millrace.client.producer._internals.built_in_partitioner import (
 from millrace.client.producer._internals.future_record_metadata import FutureRecordMetadata
 from millrace.client.producer._internals.idempotence_manager import NO_SEQUENCE
 from millrace.client.producer._internals.producer_batch import ProducerBatch
+from millrace.client.producer._internals.send_path import Lock
 from millrace.client.producer._internals.transaction_manager import TransactionManager
 from millrace.record import HEADER_SIZE, CompressionType
 from millrace.record.default_record import record_size_upper_bound
@@ -98,7 +100,7 @@ class RecordAccumulator:
         self._availability_timeout_ms = partition_availability_timeout_ms
         self._tm = transaction_manager
         self._rng = rng
-        self._lock = threading.Lock()
+        self._lock = Lock()  # threading.Lock's interface (send_path.Lock)
         self._topics: dict[str, _TopicInfo] = {}  # guarded by _lock
         self._incomplete: set[ProducerBatch] = set()  # guarded by _lock
         self._muted: set[TopicPartition] = set()  # guarded by _lock
