@@ -5,8 +5,11 @@ Theory of operation.  A streaming query's position is a ``PartitionOffsets`` map
 the layout of Spark's Kafka source, ``{"orders": {"0": 123, "1": 456}}`` (topics and
 partitions sorted, so equal positions have equal JSON).  A micro-batch is a pair
 (start, end) of such maps; ``plan_ranges`` turns it into one ``OffsetRange`` [from, until)
-per partition, and ``split_ranges`` cuts big ranges into more Spark partitions
-(``minPartitions``).  ``rate_limit`` moves an end map back so the batch holds at most N
+per partition, ``split_ranges`` cuts big ranges into more Spark partitions
+(``minPartitions``) and ``group_ranges`` packs many small ones into fewer
+(``maxPartitions``: one task per core instead of one per topic partition, so a
+micro-batch pays each task's fixed cost -- scheduling, a Python worker round trip, a
+consumer, a cache block -- once per core).  ``rate_limit`` moves an end map back so the batch holds at most N
 records, sharing the budget among partitions in proportion to their backlog.
 
 Everything the cluster knows comes through an ``OffsetLookup`` (the driver's
@@ -168,6 +171,25 @@ def split_ranges(ranges: list[OffsetRange], min_partitions: int | None) -> list[
             out.append(OffsetRange(r.topic, r.partition, begin, end))
             begin = end
     return out
+
+
+def group_ranges(ranges: list[OffsetRange], max_partitions: int | None
+                 ) -> list[tuple[OffsetRange, ...]]:
+    """The ranges packed into at most ``max_partitions`` groups of about equal records
+    (largest range first onto the group with the fewest records; a range is never cut).
+    Without ``max_partitions``, or with few enough ranges, one group per range.  Groups
+    hold their ranges in (topic, partition, offset) order; empty ranges are dropped."""
+    ranges = [r for r in ranges if r.size > 0]
+    if max_partitions is None or len(ranges) <= max_partitions:
+        return [(r,) for r in ranges]
+    groups: list[list[OffsetRange]] = [[] for _ in range(max_partitions)]
+    records = [0] * max_partitions
+    for r in sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition, r.from_offset)):
+        smallest = min(range(max_partitions), key=records.__getitem__)
+        groups[smallest].append(r)
+        records[smallest] += r.size
+    return [tuple(sorted(g, key=lambda r: (r.topic, r.partition, r.from_offset)))
+            for g in groups if g]
 
 
 def plan_ranges(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int],

@@ -31,16 +31,15 @@ never quote one.  A secret is a key of the clients' ``password`` type (``sasl.pa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from millrace.client.admin.config import ADMIN_CONFIG
 from millrace.client.cluster import TopicPartition
 from millrace.client.consumer.config import CONSUMER_CONFIG, ConsumerConfig
-from millrace.client.producer.config import PRODUCER_CONFIG, ProducerConfig
 from millrace.common.errors import ConfigError
 
 KAFKA_PREFIX = "kafka."
@@ -114,14 +113,23 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000
 HIDDEN = "[hidden]"
 # what Spark's spark.redaction.regex hides by name, and the JAAS text that holds a password
 _SECRET_NAME = re.compile(r"(?i)secret|password|token|jaas")
-_PASSWORD_KEYS = frozenset(name for config in (CONSUMER_CONFIG, PRODUCER_CONFIG, ADMIN_CONFIG)
-                           for name, key in config.keys.items() if key.type == "password")
+
+
+@functools.cache
+def _password_keys() -> frozenset[str]:
+    # The admin and producer packages are imported on first use: Spark's Python source
+    # process imports this module at every query start and needs neither.
+    from millrace.client.admin.config import ADMIN_CONFIG
+    from millrace.client.producer.config import PRODUCER_CONFIG
+
+    return frozenset(name for config in (CONSUMER_CONFIG, PRODUCER_CONFIG, ADMIN_CONFIG)
+                     for name, key in config.keys.items() if key.type == "password")
 
 
 def is_secret(name: str) -> bool:
     """Whether a client setting (``sasl.password``, or ``kafka.sasl.password``) is secret."""
     key = name.lower().removeprefix(KAFKA_PREFIX)
-    return key in _PASSWORD_KEYS or _SECRET_NAME.search(key) is not None
+    return key in _password_keys() or _SECRET_NAME.search(key) is not None
 
 
 def redact(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -156,6 +164,8 @@ def kafka_options(options: Mapping[str, str]) -> KafkaParams:
 def admin_config(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The settings of a consumer's or producer's configuration that an admin client has too
     (where the cluster is, how to authenticate, timeouts): for the connector's admin calls."""
+    from millrace.client.admin.config import ADMIN_CONFIG
+
     return {k: v for k, v in settings.items() if k in ADMIN_CONFIG.keys}
 
 
@@ -365,7 +375,7 @@ SOURCE_OPTIONS = frozenset({
     "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
-    "minpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
+    "minpartitions", "maxpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
 })
 
 
@@ -377,6 +387,7 @@ class SourceOptions:
     timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
+    max_partitions: int | None = None
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
@@ -397,7 +408,8 @@ class SourceOptions:
                                   "startingTimestamp, endingTimestamp, "
                                   "startingOffsetsByTimestamp, endingOffsetsByTimestamp, "
                                   "startingOffsetsByTimestampStrategy, maxOffsetsPerTrigger, "
-                                  "minPartitions, failOnDataLoss, includeHeaders, "
+                                  "minPartitions, maxPartitions, failOnDataLoss, "
+                                  "includeHeaders, "
                                   "kafkaConsumer.pollTimeoutMs")
         kafka_params = _kafka_params(opts, UNSUPPORTED_SOURCE_OPTIONS)
         _check_client_config(ConsumerConfig, {**READER_CONSUMER_DEFAULTS, **kafka_params,
@@ -416,6 +428,12 @@ class SourceOptions:
             max_offsets = None  # Spark's Kafka source ignores it in batch queries too
         poll_timeout = _positive_int(opts, "kafkaconsumer.polltimeoutms",
                                      "kafkaConsumer.pollTimeoutMs")
+        min_partitions = _positive_int(opts, "minpartitions", "minPartitions")
+        max_partitions = _positive_int(opts, "maxpartitions", "maxPartitions")
+        if min_partitions is not None and max_partitions is not None and \
+                max_partitions < min_partitions:
+            raise ConfigError(f"Option 'maxPartitions' ({max_partitions}) is below "
+                              f"'minPartitions' ({min_partitions})")
         if isinstance(strategy, Assign):
             _check_within_assignment(strategy, starting, "startingOffsets")
             if ending is not None:
@@ -424,7 +442,7 @@ class SourceOptions:
             strategy=strategy, starting=starting, ending=ending,
             timestamp_strategy=timestamp_strategy,
             max_offsets_per_trigger=max_offsets,
-            min_partitions=_positive_int(opts, "minpartitions", "minPartitions"),
+            min_partitions=min_partitions, max_partitions=max_partitions,
             fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
             include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
             poll_timeout_ms=poll_timeout or DEFAULT_POLL_TIMEOUT_MS,
@@ -555,6 +573,8 @@ class SinkOptions:
                                   "options: kafka.bootstrap.servers, kafka.*, topic, "
                                   "deliveryGuarantee, transactionalIdPrefix")
         kafka_params = _kafka_params(opts, UNSUPPORTED_SINK_OPTIONS)
+        from millrace.client.producer.config import ProducerConfig
+
         _check_client_config(ProducerConfig, {**WRITER_PRODUCER_DEFAULTS, **kafka_params})
         topic = opts.get("topic")
         if topic is not None and not topic.strip():

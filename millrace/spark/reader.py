@@ -6,7 +6,9 @@ earliest and latest offsets, offsets by timestamp -- with one millrace ``KafkaCo
 that has no group and never commits.  It asks for offsets only of partitions the metadata
 lists, so a deleted topic is an absent answer rather than a long retry.
 
-``read_range`` runs in Spark's Python workers, once per ``KafkaInputPartition``: it builds
+``read_range`` runs in Spark's Python workers, once per ``KafkaInputPartition`` (a task
+given a ``KafkaInputPartitionGroup`` -- ``maxPartitions`` -- reads its ranges one after the
+other, ``read_ranges``): it builds
 its own consumer (nothing driver-only is needed, so it works the same on a cluster),
 assigns the partition, seeks to ``from_offset`` and polls until the consumer's position
 reaches ``until_offset``.  The position, not the last record's offset, decides the end:
@@ -124,6 +126,24 @@ class KafkaInputPartition(InputPartition):
         return cls(r.topic, r.partition, r.from_offset, r.until_offset)
 
 
+@dataclass
+class KafkaInputPartitionGroup(InputPartition):
+    """One Spark task's work when ranges are grouped (``maxPartitions``): several ranges,
+    read one after the other."""
+
+    parts: tuple[KafkaInputPartition, ...]
+
+    @classmethod
+    def of(cls, ranges: Iterable[OffsetRange]) -> KafkaInputPartitionGroup:
+        return cls(tuple(KafkaInputPartition.of(r) for r in ranges))
+
+
+def input_partitions(groups: Iterable[tuple[OffsetRange, ...]]) -> list[InputPartition]:
+    """A micro-batch's Spark partitions: a single range as itself, several as a group."""
+    return [KafkaInputPartition.of(g[0]) if len(g) == 1 else KafkaInputPartitionGroup.of(g)
+            for g in groups]
+
+
 # ---------------------------------------------------------------------------- executor side
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects of record batches for ``schema``."""
@@ -189,6 +209,13 @@ class _BatchBuilder:
             columns.append(pa.array(self._headers, self._headers_type))
         self._clear()
         return pa.RecordBatch.from_arrays(columns, schema=self._schema)
+
+
+def read_ranges(options: SourceOptions, parts: Iterable[KafkaInputPartition],
+                schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The records of each of ``parts`` in turn (runs in a Python worker)."""
+    for part in parts:
+        yield from read_range(options, part, schema)
 
 
 def read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema

@@ -36,6 +36,11 @@ Source options (names are case-insensitive):
     ``trigger(availableNow=True)``, which then runs several micro-batches.
 ``minPartitions``
     at least this many Spark partitions: big offset ranges are split.
+``maxPartitions`` (millrace's own)
+    at most this many Spark partitions per batch: the ranges of several topic partitions
+    are read by one task, one after the other (ranges are never cut, so a batch may have
+    fewer).  ``Pipeline`` sets it to the session's default parallelism: a task per core,
+    not per topic partition.  Not below ``minPartitions``.
 ``failOnDataLoss`` (default true)
     fail the query when records it should read are gone (retention, deleted records or
     topic); false: log a warning and continue from the earliest available offset.
@@ -102,7 +107,9 @@ from pyspark.sql.types import (
 
 from millrace.common.errors import ConfigError
 from millrace.spark.offsets import (
+    OffsetRange,
     PartitionOffsets,
+    group_ranges,
     offsets_from_json,
     offsets_to_json,
     plan_ranges,
@@ -112,11 +119,23 @@ from millrace.spark.offsets import (
     split_ranges,
 )
 from millrace.spark.options import SinkOptions, SourceOptions
-from millrace.spark.reader import KafkaInputPartition, KafkaOffsetReader, arrow_schema, read_range
-from millrace.spark.writer import MillraceCommitMessage, SinkColumns, write_batches
+from millrace.spark.reader import (
+    KafkaInputPartition,
+    KafkaInputPartitionGroup,
+    KafkaOffsetReader,
+    arrow_schema,
+    input_partitions,
+    read_range,
+    read_ranges,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from millrace.spark.writer import MillraceCommitMessage, SinkColumns
+
+# The sink half (millrace.spark.writer, and with it the producer) is imported when a writer
+# is made or runs: Spark's Python source process imports this module at every query start.
 
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))
@@ -178,10 +197,14 @@ class MillraceDataSource(DataSource):
             raise ConfigError("deliveryGuarantee=exactly-once is for streaming writes "
                               "(writeStream): it commits one transaction per micro-batch and "
                               "task, and a batch write has no micro-batch id to write once")
+        from millrace.spark.writer import SinkColumns
+
         return MillraceBatchWriter(options, SinkColumns.of(schema, options))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> MillraceStreamWriter:
         options = SinkOptions.parse(self.options)
+        from millrace.spark.writer import SinkColumns
+
         return MillraceStreamWriter(options, SinkColumns.of(schema, options))
 
 
@@ -192,9 +215,16 @@ class _RangeReading:
     _schema: StructType
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, KafkaInputPartitionGroup):
+            return read_ranges(self._options, partition.parts, arrow_schema(self._schema))
         if not isinstance(partition, KafkaInputPartition):
             return iter(())  # Spark's placeholder when there is nothing to read
         return read_range(self._options, partition, arrow_schema(self._schema))
+
+    def _plan(self, ranges: list[OffsetRange]) -> list[InputPartition]:
+        options = self._options
+        return input_partitions(group_ranges(split_ranges(ranges, options.min_partitions),
+                                             options.max_partitions))
 
 
 class MillraceBatchReader(_RangeReading, DataSourceReader):
@@ -221,7 +251,7 @@ class MillraceBatchReader(_RangeReading, DataSourceReader):
             ranges = plan_ranges(start, end, lookup, options.fail_on_data_loss)
         finally:
             lookup.close()
-        return [KafkaInputPartition.of(r) for r in split_ranges(ranges, options.min_partitions)]
+        return self._plan(ranges)
 
 
 class MillraceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -292,8 +322,7 @@ class MillraceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         ranges = plan_ranges(offsets_from_json(start), offsets_from_json(end),
                              self._offset_reader(), self._options.fail_on_data_loss)
-        return [KafkaInputPartition.of(r)
-                for r in split_ranges(ranges, self._options.min_partitions)]
+        return self._plan(ranges)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
@@ -312,6 +341,8 @@ class MillraceBatchWriter(DataSourceArrowWriter):
         self._columns = columns
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MillraceCommitMessage:
+        from millrace.spark.writer import write_batches
+
         return write_batches(iterator, self._options, self._columns)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -336,6 +367,8 @@ class MillraceStreamWriter(DataSourceStreamArrowWriter):
 
             return write_batches_exactly_once(iterator, self._options, self._columns,
                                               TaskTransaction.current(self._options))
+        from millrace.spark.writer import write_batches
+
         return write_batches(iterator, self._options, self._columns)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -156,9 +156,15 @@ def parse_value_schema(ddl: str) -> StructType:
 
 
 def source_frame(spark: SparkSession, config: PipelineConfig) -> DataFrame:
+    """The configured source; ``format("millrace")`` reads with a task per core
+    (``maxPartitions`` = the session's default parallelism) unless the options say."""
     source = config.source
+    options = source.reader_options()
+    if source.format == "millrace" and not any(k.lower() in ("maxpartitions", "minpartitions")
+                                               for k in options):
+        options["maxPartitions"] = str(spark.sparkContext.defaultParallelism)
     return _analysed(f"source format {source.format}", lambda: spark.readStream.format(
-        source.format).options(**source.reader_options()).load())
+        source.format).options(**options).load())
 
 
 def events_frame(config: PipelineConfig, source: DataFrame) -> tuple[DataFrame, list[str]]:

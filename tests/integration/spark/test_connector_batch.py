@@ -113,6 +113,22 @@ def test_min_partitions_splits_ranges_without_changing_the_records(
     assert values(df) == [(0, i, b"%d" % i) for i in range(200)]
 
 
+def test_max_partitions_groups_ranges_without_changing_the_records(
+        spark: SparkSession, broker: BrokerProcess, admin: KafkaAdminClient) -> None:
+    create(admin, "batch-group", 5)
+    produce(broker, [ProducerRecord("batch-group", b"%d-%d" % (p, i), None, p)
+                     for p in range(5) for i in range(10 + 10 * p)])
+    everything = [(p, i, b"%d-%d" % (p, i)) for p in range(5) for i in range(10 + 10 * p)]
+    df = read(spark, broker, subscribe="batch-group", maxPartitions="2")
+    assert df.rdd.getNumPartitions() == 2
+    assert values(df) == everything
+    # each task reads whole ranges: every partition's records in one Spark partition
+    spread = df.rdd.mapPartitions(lambda rows: [sorted({r.partition for r in rows})]).collect()
+    assert sorted(p for ps in spread for p in ps) == list(range(5))
+    assert read(spark, broker, subscribe="batch-group", maxPartitions="9").rdd \
+        .getNumPartitions() == 5
+
+
 def test_deleted_records_fail_the_read_unless_fail_on_data_loss_is_false(
         spark: SparkSession, broker: BrokerProcess, admin: KafkaAdminClient) -> None:
     create(admin, "batch-loss", 1)

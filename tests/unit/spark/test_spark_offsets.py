@@ -15,6 +15,7 @@ from millrace.client.cluster import TopicPartition as TP
 from millrace.spark.offsets import (
     DataLossError,
     OffsetRange,
+    group_ranges,
     offsets_from_json,
     offsets_to_json,
     plan_ranges,
@@ -116,6 +117,22 @@ def test_split_ranges_for_min_partitions() -> None:
     assert len(by_partition[0]) == 9 and len(by_partition[1]) == 1
     tiny = split_ranges([OffsetRange("a", 0, 0, 2)], 8)
     assert [(r.from_offset, r.until_offset) for r in tiny] == [(0, 1), (1, 2)]
+
+
+def test_group_ranges_packs_whole_ranges_into_balanced_groups() -> None:
+    ranges = [OffsetRange("a", p, 0, n) for p, n in enumerate((40, 10, 30, 20, 25, 0))]
+    assert group_ranges(ranges, None) == [(r,) for r in ranges[:5]]  # empty ones dropped
+    assert group_ranges(ranges, 5) == [(r,) for r in ranges[:5]]
+    groups = group_ranges(ranges, 2)
+    assert len(groups) == 2
+    # every record once, no range cut, each group in partition order
+    assert sorted((r for g in groups for r in g), key=lambda r: r.partition) == ranges[:5]
+    for g in groups:
+        assert list(g) == sorted(g, key=lambda r: r.partition)
+    sizes = sorted(sum(r.size for r in g) for g in groups)
+    assert sizes == [60, 65]  # 40+20 / 30+25+10 (largest first onto the lighter group)
+    assert group_ranges(ranges[:2], 8) == [(ranges[0],), (ranges[1],)]
+    assert group_ranges([], 2) == []
 
 
 def test_plan_ranges_one_per_partition_and_new_partitions_from_earliest() -> None:

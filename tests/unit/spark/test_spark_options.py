@@ -103,6 +103,8 @@ def test_offset_specs() -> None:
      "'startingOffsetsByTimestampStrategy': must be 'error' or 'latest'"),
     (True, {"maxOffsetsPerTrigger": "0"}, "option 'maxOffsetsPerTrigger': must be a positive"),
     (True, {"minPartitions": "many"}, "option 'minPartitions': must be a positive"),
+    (True, {"maxPartitions": "0"}, "option 'maxPartitions': must be a positive"),
+    (True, {"minPartitions": "4", "maxPartitions": "2"}, "'maxPartitions' \\(2\\) is below"),
     (True, {"failOnDataLoss": "yes"}, "option 'failOnDataLoss': must be 'true' or 'false'"),
     (True, {"includeHeaders": "1"}, "option 'includeHeaders'"),
     (True, {"startingOfsets": "earliest"}, "Unknown option 'startingofsets'"),
