@@ -26,11 +26,13 @@ is noticed when polls stall.  Both go through ``report_data_loss``.
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
 import logging
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
@@ -218,9 +220,35 @@ def read_ranges(options: SourceOptions, parts: Iterable[KafkaInputPartition],
         yield from read_range(options, part, schema)
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (back on after, if it was on).
+
+    A range allocates a ``ConsumerRecord`` per record, and every 700 allocations start a
+    young-generation pass over objects that hold no cycles and die with their poll: a
+    third of the worker's time per record (1.65 -> 1.04 us per record in one process over
+    300k records).  What the consumer's own objects may leave in cycles is collected when
+    the collector runs again."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema
                ) -> Iterator[pa.RecordBatch]:
-    """The records of ``part`` as Arrow record batches (runs in a Python worker)."""
+    """The records of ``part`` as Arrow record batches (runs in a Python worker, with the
+    cyclic garbage collector paused: ``_gc_paused``)."""
+    with _gc_paused():
+        yield from _read_range(options, part, schema)
+
+
+def _read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema
+                ) -> Iterator[pa.RecordBatch]:
     tp = TopicPartition(part.topic, part.partition)
     until = part.until_offset
     position = part.from_offset
