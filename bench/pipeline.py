@@ -187,7 +187,8 @@ def topic_records(bootstrap: str, topic: str) -> int:
 
 def print_batch(progress: BatchProgress) -> None:
     say(f"    {progress.query:<34} batch {progress.batch_id:>2}: {progress.input_rows:>8,} rows "
-        f"in {progress.duration_ms / 1000:6.2f} s")
+        f"in {progress.duration_ms / 1000:6.2f} s (rows computed {progress.spark_ms / 1000:.2f} s, "
+        f"commit after {progress.database_ms / 1000:.2f} s)")
 
 
 def run_case(case: str, spark: Any, bootstrap: str, data: DataSet, work: Path, batch: int,
