@@ -110,6 +110,8 @@ class LogManager:
         self.failure_channel = failure_channel if failure_channel is not None \
             else LogDirFailureChannel()
         self.flush_timer = flush_timer  # every log's flush durations (Log.flush_timer)
+        # what each checkpoint file was last written with (unchanged: not rewritten)
+        self._checkpointed: dict[str, dict[TopicPartition, int]] = {}
 
     # ------------------------------------------------------------------ I/O errors
     def _io_failed(self, d: str, what: str, error: OSError) -> KafkaError:
@@ -402,12 +404,20 @@ class LogManager:
                                {tp: lg.high_watermark for tp, lg in logs})
 
     def _write_checkpoint(self, d: str, name: str, offsets: dict[TopicPartition, int]) -> None:
+        """Write a checkpoint file, unless it already holds exactly ``offsets`` (written
+        by this manager): the periodic pass rewrites and fsyncs only what changed, so
+        an idle broker with thousands of partitions does no checkpoint I/O at all."""
         if not self.is_online(d):
             return
+        path = os.path.join(d, name)
+        if self._checkpointed.get(path) == offsets:
+            return
         try:
-            OffsetCheckpointFile(os.path.join(d, name)).write(offsets)
+            OffsetCheckpointFile(path).write(offsets)
         except OSError as e:
+            self._checkpointed.pop(path, None)
             raise self._io_failed(d, f"writing {name}", e) from e
+        self._checkpointed[path] = offsets
 
     def checkpoint_all(self) -> None:
         """Write the recovery-point, log-start-offset and high-watermark checkpoints of

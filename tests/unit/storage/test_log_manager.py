@@ -132,3 +132,31 @@ def test_cleanup_and_flush_dirty_logs(tmp_path: Path) -> None:
     lm.update_config("t", config(retention_ms=5))
     assert lg.config.retention_ms == 5
     lm.shutdown()
+
+
+def test_checkpoints_are_rewritten_only_when_their_offsets_change(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lm = _manager([tmp_path])
+    lg = lm.get_or_create_log("t", 0)
+    fill(lg, 3, value_size=80)
+    written: list[str] = []
+    real_write = OffsetCheckpointFile.write
+
+    def write(self: OffsetCheckpointFile, offsets: dict[tuple[str, int], int]) -> None:
+        written.append(os.path.basename(self.path))
+        real_write(self, offsets)
+
+    monkeypatch.setattr(OffsetCheckpointFile, "write", write)
+    lm.checkpoint_all()
+    assert sorted(written) == ["log-start-offset-checkpoint",
+                               "recovery-point-offset-checkpoint",
+                               "replication-offset-checkpoint"]
+    written.clear()
+    lm.checkpoint_all()
+    assert written == []  # nothing changed: nothing written
+    lg.delete_records_before(1)
+    lm.checkpoint_all()
+    assert written == ["log-start-offset-checkpoint"]  # only the file whose offsets moved
+    assert OffsetCheckpointFile(str(tmp_path / "log-start-offset-checkpoint")).read() == {
+        ("t", 0): 1}
+    lm.shutdown()
