@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 from collections.abc import Callable
@@ -270,11 +271,18 @@ class KafkaServer:
             await self.metrics_service.stop()
         log.info("millrace broker %d stopped", self.config.node_id)
 
-    async def serve_forever(self, on_started: Callable[[KafkaServer], None] | None = None
-                            ) -> int:
+    async def serve_forever(self, on_started: Callable[[KafkaServer], None] | None = None,
+                            *, freeze_heap: bool = False) -> int:
         """Serve until SIGTERM/SIGINT (then 0) or a failed log dir (then 1: the exit
         status of the process, as Kafka's halt); ``on_started`` is called once the
-        listeners accept (the CLI's ``--output json`` start-up line)."""
+        listeners accept (the CLI's ``--output json`` start-up line).
+
+        ``freeze_heap`` (a process that is only this broker): once started, collect and
+        then ``gc.freeze()`` the heap.  What start-up built (modules, codecs, the logs
+        loaded) lives as long as the process, and the cyclic GC's full collections would
+        walk all of it again and again under load, about a tenth of a produce request's
+        time with 1,000 partitions.  Objects made later are collected as usual.  Not in
+        a shared process (tests), where the frozen objects would include others'."""
         stop = self._stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -295,8 +303,12 @@ class KafkaServer:
             return 1
         if self.failure is not None:  # failed while starting, after the listener was set
             stop.set()
-        elif on_started is not None:
-            on_started(self)
+        else:
+            if freeze_heap:
+                gc.collect()
+                gc.freeze()
+            if on_started is not None:
+                on_started(self)
         try:
             await stop.wait()
         finally:
@@ -307,4 +319,4 @@ class KafkaServer:
 def run(config: KafkaConfig) -> int:
     """Run a broker in the current thread until SIGTERM/SIGINT (exit status 0) or until
     its log dir fails (1)."""
-    return loop_idle.run(KafkaServer(config).serve_forever())
+    return loop_idle.run(KafkaServer(config).serve_forever(freeze_heap=True))

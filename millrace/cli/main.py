@@ -177,7 +177,8 @@ def _broker(args: argparse.Namespace) -> int:
         server = KafkaServer(config)  # loads keystores and JAAS texts: ConfigError
     except (ConfigError, OSError) as e:
         return fail(str(e), 2)
-    code = loop_idle.run(server.serve_forever(on_started=_started if as_json else None))
+    code = loop_idle.run(server.serve_forever(on_started=_started if as_json else None,
+                                              freeze_heap=True))
     if code and server.failure is not None:  # already logged: JSON only adds the event
         return fail(server.failure, code) if as_json else code
     if as_json:
