@@ -61,6 +61,8 @@ def parse() -> argparse.Namespace:
                          "(figures a busy machine does not skew much, unlike rates)")
     args = ap.parse_args()
     args.scale = 1.0  # scaled() applies --quick
+    if args.json:  # the brokers run from another directory (targets())
+        args.json = os.path.abspath(args.json)
     return args
 
 
