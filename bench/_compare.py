@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import Result, median_runs
+from _common import Result, median_runs, parse_overrides
 
 CLIENTS = ("millrace", "kafka-python", "aiokafka", "confluent-kafka")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -52,12 +52,7 @@ def parse_args(description: str, default_records: int, default_budget: float,
     bad = [c for c in args.client_names if c not in CLIENTS]
     if bad:
         ap.error(f"unknown client(s) {bad}; choose from {CLIENTS}")
-    args.overrides = {}
-    for kv in args.override:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            ap.error(f"--override wants KEY=VALUE, got {kv!r}")
-        args.overrides[k] = v
+    args.overrides = parse_overrides(ap, args.override)
     return args
 
 

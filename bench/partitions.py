@@ -49,16 +49,17 @@ from typing import Any
 
 from _common import (
     CLIENT_QUIET,
-    PRODUCER_THROUGHPUT,
     BenchFailure,
     CpuMeter,
     MillraceTarget,
     Result,
     main_guard,
+    parse_overrides,
     print_table,
+    produce_round_robin,
     write_json,
 )
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as TP
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -121,59 +122,6 @@ def stored_records(bootstrap: str, tps: Sequence[tuple[str, int]]) -> int:
 
 
 # --------------------------------------------------------------------------- producing
-
-
-def produce_round_robin(bootstrap: str, tps: Sequence[tuple[str, int]], payload: bytes,
-                        count: int, budget_s: float) -> tuple[int, float]:
-    """Produce up to ``count`` copies of ``payload``, record i to ``tps[i % len(tps)]``.
-
-    Returns (records delivered, seconds from the first produce to the end of ``flush``);
-    stops early once ``budget_s`` has passed (the rate stays records over time taken).
-    The same loop serves one partition and many, so the client's cost is the same in both.
-    """
-    errors: list[str] = []
-
-    def on_error(err: KafkaError | None, _msg: Any) -> None:
-        if err is not None and len(errors) < 5:
-            errors.append(str(err))
-
-    p = Producer({"bootstrap.servers": bootstrap, **PRODUCER_THROUGHPUT,
-                  "on_delivery": on_error})
-    n_tps = len(tps)
-    try:
-        for topic in dict.fromkeys(t for t, _ in tps):  # metadata before the clock starts
-            p.list_topics(topic, timeout=30)
-        produce, poll = p.produce, p.poll
-        deadline = time.perf_counter() + budget_s
-        sent = 0
-        t0 = time.perf_counter()
-        while sent < count:
-            chunk = min(10_000, count - sent)
-            for i in range(sent, sent + chunk):
-                topic, part = tps[i % n_tps]
-                try:
-                    produce(topic, payload, partition=part)
-                except BufferError:  # local queue full: serve events until there is room
-                    while True:
-                        poll(0.005)
-                        try:
-                            produce(topic, payload, partition=part)
-                            break
-                        except BufferError:
-                            continue
-            sent += chunk
-            poll(0)
-            if time.perf_counter() > deadline:
-                break
-        remaining = p.flush(120)
-        elapsed = time.perf_counter() - t0
-    finally:
-        p.flush(5)
-    if remaining:
-        raise BenchFailure(f"{remaining} records still undelivered after flush")
-    if errors:
-        raise BenchFailure(f"delivery errors, e.g. {errors}")
-    return sent, elapsed
 
 
 # --------------------------------------------------------------------------- profile
@@ -508,12 +456,7 @@ def parse_args() -> argparse.Namespace:
         ap.error("--records, --partitions, --memory-partitions and --repeat must be positive")
     if args.partitions < 2:
         ap.error("--partitions wants at least 2 (it is compared with 1)")
-    args.overrides = {}
-    for kv in args.override:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            ap.error(f"--override wants KEY=VALUE, got {kv!r}")
-        args.overrides[k] = v
+    args.overrides = parse_overrides(ap, args.override)
     return args
 
 

@@ -44,6 +44,7 @@ from _common import (
     Result,
     Target,
     main_guard,
+    parse_overrides,
     print_table,
     produce_records,
     scaled,
@@ -256,12 +257,7 @@ def parse_args() -> argparse.Namespace:
     bad = [x for x in args.listener_names if x not in LISTENERS]
     if bad or not args.listener_names:
         ap.error(f"unknown listener(s) {bad}; choose from {LISTENERS}")
-    args.overrides = {}
-    for kv in args.override:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            ap.error(f"--override wants KEY=VALUE, got {kv!r}")
-        args.overrides[k] = v
+    args.overrides = parse_overrides(ap, args.override)
     return args
 
 
@@ -299,7 +295,9 @@ def run() -> None:
             results += [read(replace(ld, target=t), t.config) for t in order]
     if args.profile is not None:
         print_profile(args.profile)
-    goals: dict[str, Goal] = {c.name: goal for c in (*INGEST, *FETCH)}
+    goals: dict[str, Goal] = {}
+    goals.update((c.name, goal) for c in INGEST)
+    goals.update((c.name, goal) for c in FETCH)
     rows: list[dict[str, Any]] = []
     if ingest_cases:
         rows += print_table("ingest over each listener (confluent-kafka Producer, as "
