@@ -38,6 +38,7 @@ from millrace.common.errors import (
     SaslAuthenticationError,
 )
 from millrace.protocol import ClientConnection
+from millrace.protocol.framing import size_error
 
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
 # The stream reads on until it holds twice this much: a follower's fetch responses (up to
@@ -108,9 +109,9 @@ class BrokerChannel:
         # and a Fetch response's records are decoded as views of them, down to the
         # follower's pwrite.
         (size,) = _INT32.unpack(await self._reader.readexactly(4))
-        if not 0 <= size <= self._max_frame:
-            raise ProtocolDecodeError(f"response frame of {size} bytes (the limit is "
-                                      f"{self._max_frame})")
+        error = size_error(size, self._max_frame)
+        if error is not None:
+            raise error
         frame = await self._reader.readexactly(size)
         return self._conn.decode_response(memoryview(frame)).body
 

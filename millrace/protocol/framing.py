@@ -43,6 +43,17 @@ NEED_DATA: Final = _NeedData()
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes default
 
 
+def size_error(size: int, max_frame_size: int) -> ProtocolDecodeError | None:
+    """What is wrong with a frame's size prefix, if anything (checked before any buffer
+    for the frame exists)."""
+    if size < 0:
+        return ProtocolDecodeError(f"frame size prefix is negative ({size})")
+    if size > max_frame_size:
+        return FrameTooLargeError(f"frame of {size} bytes exceeds the maximum of "
+                                  f"{max_frame_size} (socket.request.max.bytes)")
+    return None
+
+
 class FrameDecoder:
     """Accumulates bytes; ``next_frame()`` returns one frame's payload or ``NEED_DATA``."""
 
@@ -71,13 +82,8 @@ class FrameDecoder:
                 self._compact()
                 return NEED_DATA
             size = INT32.unpack_from(self._buf, self._start)[0]
-            if size < 0:
-                self._error = ProtocolDecodeError(f"frame size prefix is negative ({size})")
-                raise self._error
-            if size > self.max_frame_size:
-                self._error = FrameTooLargeError(
-                    f"frame of {size} bytes exceeds the maximum of {self.max_frame_size} "
-                    "(socket.request.max.bytes)")
+            self._error = size_error(size, self.max_frame_size)
+            if self._error is not None:
                 raise self._error
             self._need = size
             self._start += 4
@@ -180,13 +186,8 @@ class FrameReader:
             if self._end - self._start < 4:
                 return NEED_DATA
             size = INT32.unpack_from(self._buf, self._start)[0]
-            if size < 0:
-                self._error = ProtocolDecodeError(f"frame size prefix is negative ({size})")
-                raise self._error
-            if size > self.max_frame_size:
-                self._error = FrameTooLargeError(
-                    f"frame of {size} bytes exceeds the maximum of {self.max_frame_size} "
-                    "(socket.request.max.bytes)")
+            self._error = size_error(size, self.max_frame_size)
+            if self._error is not None:
                 raise self._error
             self._need = size
         begin = self._start + 4
