@@ -121,10 +121,7 @@ class BrokerTopicStats:
     # ------------------------------------------------------------------ produce
     def produce_request(self, topic: str, hosted: bool) -> None:
         """One partition of an append (``hosted``: the broker has the partition)."""
-        if self.enabled:
-            self.all_topics.total_produce.mark()
-            if hosted:
-                self.topic_stats(topic).total_produce.mark()
+        self.produce_requests(topic, 1, int(hosted))
 
     def produce_requests(self, topic: str, partitions: int, hosted: int) -> None:
         """``produce_request`` for ``partitions`` partitions of ``topic`` in one request,
@@ -193,10 +190,7 @@ class BrokerTopicStats:
     # ------------------------------------------------------------------ fetch
     def fetch_request(self, topic: str, hosted: bool) -> None:
         """One partition of a fetch, consumer's or follower's."""
-        if self.enabled:
-            self.all_topics.total_fetch.mark()
-            if hosted:
-                self.topic_stats(topic).total_fetch.mark()
+        self.fetch_requests(topic, 1, int(hosted))
 
     def fetch_requests(self, topic: str, partitions: int, hosted: int) -> None:
         """``fetch_request`` for ``partitions`` partitions of ``topic`` in one fetch,
