@@ -37,12 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from millrace.cli.common import (
@@ -53,6 +48,7 @@ from millrace.cli.common import (
     parse_configs,
     print_json,
 )
+from millrace.cli.foreground import Child, Signals, say, stop_in_order, watch
 
 if TYPE_CHECKING:
     from millrace.launcher.local_cluster import LocalCluster
@@ -63,7 +59,6 @@ DEFAULT_HTTP_BASE_PORT = 9644
 # the internal topics' replication factor: Kafka's 3, or every broker of a smaller cluster
 INTERNAL_TOPIC_RF_KEYS = ("offsets.topic.replication.factor",
                           "transaction.state.log.replication.factor")
-_WATCH_INTERVAL_S = 0.2
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -181,30 +176,6 @@ def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None,
                                f"another cluster still running? Choose others with {flags}")
 
 
-class _Signals:
-    """SIGINT/SIGTERM counted instead of raised, so stopping is never interrupted half-way."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        self.count += 1
-
-    def __enter__(self) -> _Signals:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-
-def _say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def _describe_up(cluster: LocalCluster, directory: Path,
                  prometheus_config: Path | None) -> dict[str, Any]:
     from millrace.launcher.dev_security import ADMIN_USER, AUTHORIZER_CLASS, SUPER_USER
@@ -232,62 +203,16 @@ def _describe_up(cluster: LocalCluster, directory: Path,
     }
 
 
-def _watch(cluster: LocalCluster, signals: _Signals) -> None:
-    """Wait for a signal; say so when a child exits on its own."""
-    reported: set[str] = set()
-    while not signals.count:
-        for broker_id, broker in sorted(cluster.brokers.items()):
-            name = f"broker {broker_id}"
-            if name not in reported and broker.proc is not None and broker.proc.poll() is not None:
-                reported.add(name)
-                _say(f"{name} exited with code {broker.proc.returncode}; see {broker.log_path}")
-        if "zookeeper" not in reported and not cluster.zookeeper.running():
-            reported.add("zookeeper")
-            _say(f"ZooKeeper exited; see {cluster.zookeeper.log_path}")
-        time.sleep(_WATCH_INTERVAL_S)
-
-
-def _terminate(proc: subprocess.Popen[bytes] | None, signals: _Signals, seen: int,
-               timeout_s: float) -> int | None:
-    """SIGTERM and wait; None when a further signal or the timeout came first."""
-    if proc is None or proc.poll() is not None:
-        return proc.returncode if proc is not None else 0
-    proc.send_signal(signal.SIGCONT)  # a paused child would never see the SIGTERM
-    proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    while proc.poll() is None:
-        if signals.count > seen or time.monotonic() > deadline:
-            return None
-        time.sleep(0.05)
-    return proc.returncode
-
-
-def _stop(cluster: LocalCluster, signals: _Signals, timeout_s: float = 60.0) -> bool:
-    """Brokers one at a time (SIGTERM: controlled shutdown), then ZooKeeper; a further
-    signal (or a child that ignores SIGTERM for ``timeout_s``) kills the rest.  True when
-    every child exited cleanly."""
-    seen = signals.count
-    clean = True
-    children: list[tuple[str, subprocess.Popen[bytes] | None, Path, tuple[int, ...]]] = [
-        (f"broker {i}", b.proc, b.log_path, (0,)) for i, b in sorted(cluster.brokers.items())]
-    # the JVM exits with 143 (128 + SIGTERM) after its shutdown hooks ran
-    children.append(("ZooKeeper", cluster.zookeeper.proc, cluster.zookeeper.log_path, (0, 143)))
-    for name, proc, log_path, good in children:
-        if proc is None or proc.poll() is not None:
-            continue
-        _say(f"stopping {name}" + (" (controlled shutdown)" if name != "ZooKeeper" else "")
-             + " ...")
-        code = _terminate(proc, signals, seen, timeout_s)
-        if code is None:
-            _say("second signal: killing what is left" if signals.count > seen
-                 else f"{name} ignored SIGTERM for {timeout_s:.0f} s: killing what is left")
-            clean = False
-            break
-        if code not in good:
-            _say(f"{name} exited with code {code}; see {log_path}")
-            clean = False
-    cluster.kill_all()
-    return clean
+def _children(cluster: LocalCluster) -> list[Child]:
+    """The brokers one at a time (SIGTERM: a controlled shutdown), then ZooKeeper (the JVM
+    exits with 143, 128 + SIGTERM, after its shutdown hooks ran): the order that lets every
+    broker leave cleanly."""
+    children = [Child(f"broker {i}", b, b.log_path,
+                      stopping_note=" (controlled shutdown)")
+                for i, b in sorted(cluster.brokers.items())]
+    zookeeper = cluster.zookeeper
+    children.append(Child("ZooKeeper", zookeeper, zookeeper.log_path, (0, 143)))
+    return children
 
 
 def up_command(args: argparse.Namespace) -> int:
@@ -305,8 +230,8 @@ def up_command(args: argparse.Namespace) -> int:
                            zookeeper_port=args.zookeeper_port, overrides=overrides,
                            new_session=True, security=security, authorizer=args.authorizer,
                            http=args.http, http_base_port=http_base_port)
-    with _Signals() as signals:
-        _say(f"starting ZooKeeper and {args.brokers} broker(s) in {directory} ...")
+    with Signals() as signals:
+        say(f"starting ZooKeeper and {args.brokers} broker(s) in {directory} ...")
         try:
             cluster.start()
         except (RuntimeError, OSError) as e:
@@ -338,10 +263,11 @@ def up_command(args: argparse.Namespace) -> int:
                       f"User:{CLIENT_USER} may do nothing until granted ACLs by admin")
             print("Ctrl-C stops the cluster.", flush=True)
         try:
-            _watch(cluster, signals)
+            watch(_children(cluster), signals)
         except BaseException:
             cluster.kill_all()
             raise
-        clean = _stop(cluster, signals)
-    _say("stopped" if clean else "stopped (not cleanly; see the logs)")
+        clean = stop_in_order(_children(cluster), signals)
+        cluster.kill_all()
+    say("stopped" if clean else "stopped (not cleanly; see the logs)")
     return 0 if clean else 1
