@@ -32,6 +32,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.configs",
     "millrace.cli.acls",
     "millrace.cli.cluster",
+    "millrace.cli.spark",
     "millrace.cli.leader_election",
     "millrace.cli.reassign_partitions",
     "millrace.cli.console",
