@@ -85,6 +85,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="sasl_ssl (with --brokers 3): the demo's cluster with SASL_SSL on "
                         "every listener, SCRAM-SHA-512 users and a generated CA, every "
                         "client authenticated (default none: PLAINTEXT)")
+    p.add_argument("--spark-master", metavar="URL", default="local[2]",
+                   help="where Spark runs the pipeline: local[2] (default) or a cluster, "
+                        "e.g. spark://127.0.0.1:7077 from 'millrace spark up'")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the event generator's seed (default {DEFAULT_SEED})")
     p.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -168,7 +171,14 @@ class ConsoleListener(DemoListener):
 def demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from millrace.common.errors import ConfigError
+    from millrace.spark.pipeline.config import check_master
+
     configure_client_logging()
+    try:
+        check_master(args.spark_master)
+    except ConfigError as e:
+        raise CommandError(f"--spark-master: {e}") from None
     client: dict[str, str] = {}
     if args.command_config:
         client = read_properties_file(args.command_config, "--command-config")
@@ -178,7 +188,8 @@ def demo(args: argparse.Namespace) -> int:
     config = DemoConfig(data_dir=args.data_dir, events=args.events, partitions=args.partitions,
                         bootstrap_servers=bootstrap, database=args.database,
                         fresh=args.fresh, topic=args.topic, seed=args.seed,
-                        brokers=args.brokers, security=args.security, client_config=client)
+                        brokers=args.brokers, security=args.security, client_config=client,
+                        spark_master=args.spark_master)
     listener = ConsoleListener(Console(stderr=True, soft_wrap=True))
     try:
         result = run_demo(config, listener)

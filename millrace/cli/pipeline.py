@@ -10,6 +10,11 @@ under the ``--option`` entries.  While it runs it prints a line per
 micro-batch (records/s, rows upserted, lag per partition) and a summary at the end;
 ``--output json`` prints the same as JSON lines (``{"event": "batch", ...}``,
 ``{"event": "summary", ...}``).
+
+``--master`` picks where Spark runs the queries: ``local[2]`` (the embedded default) or a
+cluster manager (``spark://HOST:PORT``, the standalone cluster ``millrace spark up``
+starts); ``--conf spark.key=value`` adds Spark settings, as ``spark-submit`` takes them.
+This process is the driver; the executors read their partitions from the brokers.
 """
 
 from __future__ import annotations
@@ -84,6 +89,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     out.add_argument("--database", metavar="URL",
                      help="sqlite:///abs/path.db or postgresql://user:pw@host:port/db")
     out.add_argument("--checkpoint", metavar="DIR", help="the checkpoint directory")
+    out.add_argument("--master", metavar="URL",
+                     help="where Spark runs the job: local[N] (default local[2]) or a "
+                          "cluster manager, e.g. spark://HOST:7077 for a standalone cluster")
+    out.add_argument("--conf", action="append", metavar="KEY=VALUE",
+                     help="a Spark setting (spark.*), as spark-submit takes it; repeatable")
     out.add_argument("--trigger", help="available-now (default) or processing-time=<interval>")
     out.add_argument("--until-caught-up", action="store_true",
                      help="with processing-time: stop once no partition lags")
@@ -125,10 +135,13 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
     for flag, key in (("name", "name"), ("value_format", "value_format"),
                       ("value_schema", "value_schema"), ("transform", "transform"),
                       ("database", "database"), ("checkpoint", "checkpoint_dir"),
-                      ("trigger", "trigger")):
+                      ("trigger", "trigger"), ("master", "spark_master")):
         value = getattr(args, flag)
         if value is not None:
             doc[key] = value
+    if args.conf:
+        doc["spark_conf"] = {**(doc.get("spark_conf") or {}),
+                             **parse_configs(args.conf, "--conf")}
     doc.setdefault("name", source["subscribe"])
     for flag, key in (("database", "database"), ("checkpoint", "checkpoint_dir")):
         if not doc.get(key):

@@ -120,6 +120,7 @@ class DemoConfig:
     max_offsets_per_trigger: int = 200_000
     brokers: int = 1                      # > 1: a local ZooKeeper cluster, a leader killed
     security: str = "none"                # sasl_ssl: the local cluster secured (DevSecurity)
+    spark_master: str = "local[2]"        # or spark://HOST:PORT: the queries on a cluster
     # settings for every client (security.protocol, sasl.*, ssl.*, ...): may hold a password
     client_config: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -391,13 +392,15 @@ def pipeline_config(config: DemoConfig, bootstrap: str,
         database=config.database_url,
         checkpoint_dir=str((config.data_dir / "checkpoints").resolve()),
         trigger="available-now",
+        spark_master=config.spark_master,
     )
 
 
-def demo_session(data_dir: Path, app_name: str = "millrace-demo") -> SparkSession:
-    """The embedded local session (``local_session``) with everything the JVM prints --
-    start-up notices, log4j at WARN, the Python workers' stderr -- in ``<data_dir>/spark.log``
-    instead of on the terminal the demo draws its progress on."""
+def demo_session(data_dir: Path, app_name: str = "millrace-demo",
+                 master: str = "local[2]") -> SparkSession:
+    """The demo's session (``local_session``; ``master`` local[2] or a cluster's URL) with
+    everything the JVM prints -- start-up notices, log4j at WARN, the Python workers' stderr
+    -- in ``<data_dir>/spark.log`` instead of on the terminal the demo draws its progress on."""
     import warnings
 
     from millrace.spark.session import local_session
@@ -408,7 +411,7 @@ def demo_session(data_dir: Path, app_name: str = "millrace-demo") -> SparkSessio
         # pyspark checks the pandas version at start-up and warns about pandas 3
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas",
                                 category=FutureWarning)
-        spark = local_session(app_name, conf={
+        spark = local_session(app_name, master=master, conf={
             "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config}"},
             jvm_log=data_dir / SPARK_LOG)
     return spark
@@ -576,7 +579,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         from millrace.spark.pipeline import Pipeline, PipelineError
 
         t = time.perf_counter()
-        spark = demo_session(data_dir)
+        spark = demo_session(data_dir, master=config.spark_master)
         timings["spark_start_s"] = time.perf_counter() - t
         pipeline = pipeline_config(config, bootstrap, client)
         pipeline_name = pipeline.name

@@ -45,6 +45,9 @@ METADATA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
 DEFAULT_ORDER = ("offset",)
 AGGREGATE_KEY_COLUMNS = ("window_start", "window_end")
 
+DEFAULT_MASTER = "local[2]"
+_MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[^\s/,]+:\d+(,[^\s/,]+:\d+)*"
+                     r"|yarn|k8s://\S+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNITS = {
@@ -61,6 +64,13 @@ _UNITS = {
 _INTERVAL = re.compile(r"^\s*(\d+)\s*([A-Za-z]+)\s*$")
 _SECONDS = {"microseconds": 1e-6, "milliseconds": 1e-3, "seconds": 1.0, "minutes": 60.0,
             "hours": 3600.0, "days": 86400.0, "weeks": 604800.0}
+
+
+def check_master(master: str) -> None:
+    """A Spark master URL as ``spark-submit --master`` takes it (the forms Spark knows)."""
+    if not isinstance(master, str) or not _MASTER.match(master):
+        raise ConfigError(f"spark_master {master!r}: expected local, local[N], local[*], "
+                          "spark://HOST:PORT[,HOST:PORT...], yarn or k8s://URL")
 
 
 def parse_interval(text: str, what: str) -> str:
@@ -168,6 +178,10 @@ class PipelineConfig:
     aggregate_sinks: list[AggregateSink] = field(default_factory=list)
     trigger: str = "available-now"
     value_options: dict[str, str] = field(default_factory=dict)  # from_json options
+    # where the queries run: local[N] (the embedded default) or a cluster manager's URL
+    # (spark://HOST:PORT for a standalone cluster); spark_conf: further Spark settings
+    spark_master: str = DEFAULT_MASTER
+    spark_conf: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
@@ -188,6 +202,10 @@ class PipelineConfig:
         if self.transform is not None and not self.transform.strip():
             raise ConfigError("transform is empty")
         check_database_url(self.database)
+        check_master(self.spark_master)
+        if not isinstance(self.spark_conf, dict) or not all(
+                isinstance(k, str) and k.startswith("spark.") for k in self.spark_conf):
+            raise ConfigError("spark_conf: expected a table of spark.* settings")
         if not self.checkpoint_dir:
             raise ConfigError("checkpoint_dir is required")
         self.parsed_trigger()

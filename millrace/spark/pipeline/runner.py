@@ -317,7 +317,10 @@ class Pipeline:
 
     def checkpoint(self, table: str | None) -> str:
         """The checkpoint of a sink's own query, or (None) of the shared query."""
-        return str(Path(self.config.checkpoint_dir) / (table or SHARED_CHECKPOINT))
+        base = self.config.checkpoint_dir
+        if "://" not in base:  # a local path: absolute, executors run in other directories
+            base = str(Path(base).resolve())
+        return f"{base.rstrip('/')}/{table or SHARED_CHECKPOINT}"
 
     # ------------------------------------------------------------------ run
     def run(self, progress: Callable[[BatchProgress], None] | None = None, *,
@@ -332,7 +335,9 @@ class Pipeline:
             own_session = SparkSession.getActiveSession() is None
             from millrace.spark.session import local_session
 
-            spark = local_session(f"millrace-pipeline-{self.config.name}")
+            spark = local_session(f"millrace-pipeline-{self.config.name}",
+                                  master=self.config.spark_master,
+                                  conf=self.config.spark_conf)
         restore = self._install_signal_handlers()
         tracked: list[_Tracked] = []
         databases: list[Database] = []
