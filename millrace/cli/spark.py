@@ -56,7 +56,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up.set_defaults(func=up_command)
 
 
-def _check(args: argparse.Namespace) -> None:
+def check_up_arguments(args: argparse.Namespace) -> None:
+    """What would fail half-way (a bad count, a busy port) as one line, before any start."""
+    from millrace.launcher.broker_process import port_in_use
+
     if not 1 <= args.workers <= 64:
         raise CommandError(f"--workers {args.workers}: expected 1 to 64")
     if args.cores < 1:
@@ -68,12 +71,16 @@ def _check(args: argparse.Namespace) -> None:
         raise CommandError("--port and --webui-port must differ")
     if not args.memory[:-1].isdigit() or args.memory[-1].lower() not in "mgt":
         raise CommandError(f"--memory {args.memory!r}: expected a size like 512m or 1g")
+    for flag, port in (("--port", args.port), ("--webui-port", args.webui_port)):
+        if port_in_use(port):
+            raise CommandError(f"{flag} {port}: 127.0.0.1:{port} is in use (another Spark "
+                               f"master?); choose another with {flag}")
 
 
 def up_command(args: argparse.Namespace) -> int:
     from millrace.launcher.spark_cluster import SparkStandaloneCluster, spark_missing
 
-    _check(args)
+    check_up_arguments(args)
     missing = spark_missing()
     if missing is not None:
         raise CommandError(missing)
