@@ -11,7 +11,7 @@ echo "== mypy";          mypy
 echo "== import-linter"; lint-imports
 echo "== pytest"
 set +e
-python -m pytest "$@"
+python -m pytest --durations=40 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
