@@ -219,6 +219,17 @@ class Database(ABC):
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        late_ms = self._advance_watermark(pipeline, query_id, part)
+        rows = part.rows
+        if late_ms > 0 and rows.num_rows:
+            end = rows["window_end"]
+            limit = pa.scalar(late_ms * 1000, pa.timestamp("us", tz=end.type.tz))
+            rows = rows.filter(pc.greater(pc.cast(end, limit.type), limit))
+        return rows
+
+    def _advance_watermark(self, pipeline: str, query_id: str, part: SinkBatch) -> int:
+        """Merge mode: W(k-1), the watermark this batch's windows are held to (milliseconds
+        since the epoch; 0 at first), after recording this batch's watermark state."""
         p = self.placeholder
         found = self._fetch_one(
             f"SELECT query_id, max_event_ms, watermark_ms FROM {WATERMARKS_TABLE} WHERE "
@@ -228,11 +239,6 @@ class Database(ABC):
             max_event_ms, late_ms = None, 0
         else:
             max_event_ms, late_ms = found[1], int(found[2])
-        rows = part.rows
-        if late_ms > 0 and rows.num_rows:
-            end = rows["window_end"]
-            limit = pa.scalar(late_ms * 1000, pa.timestamp("us", tz=end.type.tz))
-            rows = rows.filter(pc.greater(pc.cast(end, limit.type), limit))
         # W(k) from the events before this batch, then this batch's events join the max
         watermark_ms = late_ms if max_event_ms is None else \
             max(late_ms, int(max_event_ms) - part.watermark_delay_ms)
@@ -246,7 +252,7 @@ class Database(ABC):
             "UPDATE SET query_id = excluded.query_id, max_event_ms = excluded.max_event_ms, "
             "watermark_ms = excluded.watermark_ms",
             (pipeline, part.sink, query_id, max_event_ms, watermark_ms))
-        return rows
+        return late_ms
 
     def _refuse_foreign_merge(self, pipeline: str, query_id: str, spec: TableSpec,
                               sink: str) -> None:
