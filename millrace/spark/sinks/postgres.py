@@ -5,20 +5,46 @@ session-local temporary table ``LIKE`` the target, then ``INSERT ... SELECT ... 
 CONFLICT`` into the target, all inside the batch's transaction.  The staging table is
 ``ON COMMIT DELETE ROWS`` and reused for the connection's lifetime.  Batches with a
 binary column fall back to ``COPY`` row by row (Arrow's CSV has no ``bytea`` encoding).
+
+A server that goes away (restarted, failed over) breaks the connection, and the next
+batch's transaction fails with it.  ``commit`` then reconnects and runs the batch again,
+for up to ``RECONNECT_TIMEOUT_S``: the batch-id guard makes that safe whether the lost
+transaction was rolled back (the batch is applied now) or had committed before its
+answer was lost (the batch is recorded: skipped).  Only a lost connection is retried;
+any other error, or a server still away at the deadline, fails the batch as before.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from millrace.spark.sinks.database import Database
+from millrace.spark.sinks.database import Database, SinkBatch
 from millrace.spark.sinks.table import BATCHES_TABLE, TableSpec, quote
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+RECONNECT_TIMEOUT_S = 120.0  # how long a batch waits for a lost server to come back
+RECONNECT_BACKOFF_S = (0.2, 2.0)  # first and longest pause between connection attempts
+
+
+class _Replayable:
+    """The parts of a batch, iterable again after a failed attempt: the parts already
+    taken come first, then the rest of the source (which may still be computing)."""
+
+    def __init__(self, parts: Iterable[SinkBatch]) -> None:
+        self._source = iter(parts)
+        self._taken: list[SinkBatch] = []
+
+    def __iter__(self) -> Iterator[SinkBatch]:
+        yield from list(self._taken)
+        for part in self._source:
+            self._taken.append(part)
+            yield part
 
 
 class PostgresDatabase(Database):
@@ -34,6 +60,40 @@ class PostgresDatabase(Database):
         self._conn = psycopg.connect(url, autocommit=True)
         self._staged: set[str] = set()
         self._cur: Any = None  # the open transaction's cursor
+
+    def commit(self, pipeline: str, query_id: str, batch_id: int,
+               parts: Iterable[SinkBatch]) -> dict[str, int | None]:
+        """``Database.commit``, run again on a new connection when the server went away
+        (see the module doc)."""
+        import psycopg
+
+        replayable = _Replayable(parts)
+        deadline = time.monotonic() + RECONNECT_TIMEOUT_S
+        while True:
+            try:
+                return super().commit(pipeline, query_id, batch_id, replayable)
+            except psycopg.OperationalError:
+                if not self._conn.closed:
+                    raise  # the connection is fine: not a server that went away
+                self._reconnect(deadline)
+
+    def _reconnect(self, deadline: float) -> None:
+        """A new connection once the server accepts one; the last error at ``deadline``."""
+        import psycopg
+
+        pause = RECONNECT_BACKOFF_S[0]
+        while True:
+            try:
+                conn = psycopg.connect(self.url, autocommit=True)
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, RECONNECT_BACKOFF_S[1])
+        with self._lock:
+            self._conn = conn
+            self._staged.clear()  # temporary tables belong to the lost session
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock, self._conn.cursor() as cur:
