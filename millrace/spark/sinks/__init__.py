@@ -52,8 +52,6 @@ def open_database(url: str) -> Database:
         from millrace.spark.sinks.sqlite import SQLiteDatabase
 
         return SQLiteDatabase(url)
-    from millrace.spark.sinks.postgres import PostgresDatabase
+    from millrace.spark.sinks.postgres import PostgresDatabase, postgres_url
 
-    if url.startswith("postgresql+") or url.startswith("postgres+"):
-        url = "postgresql:" + url.partition(":")[2]
-    return PostgresDatabase(url)
+    return PostgresDatabase(postgres_url(url))

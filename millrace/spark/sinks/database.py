@@ -44,6 +44,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from millrace.common.errors import ConfigError
+from millrace.spark.sinks.staged import StagedRows
 from millrace.spark.sinks.table import (
     BATCHES_TABLE,
     WATERMARKS_TABLE,
@@ -65,7 +66,7 @@ class SinkBatch:
 
     sink: str
     spec: TableSpec
-    rows: pa.Table
+    rows: pa.Table | StagedRows  # the rows, or where executors staged them (staged.py)
     # merge mode: the greatest event time among the batch's input rows (microseconds since
     # the epoch; None without rows) and the watermark delay; rows carry ``window_end``
     max_event_time_us: int | None = None
@@ -195,14 +196,22 @@ class Database(ABC):
                     f"SELECT query_id FROM {BATCHES_TABLE} WHERE pipeline = {p} AND "
                     f"sink = {p} AND batch_id = {p}{self.lock_clause}",
                     (pipeline, part.sink, batch_id))
+                staged = isinstance(part.rows, StagedRows)
                 if found is not None and found[0] == query_id:
+                    if staged:  # a replay's attempt: its rows are not needed
+                        self._drop_staged(query_id, batch_id, part.spec)
                     outcome[part.sink] = None
                     continue
-                rows = part.rows
-                if part.spec.mode == "merge":
-                    rows = self._apply_watermark(pipeline, query_id, part)
-                changed = self._upsert(part.spec,
-                                       self._encode(part.spec, self.prepare(part.spec, rows)))
+                if staged:
+                    late_ms = (self._advance_watermark(pipeline, query_id, part)
+                               if part.spec.mode == "merge" else 0)
+                    changed = self._upsert_staged(query_id, batch_id, part, late_ms)
+                else:
+                    rows = part.rows
+                    if part.spec.mode == "merge":
+                        rows = self._apply_watermark(pipeline, query_id, part)
+                    changed = self._upsert(
+                        part.spec, self._encode(part.spec, self.prepare(part.spec, rows)))
                 self._run(
                     f"INSERT INTO {BATCHES_TABLE} (pipeline, sink, batch_id, query_id, "
                     f"rows_upserted, committed_at) VALUES ({p}, {p}, {p}, {p}, {p}, "
@@ -221,6 +230,7 @@ class Database(ABC):
 
         late_ms = self._advance_watermark(pipeline, query_id, part)
         rows = part.rows
+        assert not isinstance(rows, StagedRows)
         if late_ms > 0 and rows.num_rows:
             end = rows["window_end"]
             limit = pa.scalar(late_ms * 1000, pa.timestamp("us", tz=end.type.tz))
@@ -294,6 +304,18 @@ class Database(ABC):
     @abstractmethod
     def _upsert(self, spec: TableSpec, payload: Any) -> int:
         """Upsert encoded rows inside the current transaction: rows inserted or changed."""
+
+    def ensure_staging(self, spec: TableSpec) -> None:
+        """The staging table for executor writes (``staged.py``): PostgreSQL only."""
+        raise ConfigError(f"database_writes = executors needs PostgreSQL, not {self.dialect} "
+                          "(executors on other machines cannot share a SQLite file)")
+
+    def _upsert_staged(self, query_id: str, batch_id: int, part: SinkBatch,
+                       late_ms: int) -> int:
+        raise NotImplementedError(f"{self.dialect} has no executor writes")
+
+    def _drop_staged(self, query_id: str, batch_id: int, spec: TableSpec) -> None:
+        raise NotImplementedError(f"{self.dialect} has no executor writes")
 
     def committed_batches(self, pipeline: str, sink: str | None = None) -> int:
         """How many batch ids are recorded for ``pipeline`` (and ``sink``)."""

@@ -79,18 +79,7 @@ class PostgresDatabase(Database):
 
     def _reconnect(self, deadline: float) -> None:
         """A new connection once the server accepts one; the last error at ``deadline``."""
-        import psycopg
-
-        pause = RECONNECT_BACKOFF_S[0]
-        while True:
-            try:
-                conn = psycopg.connect(self.url, autocommit=True)
-                break
-            except psycopg.OperationalError:
-                if time.monotonic() + pause > deadline:
-                    raise
-                time.sleep(pause)
-                pause = min(pause * 2, RECONNECT_BACKOFF_S[1])
+        conn = connect_when_up(self.url, deadline, autocommit=True)
         with self._lock:
             self._conn = conn
             self._staged.clear()  # temporary tables belong to the lost session
@@ -133,15 +122,7 @@ class PostgresDatabase(Database):
 
     def _encode(self, spec: TableSpec, rows: pa.Table) -> tuple[bytes | None, pa.Table]:
         """CSV bytes, or None when a binary column needs the row-by-row path."""
-        import pyarrow as pa
-        import pyarrow.csv as csv
-
-        if any(pa.types.is_binary(t) or pa.types.is_large_binary(t) for t in rows.schema.types):
-            return None, rows
-        buffer = io.BytesIO()
-        if rows.num_rows:
-            csv.write_csv(rows, buffer, csv.WriteOptions(include_header=False))
-        return buffer.getvalue(), rows
+        return csv_bytes(rows), rows
 
     def _stage(self, cur: Any, spec: TableSpec) -> str:
         stage = f"millrace_stage_{spec.name}"
@@ -182,14 +163,131 @@ class PostgresDatabase(Database):
             return 0
         cur = self._cursor()
         cols = ", ".join(quote(c) for c in spec.column_names)
-        stage = quote(self._stage(cur, spec))
-        if data is not None:
-            with cur.copy(f"COPY {stage} ({cols}) FROM STDIN (FORMAT csv)".encode()) as copy:
-                copy.write(data)
-        else:
-            with cur.copy(f"COPY {stage} ({cols}) FROM STDIN".encode()) as copy:
-                for row in zip(*(rows[c].to_pylist() for c in spec.column_names)):
-                    copy.write_row(row)
-        cur.execute(f"INSERT INTO {quote(spec.name)} ({cols}) SELECT {cols} FROM {stage} "
-                    f"{self.upsert_clause(spec)}".encode())
+        stage = self._stage(cur, spec)
+        copy_rows(cur, stage, rows, data)
+        cur.execute(f"INSERT INTO {quote(spec.name)} ({cols}) SELECT {cols} FROM "
+                    f"{quote(stage)} {self.upsert_clause(spec)}".encode())
         return max(cur.rowcount, 0)
+
+    # ------------------------------------------------------------------ executor writes
+    def ensure_staging(self, spec: TableSpec) -> None:
+        """The staging table executors copy ``spec``'s rows into (``staged.py``)."""
+        from millrace.spark.sinks.staged import stage_ddl
+
+        with self._lock:
+            self._execute_script([stage_ddl(spec)])
+
+    def _upsert_staged(self, query_id: str, batch_id: int, part: SinkBatch,
+                       late_ms: int) -> int:
+        """Phase 2 of ``staged.py``: the staged rows of the batch's tasks into the table."""
+        from millrace.spark.sinks.staged import (
+            BATCH_COLUMN,
+            QUERY_COLUMN,
+            TASK_COLUMN,
+            StagedRows,
+            staged_table,
+        )
+
+        spec, staged = part.spec, part.rows
+        assert isinstance(staged, StagedRows)
+        cur = self._cursor()
+        stage = quote(staged_table(spec.name))
+        where = f"{QUERY_COLUMN} = %s AND {BATCH_COLUMN} = %s AND {TASK_COLUMN} = ANY(%s)"
+        params: list[Any] = [query_id, batch_id, list(staged.tasks)]
+        cur.execute(f"SELECT count(*) FROM {stage} WHERE {where}".encode(), params)
+        found = cur.fetchone()[0]
+        if found != staged.rows:
+            raise RuntimeError(f"table {spec.name}: batch {batch_id} has {found} staged "
+                               f"rows, its tasks reported {staged.rows}")
+        changed = 0
+        if staged.rows:
+            if late_ms > 0:
+                where += " AND window_end > to_timestamp(%s / 1000.0)"
+                params.append(late_ms)
+            cur.execute(f"INSERT INTO {quote(spec.name)} ({', '.join(map(quote, spec.column_names))}) "
+                        f"{staged_select(spec, stage, where)} "
+                        f"{self.upsert_clause(spec)}".encode(), params)
+            changed = max(cur.rowcount, 0)
+        self._drop_staged(query_id, batch_id, spec)
+        return changed
+
+    def _drop_staged(self, query_id: str, batch_id: int, spec: TableSpec) -> None:
+        """The query's staged rows up to this batch: its own, and failed attempts'."""
+        from millrace.spark.sinks.staged import BATCH_COLUMN, QUERY_COLUMN, staged_table
+
+        self._cursor().execute(f"DELETE FROM {quote(staged_table(spec.name))} WHERE "
+                               f"{QUERY_COLUMN} = %s AND {BATCH_COLUMN} <= %s".encode(),
+                               (query_id, batch_id))
+
+
+def staged_select(spec: TableSpec, stage: str, where: str) -> str:
+    """The SELECT over a batch's staged rows that gives one row per key: the latest by the
+    order columns (latest mode), the partial aggregates combined (merge mode), or the
+    rows as they are (replace mode: Spark's update output has a key once per batch)."""
+    cols = ", ".join(quote(c) for c in spec.column_names)
+    key = ", ".join(quote(k) for k in spec.key)
+    if spec.mode == "latest":
+        order = ", ".join(f"{quote(o)} DESC NULLS LAST" for o in spec.order)
+        return (f"SELECT DISTINCT ON ({key}) {cols} FROM {stage} WHERE {where} "
+                f"ORDER BY {key}, {order}")
+    if spec.mode == "merge":
+        functions = dict(spec.merge)
+        combined = ", ".join(
+            quote(c) if c in spec.key
+            else f"{'SUM' if functions[c] in ('sum', 'count') else functions[c].upper()}"
+                 f"({quote(c)}) AS {quote(c)}"
+            for c in spec.column_names)
+        return f"SELECT {combined} FROM {stage} WHERE {where} GROUP BY {key}"
+    return f"SELECT {cols} FROM {stage} WHERE {where}"
+
+
+def connect_when_up(url: str, deadline: float, *, autocommit: bool) -> Any:
+    """A connection once the server accepts one, retried with backoff; the last error
+    at ``deadline`` (``time.monotonic()``)."""
+    import psycopg
+
+    pause = RECONNECT_BACKOFF_S[0]
+    while True:
+        try:
+            return psycopg.connect(url, autocommit=autocommit)
+        except psycopg.OperationalError:
+            if time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, RECONNECT_BACKOFF_S[1])
+
+
+def postgres_url(url: str) -> str:
+    """A libpq URL: SQLAlchemy-style ``postgresql+driver://`` loses its driver part."""
+    if url.startswith(("postgresql+", "postgres+")):
+        return "postgresql:" + url.partition(":")[2]
+    return url
+
+
+def csv_bytes(rows: pa.Table) -> bytes | None:
+    """``rows`` as CSV for ``COPY`` (written by Arrow, no Python loop per row), or None
+    when a binary column has no CSV form."""
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    if any(pa.types.is_binary(t) or pa.types.is_large_binary(t) for t in rows.schema.types):
+        return None
+    buffer = io.BytesIO()
+    if rows.num_rows:
+        csv.write_csv(rows, buffer, csv.WriteOptions(include_header=False))
+    return buffer.getvalue()
+
+
+def copy_rows(cur: Any, table: str, rows: pa.Table, data: bytes | None = None) -> None:
+    """``COPY`` ``rows`` into ``table`` (their columns, in order): ``data``, their CSV
+    (``csv_bytes``, made here when not given), or row by row when there is none."""
+    cols = ", ".join(quote(c) for c in rows.column_names)
+    if data is None:
+        data = csv_bytes(rows)
+    if data is not None:
+        with cur.copy(f"COPY {quote(table)} ({cols}) FROM STDIN (FORMAT csv)".encode()) as copy:
+            copy.write(data)
+        return
+    with cur.copy(f"COPY {quote(table)} ({cols}) FROM STDIN".encode()) as copy:
+        for row in zip(*(column.to_pylist() for column in rows.columns)):
+            copy.write_row(row)
