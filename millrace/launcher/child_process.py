@@ -5,7 +5,8 @@ A server (``millrace broker``, ZooKeeper) runs with its output appended to a log
 start timeout passes: both raise with the log); ``stop`` is SIGTERM and wait (a paused
 child is resumed first, or it would never see the signal); ``kill`` is SIGKILL, a crash
 at an arbitrary instant; ``pause`` / ``resume`` are SIGSTOP / SIGCONT.  As a context
-manager it starts, and stops cleanly on success or kills on an exception.
+manager (``Launched``, which a whole Spark cluster is too) it starts, and stops cleanly on
+success or kills on an exception.
 """
 
 from __future__ import annotations
@@ -19,7 +20,31 @@ from types import TracebackType
 from typing import Self
 
 
-class ChildProcess:
+class Launched:
+    """Started on entering a ``with`` block; stopped cleanly on leaving it, or killed when
+    the block raised (a test that failed half-way leaves nothing running)."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if et is not None:
+            self.kill()
+        else:
+            self.stop()
+
+
+class ChildProcess(Launched):
     name = "child"  # what error messages call it
 
     def __init__(self, log_path: Path, start_timeout: float, new_session: bool) -> None:
@@ -29,9 +54,6 @@ class ChildProcess:
         # reaches only the parent, which then stops the children in its own order
         self.new_session = new_session
         self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Self:
-        raise NotImplementedError
 
     def launch(self, args: list[str], env: Mapping[str, str], ready: Callable[[], bool],
                cwd: Path | None = None) -> None:
@@ -99,13 +121,3 @@ class ChildProcess:
         if self.running():
             assert self.proc is not None
             self.proc.send_signal(signal.SIGCONT)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if et is not None:
-            self.kill()
-        else:
-            self.stop()

@@ -41,11 +41,10 @@ import signal
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Self
 
 from millrace.launcher.broker_process import free_port
-from millrace.launcher.child_process import ChildProcess
+from millrace.launcher.child_process import ChildProcess, Launched
 
 HOST = "127.0.0.1"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -201,7 +200,7 @@ class SparkWorkerProcess(ChildProcess):
             _kill(pid)
 
 
-class SparkStandaloneCluster:
+class SparkStandaloneCluster(Launched):
     """A master and ``workers`` workers on loopback, everything under ``directory``."""
 
     def __init__(self, directory: Path | str, workers: int = 2, *, cores_per_worker: int = 1,
@@ -259,16 +258,6 @@ class SparkStandaloneCluster:
                 "directory": str(self.directory.resolve()),
                 "workers": [{"pid": w.pid, "port": w.port, "web_ui": w.web_ui_url,
                              "cores": w.cores, "memory": w.memory} for w in self.workers]}
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if et is not None:
-            self.kill()
-        else:
-            self.stop()
 
 
 def _processes() -> list[tuple[int, int, str]]:
