@@ -1,0 +1,437 @@
+"""Faults the pipeline survives on a Spark standalone cluster: executors and workers killed.
+
+One ``SparkStandaloneCluster`` (a master and two one-core workers) and one broker serve the
+module.  Each test runs its driver as a child process -- ``millrace pipeline run --master
+spark://...`` for the database, ``cluster_copy_child.py`` for the topic sink -- so the
+driver, the executors and the workers are all separate JVMs, as they are in production.
+
+Placing a kill.  A kill must land while an executor runs a task of a micro-batch, not
+between batches, and that is found by watching state, never the clock: the first batch is
+committed (a row in ``millrace_batches`` / an entry in the checkpoint's commit log), and the
+driver's monitoring API (``/api/v1/applications/<id>/executors``, the driver's web UI is
+switched on for this) lists an executor with an active task.  That executor's JVM (its
+``--executor-id`` on its command line, a child of a worker) gets SIGKILL.  The driver's
+log must then report a task of it lost (``Lost task ... executor <id>``); if the task
+finished in the instant between the look and the kill, the next running task is tried.
+
+What is checked.  The database: every key's state and every window aggregate equal the
+plain-Python fold of the input (``pipeline_events.assert_tables``).  The topic sink: the
+output read ``read_committed`` (librdkafka, an independent judge) holds every input record
+exactly once, in input order per partition.  That executors, not the driver, read the
+partitions: while the pipeline runs the master lists its application holding both workers'
+cores, and the tasks' own log lines ("Running task") are in the executors' stderr under
+the workers' ``work/<app-id>/<executor-id>/``.
+
+Negative controls.  The database checker is shown to fail on a micro-batch's aggregates
+applied twice (added again with plain SQL, a path without the batch-id guard) and on a
+key set back to an older event.  The topic checker is shown to fail on a planted duplicate
+record (a copy of one output record produced again, non-transactionally): a sink without
+the transactional commit duplicates only if the kill lands after a task has sent some of
+its rows, which no state can time, so the duplicate is planted rather than provoked.
+
+The worker test kills ``workers[0]`` (its JVM and its executor) after the first commit;
+the application continues on the other worker.  It runs last and starts the worker again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pipeline_events import (
+    VALUE_SCHEMA,
+    WINDOW_MS,
+    Event,
+    assert_tables,
+    create_topic,
+    epoch_ms,
+    events,
+    fold,
+    produce,
+)
+
+from millrace.launcher.broker_process import free_port
+from millrace.launcher.spark_cluster import SparkStandaloneCluster, get_json, spark_missing
+from millrace.spark.sinks import open_database
+from millrace.testing.broker_process import BrokerProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+COPY_CHILD = Path(__file__).with_name("cluster_copy_child.py")
+BATCH = 200  # the pipeline's maxOffsetsPerTrigger: many micro-batches per run
+WAIT_S = 300.0
+KILL_ATTEMPTS = 4
+
+
+# ------------------------------------------------------------------ processes
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
+    reason = spark_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    with SparkStandaloneCluster(tmp_path_factory.mktemp("spark"), workers=2) as spark:
+        yield spark
+
+
+class Driver:
+    """A Spark driver child process in its own process group, its web UI on ``ui_port``."""
+
+    def __init__(self, args: list[str], log: Path, ui_port: int) -> None:
+        self.log = log
+        self.ui_port = ui_port
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def check_running(self) -> None:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the driver exited with {self.proc.returncode}:\n"
+                                 f"{self.output()[-5000:]}")
+
+    def api(self, path: str) -> Any:
+        return get_json(f"http://127.0.0.1:{self.ui_port}/api/v1/applications{path}")
+
+    def app_id(self) -> str:
+        return str(until(lambda: _first_id(self), "the driver's application id", self))
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+
+    def wait(self, timeout: float = WAIT_S) -> None:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"the driver did not finish in {timeout}s:\n"
+                                 f"{self.output()[-5000:]}") from None
+        assert code == 0, self.output()[-5000:]
+
+
+def _first_id(driver: Driver) -> str | None:
+    try:
+        apps = driver.api("")
+    except (OSError, ValueError):
+        return None
+    return str(apps[0]["id"]) if apps else None
+
+
+def until(check: Callable[[], Any], what: str, driver: Driver | None = None,
+          timeout: float = WAIT_S) -> Any:
+    """Poll ``check`` until it returns something true; fail if the driver exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if driver is not None:
+            driver.check_running()
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}"
+                         + (f":\n{driver.output()[-5000:]}" if driver else ""))
+
+
+def pipeline_driver(cluster: SparkStandaloneCluster, broker: BrokerProcess, topic: str,
+                    database: str, checkpoint: Path, log: Path) -> Driver:
+    ui_port = free_port()
+    args = [sys.executable, "-m", "millrace.cli.main", "pipeline", "run",
+            "--master", cluster.master_url,
+            "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={ui_port}",
+            "--bootstrap-server", broker.bootstrap, "--topic", topic, "--name", topic,
+            "--option", "startingOffsets=earliest",
+            "--option", f"maxOffsetsPerTrigger={BATCH}",
+            "--value-format", "json", "--value-schema", VALUE_SCHEMA,
+            "--state-table", "orders", "--key", "order_id",
+            "--aggregate-table", "revenue_per_minute", "--event-time", "event_time",
+            "--window", "1 minute", "--watermark", "10 minutes", "--group-by", "product",
+            "--aggregate", "revenue=sum(quantity * price)",
+            "--aggregate", "orders=count(*)", "--where", "status = 'paid'",
+            "--database", database, "--checkpoint", str(checkpoint),
+            "--trigger", "available-now", "--output", "json"]
+    return Driver(args, log, ui_port)
+
+
+def committed(database: str, name: str) -> int:
+    db = open_database(database)
+    try:
+        return db.committed_batches(name)
+    finally:
+        db.close()
+
+
+# ------------------------------------------------------------------ executors
+def executor_pid(cluster: SparkStandaloneCluster, executor_id: str) -> int | None:
+    """The JVM of executor ``executor_id`` (the current application's: one at a time)."""
+    for pid in cluster.executor_pids():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--executor-id" in args and \
+                args[args.index(b"--executor-id") + 1].decode() == executor_id:
+            return pid
+    return None
+
+
+def dropped(driver: Driver, app: str, executor: str) -> bool:
+    """True once the driver no longer lists ``executor`` among its live executors."""
+    try:
+        return executor not in {str(e["id"]) for e in driver.api(f"/{app}/executors")}
+    except (OSError, ValueError):
+        return False
+
+
+def busy_executor(driver: Driver, app: str) -> str | None:
+    """The id of an executor that runs a task now, per the driver's monitoring API."""
+    try:
+        executors = driver.api(f"/{app}/executors")
+    except (OSError, ValueError):
+        return None
+    busy = [e["id"] for e in executors if e["id"] != "driver" and e["activeTasks"] > 0]
+    return str(busy[0]) if busy else None
+
+
+def lost_task(driver: Driver, executor_id: str) -> bool:
+    return re.search(rf"Lost task \S+ in stage \S+ \(TID \d+\) \(\S+ executor "
+                     rf"{re.escape(executor_id)}\)", driver.output()) is not None
+
+
+def kill_executor_mid_task(cluster: SparkStandaloneCluster, driver: Driver, app: str
+                           ) -> str:
+    """SIGKILL the JVM of an executor while it runs a task; return the executor's id once
+    the driver has reported one of its tasks lost."""
+    for _ in range(KILL_ATTEMPTS):
+        executor = until(lambda: busy_executor(driver, app), "an executor running a task",
+                         driver)
+        pid = executor_pid(cluster, executor)
+        if pid is None:  # it was just lost (an earlier attempt) or not yet seen under /proc
+            continue
+        os.kill(pid, signal.SIGKILL)
+        until(functools.partial(dropped, driver, app, executor),
+              f"the driver to drop executor {executor}", driver)
+        # the scheduler logs the lost tasks before the monitoring API hears of the loss;
+        # a few seconds more only for the log file's sake
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if lost_task(driver, executor):
+                return executor
+            time.sleep(0.1)
+    raise AssertionError(f"{KILL_ATTEMPTS} executor kills never landed on a running task:\n"
+                         f"{driver.output()[-5000:]}")
+
+
+def assert_executors_ran_the_tasks(cluster: SparkStandaloneCluster, app: str) -> None:
+    """Every task ran in an executor JVM: their log lines are in the executors' stderr."""
+    stderr = [d / "stderr" for w in cluster.workers for d in (w.work_dir / app).glob("*")]
+    assert stderr, f"no executor directory for {app} under the workers' work dirs"
+    assert any("Running task" in f.read_text(errors="replace") for f in stderr
+               if f.exists()), stderr
+
+
+def app_cores(cluster: SparkStandaloneCluster, app: str) -> int:
+    for found in cluster.applications():
+        if found["id"] == app:
+            return int(found["cores"])
+    return 0
+
+
+# ------------------------------------------------------------------ the database
+def test_executor_killed_mid_batch_the_tables_equal_the_fold(
+        cluster: SparkStandaloneCluster, broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = "cluster-executor"
+    database = f"sqlite:///{tmp_path / 'millrace.db'}"
+    create_topic(broker.bootstrap, topic, 2)
+    produced: list[Event] = events(2000, seed=41, keys=150)
+    produce(broker.bootstrap, topic, produced)
+    driver = pipeline_driver(cluster, broker, topic, database, tmp_path / "checkpoints",
+                             tmp_path / "pipeline.log")
+    try:
+        app = driver.app_id()
+        until(lambda: committed(database, topic) >= 1, "the first committed batch", driver)
+        # executors, not the driver, run the tasks: the master gave the app both cores
+        assert app_cores(cluster, app) == 2, cluster.applications()
+        killed = kill_executor_mid_task(cluster, driver, app)
+        assert committed(database, topic) < len(produced) // BATCH, \
+            "the kill came after the last batch"
+        driver.wait()
+    finally:
+        driver.kill()
+    summary = [json.loads(line) for line in driver.output().splitlines()
+               if line.startswith("{")][-1]
+    assert summary["event"] == "summary" and summary["lag"] == {f"{topic}-0": 0,
+                                                                f"{topic}-1": 0}, summary
+    assert_executors_ran_the_tasks(cluster, app)
+    # the killed executor was replaced: its worker started another for the same app
+    assert len(list(cluster.workers[0].work_dir.glob(f"{app}/*")) +
+               list(cluster.workers[1].work_dir.glob(f"{app}/*"))) >= 3, killed
+    expected = fold(produced)
+    assert_tables(database, expected)
+
+    # negative control: the same checker fails on a batch applied twice ...
+    doubled = tmp_path / "doubled.db"
+    shutil.copy(tmp_path / "millrace.db", doubled)
+    apply_again_without_guard(doubled, fold(produced[:BATCH]))
+    with pytest.raises(AssertionError):
+        assert_tables(f"sqlite:///{doubled}", expected)
+    # ... and on a key's state set back to an older event
+    stale = tmp_path / "stale.db"
+    shutil.copy(tmp_path / "millrace.db", stale)
+    set_back_one_key(stale, produced)
+    with pytest.raises(AssertionError):
+        assert_tables(f"sqlite:///{stale}", expected)
+
+
+def apply_again_without_guard(path: Path, batch: Any) -> None:
+    """Add one micro-batch's window aggregates to the table once more, with plain SQL (no
+    batch-id guard): what a sink without the guard does when Spark replays a batch."""
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        rows = {(epoch_ms(start), product): rowid for rowid, start, product in
+                db.execute("SELECT rowid, window_start, product FROM revenue_per_minute")}
+        assert batch.revenue
+        for (start, product), (total, n) in batch.revenue.items():
+            assert start % WINDOW_MS == 0
+            db.execute("UPDATE revenue_per_minute SET revenue = revenue + ?, "
+                       "orders = orders + ? WHERE rowid = ?",
+                       (total, n, rows[(start, product)]))
+
+
+def set_back_one_key(path: Path, produced: list[Event]) -> None:
+    """One key's row set to an earlier event of that key with another status."""
+    last = fold(produced).orders
+    for event in produced:
+        if event.status != last[event.order_id].status:
+            with contextlib.closing(sqlite3.connect(path)) as db, db:
+                db.execute("UPDATE orders SET status = ? WHERE order_id = ?",
+                           (event.status, event.order_id))
+            return
+    raise AssertionError("no key changed status")
+
+
+# ------------------------------------------------------------------ the topic sink
+def read_topic(bootstrap: str, topic: str, partitions: int, expected: int,
+               isolation: str = "read_committed", wait_s: float = 60) -> dict[int, list[bytes]]:
+    """Every value of ``topic`` per partition once ``expected`` are in (or ``wait_s``
+    passed), plus a quiet second or two in which a surplus copy would show up."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CkTopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"judge-{time.time_ns()}",
+                         "isolation.level": isolation, "enable.auto.commit": False})
+    consumer.assign([CkTopicPartition(topic, p, 0) for p in range(partitions)])
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + wait_s
+    quiet_until: float | None = None
+    try:
+        while time.monotonic() < deadline:
+            for message in consumer.consume(500, 0.5):
+                partition, value = message.partition(), message.value()
+                if message.error() is None and partition is not None and value is not None:
+                    got[partition].append(value)
+            if quiet_until is None and sum(map(len, got.values())) >= expected:
+                quiet_until = time.monotonic() + 2
+            if quiet_until is not None and time.monotonic() >= quiet_until:
+                break
+    finally:
+        consumer.close()
+    return got
+
+
+def send(bootstrap: str, topic: str, values: dict[int, list[bytes]]) -> None:
+    """A plain (non-transactional) producer's writes, partition by partition."""
+    from millrace.client.producer import KafkaProducer, ProducerRecord
+
+    producer: KafkaProducer[bytes, bytes] = KafkaProducer({"bootstrap.servers": bootstrap})
+    with producer:
+        for partition, batch in values.items():
+            for value in batch:
+                producer.send(ProducerRecord(topic, value, partition=partition))
+        producer.flush()
+
+
+def assert_copied_once(got: dict[int, list[bytes]], sent: dict[int, list[bytes]]) -> None:
+    """Each input record exactly once, in its partition's order (the sink keeps the
+    source's partition)."""
+    everything = [v for values in got.values() for v in values]
+    assert len(everything) == len(set(everything)), "a record was copied twice"
+    assert got == sent
+
+
+def test_executor_killed_mid_batch_the_output_topic_is_exactly_once(
+        cluster: SparkStandaloneCluster, broker: BrokerProcess, tmp_path: Path) -> None:
+    source, output, partitions, n = "cluster-copy-in", "cluster-copy-out", 2, 1800
+    create_topic(broker.bootstrap, source, partitions)
+    create_topic(broker.bootstrap, output, partitions)
+    sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for i in range(n):
+        sent[i % partitions].append(b"v%05d" % i)
+    send(broker.bootstrap, source, sent)
+    checkpoint = tmp_path / "checkpoint"
+    ui_port = free_port()
+    driver = Driver([sys.executable, str(COPY_CHILD), cluster.master_url, str(ui_port),
+                     broker.bootstrap, source, output, str(checkpoint), "exactly-once"],
+                    tmp_path / "copy.log", ui_port)
+    try:
+        app = driver.app_id()
+        until(lambda: any(f.name.isdigit() for f in (checkpoint / "commits").glob("*")),
+              "the first committed batch", driver)
+        kill_executor_mid_task(cluster, driver, app)
+        assert "copy finished" not in driver.output()
+        driver.wait()
+    finally:
+        driver.kill()
+    assert "copy finished" in driver.output()
+    got = read_topic(broker.bootstrap, output, partitions, n)
+    assert_copied_once(got, sent)
+
+    # negative control: the checker reports a duplicate (planted: see the module doc)
+    send(broker.bootstrap, output, {1: [sent[1][7]]})
+    planted = read_topic(broker.bootstrap, output, partitions, n + 1)
+    with pytest.raises(AssertionError, match="copied twice"):
+        assert_copied_once(planted, sent)
+
+
+# ------------------------------------------------------------------ a worker
+def test_worker_killed_the_job_finishes_on_the_other_worker(
+        cluster: SparkStandaloneCluster, broker: BrokerProcess, tmp_path: Path) -> None:
+    topic = "cluster-worker"
+    database = f"sqlite:///{tmp_path / 'millrace.db'}"
+    create_topic(broker.bootstrap, topic, 2)
+    produced = events(1600, seed=43, keys=150)
+    produce(broker.bootstrap, topic, produced)
+    victim, survivor = cluster.workers
+    driver = pipeline_driver(cluster, broker, topic, database, tmp_path / "checkpoints",
+                             tmp_path / "pipeline.log")
+    try:
+        app = driver.app_id()
+        until(lambda: committed(database, topic) >= 1 and victim.executor_pids(),
+              "the first committed batch with an executor on the first worker", driver)
+        victim.kill()  # the worker JVM and its executor at once, a machine lost
+        assert committed(database, topic) < len(produced) // BATCH
+        driver.wait()
+    finally:
+        driver.kill()
+        victim.start()  # the module's cluster whole again
+    assert_tables(database, fold(produced))
+    # the survivor's executor ran tasks, and the victim's application directory stopped
+    # at the one executor it had
+    assert any("Running task" in f.read_text(errors="replace")
+               for f in survivor.work_dir.glob(f"{app}/*/stderr"))
+    assert len(list(victim.work_dir.glob(f"{app}/*"))) == 1
