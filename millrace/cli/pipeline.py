@@ -15,6 +15,10 @@ micro-batch (records/s, rows upserted, lag per partition) and a summary at the e
 cluster manager (``spark://HOST:PORT``, the standalone cluster ``millrace spark up``
 starts); ``--conf spark.key=value`` adds Spark settings, as ``spark-submit`` takes them.
 This process is the driver; the executors read their partitions from the brokers.
+
+``--errors-tolerance none|all`` and ``--dead-letter-topic`` choose what a bad record
+(a value that does not parse, a null key, a value too large for its column) does: fail the
+run naming its partition and offset, or go to the dead-letter topic (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -67,6 +71,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     val.add_argument("--transform", metavar="SQL",
                      help="Spark SQL over the view `events` (value columns + key, topic, "
                           "partition, offset, timestamp)")
+    bad = p.add_argument_group("bad records (Kafka Connect's errors.tolerance)")
+    bad.add_argument("--errors-tolerance", choices=("none", "all"),
+                     help="none (default): a record that does not parse, a null key or a "
+                          "value too large fails the run, naming its partition and offset; "
+                          "all: such records go to --dead-letter-topic, the rest are written")
+    bad.add_argument("--dead-letter-topic", metavar="TOPIC",
+                     help="where --errors-tolerance all sends bad records (original key and "
+                          "value, __connect.errors.* headers); required with all")
     st = p.add_argument_group("state sink (latest row per key)")
     st.add_argument("--state-table", metavar="TABLE")
     st.add_argument("--key", action="append", metavar="COL[,COL]",
@@ -135,7 +147,9 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
     for flag, key in (("name", "name"), ("value_format", "value_format"),
                       ("value_schema", "value_schema"), ("transform", "transform"),
                       ("database", "database"), ("checkpoint", "checkpoint_dir"),
-                      ("trigger", "trigger"), ("master", "spark_master")):
+                      ("trigger", "trigger"), ("master", "spark_master"),
+                      ("errors_tolerance", "errors_tolerance"),
+                      ("dead_letter_topic", "dead_letter_topic")):
         value = getattr(args, flag)
         if value is not None:
             doc[key] = value
@@ -182,6 +196,8 @@ def format_lag(lag: dict[str, int]) -> str:
 
 def batch_line(p: BatchProgress) -> str:
     upserted = "replayed, already committed" if p.skipped else f"upserted {p.rows_upserted:,}"
+    if p.dead_letters:
+        upserted += f", {p.dead_letters:,} bad records to the dead-letter topic"
     return (f"{p.query} batch {p.batch_id}: {p.input_rows:,} records, "
             f"{p.input_rows_per_s:,.0f} in/s, {p.processed_rows_per_s:,.0f} processed/s, "
             f"{upserted}, {format_lag(p.lag)}; spark {p.spark_ms:,} ms, "
@@ -192,6 +208,8 @@ def summary_line(name: str, r: PipelineResult) -> str:
     tables = ", ".join(f"{t}={n:,}" for t, n in r.rows_upserted.items())
     ended = "stopped" if r.stopped else "caught up"
     skipped = f" ({r.batches_skipped} replayed)" if r.batches_skipped else ""
+    if r.dead_letters:
+        tables += f"; {r.dead_letters:,} bad records sent to the dead-letter topic"
     # Say what is counted: one micro-batch feeding two tables is two sink batches.
     per_table = ", ".join(f"{t} {n}" for t, n in r.batches_by_table.items())
     batches = (f"micro-batches per table: {per_table}" if per_table

@@ -23,6 +23,13 @@ A job file (TOML or JSON) holds the same fields::
     event_time = "event_time"
     window = "1 minute"
     aggregates = { revenue = "sum(price)" }
+
+Bad records (``plan.py`` finds them, ``runner.py`` acts on them): ``errors_tolerance``
+``none`` (the default) fails the query at the first bad record of a batch, naming its
+topic, partition and offset, before anything of that batch is committed; ``all`` sends
+the bad records to ``dead_letter_topic`` and commits the rest -- Kafka Connect's
+``errors.tolerance`` and ``errors.deadletterqueue.topic.name``.  ``all`` without a topic
+is refused: a bad record is never dropped silently.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from millrace.spark.sinks import check_database_url
 from millrace.spark.sinks.table import check_table_name
 
 VALUE_FORMATS = ("json", "raw")
+ERRORS_TOLERANCES = ("none", "all")  # Kafka Connect's errors.tolerance values
 # the Kafka record fields the ``events`` view carries next to the parsed value columns
 METADATA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
 DEFAULT_ORDER = ("offset",)
@@ -49,6 +57,7 @@ DEFAULT_MASTER = "local[2]"
 _MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[^\s/,]+:\d+(,[^\s/,]+:\d+)*"
                      r"|yarn|k8s://\S+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+_TOPIC = re.compile(r"^(?!\.{1,2}$)[A-Za-z0-9._-]{1,249}$")
 _COLUMN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNITS = {
     "us": "microseconds", "microsecond": "microseconds", "microseconds": "microseconds",
@@ -182,6 +191,9 @@ class PipelineConfig:
     # (spark://HOST:PORT for a standalone cluster); spark_conf: further Spark settings
     spark_master: str = DEFAULT_MASTER
     spark_conf: dict[str, str] = field(default_factory=dict)
+    # bad records: "none" fails the query, "all" routes them to dead_letter_topic
+    errors_tolerance: str = "none"
+    dead_letter_topic: str | None = None
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
@@ -202,6 +214,7 @@ class PipelineConfig:
         if self.transform is not None and not self.transform.strip():
             raise ConfigError("transform is empty")
         check_database_url(self.database)
+        self._validate_errors()
         check_master(self.spark_master)
         if not isinstance(self.spark_conf, dict) or not all(
                 isinstance(k, str) and k.startswith("spark.") for k in self.spark_conf):
@@ -223,6 +236,29 @@ class PipelineConfig:
                            required=True)
         for agg in self.aggregate_sinks:
             self._validate_aggregate(agg)
+
+    def _validate_errors(self) -> None:
+        if self.errors_tolerance not in ERRORS_TOLERANCES:
+            raise ConfigError(f"errors_tolerance {self.errors_tolerance!r}: expected none "
+                              "(fail the query) or all (route bad records to "
+                              "dead_letter_topic)")
+        topic = self.dead_letter_topic
+        if topic is not None and not _TOPIC.match(topic):
+            raise ConfigError(f"dead_letter_topic {topic!r}: not a topic name (letters, "
+                              "digits, '.', '_', '-', at most 249)")
+        if self.errors_tolerance == "all" and topic is None:
+            raise ConfigError("errors_tolerance all needs dead_letter_topic: a bad record "
+                              "is never dropped silently")
+        if self.errors_tolerance == "none" and topic is not None:
+            raise ConfigError("dead_letter_topic applies to errors_tolerance all only "
+                              "(none fails the query at the first bad record)")
+        if topic is not None and topic in _topics(self.source.subscribe):
+            raise ConfigError(f"dead_letter_topic {topic} is the topic the pipeline reads")
+        reserved = [k for k in self.value_options
+                    if str(k).lower() in ("mode", "columnnameofcorruptrecord")]
+        if reserved:
+            raise ConfigError(f"value_options.{reserved[0]}: bad values are handled by "
+                              "errors_tolerance (none or all), not by from_json's mode")
 
     def _validate_aggregate(self, agg: AggregateSink) -> None:
         what = f"aggregate sink {agg.table}"
@@ -291,6 +327,10 @@ class PipelineConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def _topics(subscribe: str) -> list[str]:
+    return [t.strip() for t in str(subscribe).split(",")]
 
 
 def _check_columns(names: list[str], what: str, *, required: bool) -> None:

@@ -29,12 +29,21 @@ one-line ``ConfigError`` naming the sink or field.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 from millrace.common.errors import ConfigError
+from millrace.spark.pipeline.bad_records import (
+    CORRUPT_COLUMN,
+    ERROR_COLUMN,
+    ERROR_FIELDS,
+    NULL_KEY,
+    PARSE,
+    TOO_LARGE,
+    ColumnLimit,
+)
 from millrace.spark.pipeline.config import (
     AGGREGATE_KEY_COLUMNS,
     METADATA_COLUMNS,
@@ -68,6 +77,8 @@ class SinkPlan:
     batch: Callable[[DataFrame], DataFrame] | None = None
     batch_spec: TableSpec | None = None  # the table as the batch form writes it
     watermark_delay_ms: int = 0
+    # the batch form's rows carry ERROR_COLUMN: the writer takes the bad rows from them
+    bad_rows_inline: bool = False
 
     @property
     def output_mode(self) -> str:
@@ -167,31 +178,181 @@ def source_frame(spark: SparkSession, config: PipelineConfig) -> DataFrame:
         source.format).options(**options).load())
 
 
-def events_frame(config: PipelineConfig, source: DataFrame) -> tuple[DataFrame, list[str]]:
-    """The ``events`` frame and its value columns (what a state table holds by default)."""
+def events_frame(config: PipelineConfig, source: DataFrame,
+                 limits: Mapping[str, Mapping[str, ColumnLimit]] | None = None
+                 ) -> tuple[DataFrame, list[str]]:
+    """The ``events`` frame and its value columns (what a state table holds by default).
+
+    With json values, or sinks keyed on a column, it has ``ERROR_COLUMN`` too: null for
+    a good record, the bad record's kind, reason, coordinates and original bytes
+    otherwise (``bad_records.py``).  ``limits``: the existing tables' column sizes."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
 
     missing = [c for c in ("value", *METADATA_COLUMNS) if c not in source.columns]
     if missing:
         raise ConfigError(f"source {config.source.format} lacks column(s) "
                           f"{', '.join(missing)} (expected Kafka's source columns)")
+    # the record as read, for a dead letter: its coordinates and original bytes
+    raw = [F.col(c).alias(f"{_RAW}{c}") for c in ("value", *METADATA_COLUMNS)]
     if config.value_format == "raw":
         value_columns = ["key", "value"]
-        frame = source.select("key", "value", *[c for c in METADATA_COLUMNS if c != "key"])
-        return frame, value_columns
+        frame = source.select("key", "value", *[c for c in METADATA_COLUMNS if c != "key"],
+                              *raw)
+        checks = _record_checks(config, frame, limits or {}, [])
+        return _with_error_column(frame, checks, ["key", "value", *METADATA_COLUMNS[1:]]), \
+            value_columns
     schema = parse_value_schema(config.value_schema or "")
     value_columns = [f.name for f in schema.fields]
+    reserved = [c for c in value_columns if c.startswith("__millrace")]
+    if reserved:
+        raise ConfigError(f"value_schema: column {reserved[0]}: names starting "
+                          "__millrace are the pipeline's own")
     metadata = [c for c in METADATA_COLUMNS if c not in value_columns]
     options = {str(k): str(v) for k, v in config.value_options.items()}
+    # PERMISSIVE with a corrupt-record column: set for a syntax error and for a field of
+    # the wrong type alike (checked against Spark 4, see bad_records.py)
+    options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT_COLUMN)
+    extended = StructType([*schema.fields, StructField(CORRUPT_COLUMN, StringType())])
 
     def build() -> DataFrame:
         parsed = source.select(
-            F.from_json(F.col("value").cast("string"), schema, options).alias("__value"),
+            F.from_json(F.col("value").cast("string"), extended, options).alias("__value"),
             *[F.col(c).cast("string").alias(c) if c == "key" else F.col(c)
-              for c in metadata])
-        return parsed.select("__value.*", *metadata)
+              for c in metadata], *raw)
+        flat = parsed.select(*[F.col("__value").getField(c).alias(c)
+                               for c in value_columns],
+                             F.col("__value").getField(CORRUPT_COLUMN).alias(CORRUPT_COLUMN),
+                             F.col("__value").isNull().alias(f"{_RAW}empty"),
+                             *metadata, *[f"{_RAW}{c}" for c in ("value", *METADATA_COLUMNS)])
+        value = F.col(f"{_RAW}value")
+        parse = [(PARSE, "value is null", value.isNull()),
+                 (PARSE, "value is empty", F.col(f"{_RAW}empty")),
+                 (PARSE, "value does not parse as the value schema",
+                  F.col(CORRUPT_COLUMN).isNotNull())]
+        checks = _record_checks(config, flat, limits or {}, parse)
+        return _with_error_column(flat, checks, [*value_columns, *metadata])
 
     return _analysed("value_schema", build), value_columns
+
+
+_RAW = "__millrace_raw_"  # the source's own columns, kept until the error column is built
+
+
+def _record_checks(config: PipelineConfig, frame: DataFrame,
+                   limits: Mapping[str, Mapping[str, ColumnLimit]],
+                   parse: list[tuple[str, str, Column]]) -> list[tuple[str, str, Column]]:
+    """(kind, reason, condition) per check, the first that holds names a bad record.
+
+    Null keys and sizes are checked on the events, so only without a transform (which
+    makes other columns: its null keys fail the batch's transaction instead)."""
+    from pyspark.sql import functions as F
+
+    checks = list(parse)
+    if config.transform:
+        return checks
+    columns = list(frame.columns)
+    present = set(columns)
+
+    def null(names: list[str], what: str, table: str, keep: Column | None = None) -> None:
+        for name in names:
+            if name in present:
+                condition = F.col(name).isNull()
+                if keep is not None:
+                    condition = F.coalesce(keep, F.lit(False)) & condition
+                checks.append((NULL_KEY, f"null {what} column {name} for table {table}",
+                               condition))
+
+    def sized(names: list[str], table: str) -> None:
+        for name in names:
+            limit = (limits.get(table) or {}).get(name)
+            if name not in present or limit is None:
+                continue
+            if limit.max_chars is not None:
+                over = F.length(F.col(name).cast("string")) > F.lit(limit.max_chars)
+            else:
+                over = (F.col(name) < F.lit(limit.low)) | (F.col(name) > F.lit(limit.high))
+            checks.append((TOO_LARGE, f"column {name} does not fit {table}.{name} "
+                                      f"{limit.declared}", F.coalesce(over, F.lit(False))))
+
+    for state in config.state_sinks:
+        null(state.key, "key", state.table)
+        null(state.order_by, "order_by", state.table)
+        sized([c for c in columns if not c.startswith("__millrace")], state.table)
+    for agg in config.aggregate_sinks:
+        keep = None
+        if agg.where:
+            keep = F.expr(agg.where)
+            with spark_errors(f"aggregate sink {agg.table}: where"):
+                frame.select(keep)  # analysed here, or it would pass for the value schema
+        null([agg.event_time], "event_time", agg.table, keep)
+        null(agg.group_by, "group_by", agg.table, keep)
+        sized(agg.group_by, agg.table)
+    return checks
+
+
+def _with_error_column(frame: DataFrame, checks: list[tuple[str, str, Column]],
+                       keep: list[str]) -> DataFrame:
+    """``keep`` and ``ERROR_COLUMN`` (null unless one of ``checks`` holds); no error
+    column without checks."""
+    from pyspark.sql import functions as F
+
+    if not checks:
+        return frame.select(*keep)
+    kind, reason = F.lit(None).cast("string"), F.lit(None).cast("string")
+    for name, text, condition in reversed(checks):  # the first check that holds wins
+        kind = F.when(condition, F.lit(name)).otherwise(kind)
+        reason = F.when(condition, F.lit(text)).otherwise(reason)
+    raw = {c: F.col(f"{_RAW}{c}") for c in ("value", *METADATA_COLUMNS)}
+    error = F.struct(kind.alias("kind"), reason.alias("reason"),
+                     *[raw[c].alias(c) for c in ERROR_FIELDS[2:]])
+    return frame.select(*keep, F.when(kind.isNotNull(), error).alias(ERROR_COLUMN))
+
+
+def guarded(frame: DataFrame) -> DataFrame:
+    """``frame`` without ``ERROR_COLUMN``, failing the task at a bad record with
+    ``bad record <topic>-<partition>@<offset>: <reason>`` -- for the rows the driver never
+    sees (a sink on a query of its own, a transform's input under errors_tolerance none)."""
+    from pyspark.sql import functions as F
+
+    if ERROR_COLUMN not in frame.columns:
+        return frame
+    error = F.col(ERROR_COLUMN)
+    message = F.concat(F.lit("bad record "), error["topic"], F.lit("-"),
+                       error["partition"].cast("string"), F.lit("@"),
+                       error["offset"].cast("string"), F.lit(": "), error["reason"])
+    guard = F.when(error.isNull(), F.lit(True)).otherwise(F.raise_error(message))
+    return frame.where(guard).drop(ERROR_COLUMN)
+
+
+def transform_guarded(config: PipelineConfig, rows: DataFrame) -> DataFrame:
+    """A transform's rows, failing the task at a row with a null key column (a state
+    sink's key or order_by, an aggregate's event_time or group_by): such a row cannot be
+    traced to one record, so under either tolerance it stops the run, naming the table --
+    where otherwise a database would refuse it or Spark's window() drop it unseen."""
+    from pyspark.sql import functions as F
+
+    guard = F.lit(True)
+    checks: list[tuple[str, str]] = []
+    for state in config.state_sinks:
+        checks += [(c, state.table) for c in (*state.key, *state.order_by)]
+    for agg in config.aggregate_sinks:
+        checks += [(c, agg.table) for c in (agg.event_time, *agg.group_by)]
+    for column, table in reversed(checks):
+        if column in rows.columns:
+            guard = F.when(F.col(column).isNull(), F.raise_error(F.lit(
+                f"bad row of the transform: null key column {column} for table {table} "
+                "(not traceable to one record)"))).otherwise(guard)
+    return rows.where(guard) if checks else rows
+
+
+def good(frame: DataFrame) -> DataFrame:
+    """The good records of a micro-batch (its bad ones are the writer's)."""
+    from pyspark.sql import functions as F
+
+    if ERROR_COLUMN not in frame.columns:
+        return frame
+    return frame.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN)
 
 
 def _require(columns: list[str], names: list[str], what: str) -> None:
@@ -210,8 +371,11 @@ def state_plan(sink: StateSink, rows: DataFrame, table_columns: list[str]) -> Si
     frame = rows.select(*columns)
     spec = TableSpec(sink.table, columns_from_spark(frame.schema, sink.table),
                      key=tuple(sink.key), mode="latest", order=tuple(sink.order_by))
+    # the bad rows ride along with the state rows: one collect for both
+    errors = [ERROR_COLUMN] if ERROR_COLUMN in rows.columns else []
     return SinkPlan("state", sink.table, frame, spec, rows=rows,
-                    batch=lambda batch: batch.select(*columns), batch_spec=spec)
+                    batch=lambda batch: batch.select(*columns, *errors), batch_spec=spec,
+                    bad_rows_inline=bool(errors))
 
 
 def aggregate_plan(sink: AggregateSink, rows: DataFrame) -> SinkPlan:
@@ -231,7 +395,7 @@ def aggregate_plan(sink: AggregateSink, rows: DataFrame) -> SinkPlan:
                           "window columns")
     window = parse_interval(sink.window, f"{what}: window")
     watermark = parse_interval(sink.watermark, f"{what}: watermark")
-    frame = rows
+    frame = guarded(rows)  # its own query's rows never reach the writer
     if sink.where:
         where = sink.where
         frame = _analysed(f"{what}: where", lambda: frame.where(F.expr(where)))
@@ -266,30 +430,70 @@ def aggregate_plan(sink: AggregateSink, rows: DataFrame) -> SinkPlan:
         plan.rows = rows
         plan.batch_spec = TableSpec(sink.table, columns, key=key, mode="merge", merge=merge)
         plan.watermark_delay_ms = round(interval_seconds(watermark) * 1000)
-        plan.batch = lambda batch: grouped(batch.where(F.expr(condition)) if condition
-                                           else batch,
+        plan.batch = lambda batch: grouped(good(batch).where(F.expr(condition)) if condition
+                                           else good(batch),
                                            F.max(sink.event_time).alias(MAX_EVENT_TIME))
     return plan
 
 
 def build_plan(spark: SparkSession, config: PipelineConfig,
-               source: DataFrame | None = None) -> list[SinkPlan]:
+               source: DataFrame | None = None,
+               limits: Mapping[str, Mapping[str, ColumnLimit]] | None = None
+               ) -> list[SinkPlan]:
     """One ``SinkPlan`` per sink (state sinks first).  ``source`` replaces the configured
-    Kafka source (tests feed a frame with the same columns)."""
+    Kafka source (tests feed a frame with the same columns); ``limits``: the column sizes
+    of existing tables (``bad_records.column_limits``).
+
+    Bad records: the shared query's rows carry ``ERROR_COLUMN`` to the writer; a sink on a
+    query of its own, and a transform under errors_tolerance none, read rows ``guarded``
+    in Spark.  Under errors_tolerance all a transform runs on each micro-batch's good
+    records (``SinkPlan.batch``), after the writer has taken the bad ones."""
     config.validate()
     if source is None:
         source = source_frame(spark, config)
-    events, value_columns = events_frame(config, source)
+    events, value_columns = events_frame(config, source, limits)
+    checked = ERROR_COLUMN in events.columns
+    route = checked and config.errors_tolerance == "all"
     if config.transform:
-        events.createOrReplaceTempView(EVENTS_VIEW)
         transform = config.transform
+        view = guarded(events)
+        view.createOrReplaceTempView(EVENTS_VIEW)
         rows = _analysed("transform", lambda: spark.sql(transform))
         if not rows.isStreaming:
             raise ConfigError("transform: the query does not read the events view")
         table_columns = list(rows.columns)
+        rows = transform_guarded(config, rows)
     else:
         rows = events
         table_columns = value_columns
     plans = [state_plan(s, rows, table_columns) for s in config.state_sinks]
     plans += [aggregate_plan(a, rows) for a in config.aggregate_sinks]
+    if route:
+        own = [p.table for p in plans if not p.shares_query]
+        if own:
+            raise ConfigError(
+                f"errors_tolerance all: sink {own[0]} runs a query of its own (an aggregate "
+                "other than sum/count/min/max), whose input the writer never sees; use "
+                "errors_tolerance none for it, or mergeable aggregates")
+        if config.transform:
+            for plan in plans:
+                _transform_per_batch(plan, events, config)
     return plans
+
+
+def _transform_per_batch(plan: SinkPlan, events: DataFrame, config: PipelineConfig) -> None:
+    """The shared query reads ``events``; each micro-batch's good records go through the
+    transform (a per-record query: select, where, a join with a static table), then
+    the sink's batch form."""
+    sink_batch = plan.batch
+    transform = config.transform
+    assert sink_batch is not None and transform is not None
+
+    def batch(frame: DataFrame) -> DataFrame:
+        view = good(frame)
+        view.createOrReplaceTempView(EVENTS_VIEW)  # the callback thread's own session
+        return sink_batch(transform_guarded(config, view.sparkSession.sql(transform)))
+
+    plan.rows = events
+    plan.batch = batch
+    plan.bad_rows_inline = False

@@ -39,6 +39,12 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from millrace.common.errors import MillraceError
+from millrace.spark.pipeline.bad_records import (
+    ERROR_COLUMN,
+    BadRecordPolicy,
+    bad_record_message,
+    column_limits,
+)
 from millrace.spark.pipeline.config import PipelineConfig
 from millrace.spark.pipeline.plan import (
     MAX_EVENT_TIME,
@@ -49,6 +55,7 @@ from millrace.spark.pipeline.plan import (
 from millrace.spark.sinks import Database, SinkBatch, open_database
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
@@ -97,6 +104,7 @@ class BatchProgress:
     duration_ms: int = 0  # the whole trigger, as Spark measured it
     spark_ms: int = 0  # the writer's wait for the batch's rows (the Spark job + toArrow)
     database_ms: int = 0  # the writer's database transaction
+    dead_letters: int = 0  # bad records this batch sent to the dead-letter topic
 
     @property
     def total_lag(self) -> int:
@@ -117,6 +125,7 @@ class PipelineResult:
     queries: int = 0  # Spark streaming queries (one may feed several sinks)
     # table -> micro-batches its query completed in this run (with or without rows)
     batches_by_table: dict[str, int] = field(default_factory=dict)
+    dead_letters: int = 0  # bad records sent to the dead-letter topic (errors_tolerance all)
 
 
 class SinkWriter:
@@ -126,13 +135,23 @@ class SinkWriter:
     sinks (a shared query) the micro-batch is cached while each sink's batch form
     computes its rows from it, and the transaction, on a thread of its own, writes each
     sink's rows while Spark computes the next sink's; a single sink on its own query
-    writes the batch as is."""
+    writes the batch as is.
 
-    def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database) -> None:
+    Bad records (``bad_records.py``): a shared query's micro-batch carries
+    ``ERROR_COLUMN``; its bad rows reach the driver with the first state sink's rows (or,
+    without a state sink, through one more read of the cached batch) and ``policy``
+    raises or sends them to the dead-letter topic before any sink's rows are handed to
+    the transaction, so before it commits."""
+
+    def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database,
+                 policy: BadRecordPolicy | None = None) -> None:
         self.pipeline = pipeline
         self.plans = plans
         self.database = database
+        self.policy = policy
         self.shared = plans[0].shares_query
+        # batch id -> bad records sent to the dead-letter topic
+        self.dead_letters: dict[int, int] = {}
         self.query_id: str | None = None
         self._query_id_set = threading.Event()
         # batch id -> table -> rows upserted (None: skipped, committed before a restart)
@@ -155,11 +174,13 @@ class SinkWriter:
             if not self._query_id_set.wait(QUERY_ID_WAIT_S):
                 raise PipelineError(f"{self.label}: query id not known")
             assert self.query_id is not None
-            if self.shared and len(self.plans) > 1:
-                outcome, timing = self._commit_while_computing(frame, batch_id)
+            checked = self.shared and ERROR_COLUMN in frame.columns
+            if self.shared and (len(self.plans) > 1 or
+                                (checked and not self.plans[0].bad_rows_inline)):
+                outcome, timing = self._commit_while_computing(frame, batch_id, checked)
             else:
                 started = time.perf_counter()
-                parts = [self._collect_one(frame)]
+                parts = [self._collect_one(frame, batch_id)]
                 collected = time.perf_counter()
                 outcome = self.database.commit(self.pipeline, self.query_id, batch_id, parts)
                 timing = (collected - started, time.perf_counter() - collected)
@@ -174,13 +195,30 @@ class SinkWriter:
             raise PipelineError(f"{self.label} batch {batch_id}: "
                                 f"{type(e).__name__}: {first}") from None
 
-    def _collect_one(self, frame: DataFrame) -> SinkBatch:
+    def _collect_one(self, frame: DataFrame, batch_id: int) -> SinkBatch:
         plan = self.plans[0]
         if not self.shared:
             return SinkBatch(plan.table, plan.spec, frame.toArrow())
-        return self._batch_rows(plan, frame)  # one read of the batch: nothing to cache
+        part, bad = self._batch_rows(plan, frame)  # one read of the batch: no cache
+        if bad is not None:
+            self._handle_bad(bad, batch_id)
+        return part
 
-    def _commit_while_computing(self, frame: DataFrame, batch_id: int
+    def _handle_bad(self, bad: pa.Table | None, batch_id: int) -> None:
+        """Raise for a bad record, or send them to the dead-letter topic (flushed)."""
+        if bad is None or bad.num_rows == 0:
+            return
+        if self.policy is None:
+            raise PipelineError(f"{bad.num_rows} bad record(s) and no errors_tolerance")
+        self.dead_letters[batch_id] = self.policy.handle(bad)
+
+    def _bad_rows(self, frame: DataFrame) -> pa.Table:
+        """The bad rows of a cached micro-batch (one more read of the cache)."""
+        from pyspark.sql import functions as F
+
+        return frame.where(F.col(ERROR_COLUMN).isNotNull()).select(ERROR_COLUMN).toArrow()
+
+    def _commit_while_computing(self, frame: DataFrame, batch_id: int, checked: bool = False
                                 ) -> tuple[dict[str, int | None], tuple[float, float]]:
         """Several sinks on a cached batch: the transaction runs on a thread of its own
         and takes each sink's rows as soon as Spark has computed them, so the database
@@ -213,8 +251,12 @@ class SinkWriter:
         try:
             committer.start()
             try:
-                for plan in self.plans:
-                    handoff.put(self._batch_rows(plan, frame))
+                for i, plan in enumerate(self.plans):
+                    part, bad = self._batch_rows(plan, frame)
+                    if checked and i == 0:  # before any rows reach the transaction
+                        self._handle_bad(bad if plan.bad_rows_inline
+                                         else self._bad_rows(frame), batch_id)
+                    handoff.put(part)
             except BaseException as e:
                 handoff.put(e)
                 committer.join()
@@ -229,20 +271,28 @@ class SinkWriter:
         return result[0], (computed - started, time.perf_counter() - computed)
 
     @staticmethod
-    def _batch_rows(plan: SinkPlan, frame: DataFrame) -> SinkBatch:
+    def _batch_rows(plan: SinkPlan, frame: DataFrame) -> tuple[SinkBatch, pa.Table | None]:
+        """The sink's rows, and the batch's bad rows when they came along (state sinks)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
         assert plan.batch is not None
         spec = plan.table_spec
         rows = plan.batch(frame).toArrow()
+        bad = None
+        if ERROR_COLUMN in rows.column_names:
+            errors = rows[ERROR_COLUMN]
+            if errors.null_count < rows.num_rows:  # the good path skips both filters
+                bad = rows.filter(pc.is_valid(errors)).select([ERROR_COLUMN])
+                rows = rows.filter(pc.is_null(errors))
+            rows = rows.drop_columns([ERROR_COLUMN])
         if spec.mode != "merge":
-            return SinkBatch(plan.table, spec, rows)
+            return SinkBatch(plan.table, spec, rows), bad
         # microseconds since the epoch (Spark's timestamps reach Arrow in microseconds)
         latest = pc.max(pc.cast(rows[MAX_EVENT_TIME], pa.int64())).as_py()
         return SinkBatch(plan.table, spec, rows.drop_columns([MAX_EVENT_TIME]),
                          max_event_time_us=latest,
-                         watermark_delay_ms=plan.watermark_delay_ms)
+                         watermark_delay_ms=plan.watermark_delay_ms), bad
 
 
 
@@ -341,8 +391,11 @@ class Pipeline:
         restore = self._install_signal_handlers()
         tracked: list[_Tracked] = []
         databases: list[Database] = []
+        policies: list[BadRecordPolicy] = []
         try:
-            plans = build_plan(spark, self.config, self.source)
+            with open_database(self.config.database) as database:
+                limits = column_limits(database, self.config.sink_tables())
+            plans = build_plan(spark, self.config, self.source, limits)
             shared = [plan for plan in plans if plan.shares_query]
             groups = [shared] if shared else []
             groups += [[plan] for plan in plans if not plan.shares_query]
@@ -355,7 +408,8 @@ class Pipeline:
             for group, database in zip(groups, databases):
                 if tracked:
                     _await_sources(tracked[-1].query)
-                tracked.append(self._start(group, database))
+                policies.append(BadRecordPolicy.for_config(self.config))
+                tracked.append(self._start(group, database, policies[-1]))
             stopped = self._watch(tracked, progress, until_caught_up, timeout_s)
             elapsed = time.monotonic() - started
         finally:
@@ -364,16 +418,19 @@ class Pipeline:
                     t.query.stop()
             for database in databases:
                 database.close()
+            for policy in policies:
+                policy.close()
             restore()
             if own_session:
                 spark.stop()
         return self._result(tracked, elapsed, stopped)
 
-    def _start(self, plans: list[SinkPlan], database: Database) -> _Tracked:
+    def _start(self, plans: list[SinkPlan], database: Database,
+               policy: BadRecordPolicy | None = None) -> _Tracked:
         from millrace.spark.pipeline.config import Trigger
 
         trigger = Trigger.parse(self.config.trigger)
-        writer = SinkWriter(self.config.name, plans, database)
+        writer = SinkWriter(self.config.name, plans, database, policy)
         if writer.shared:
             assert plans[0].rows is not None
             name, frame, mode, checkpoint = (self.config.name, plans[0].rows, "append",
@@ -429,6 +486,8 @@ class Pipeline:
         else:
             exception = t.query.exception()
             message = spark_message(exception) if exception is not None else "stopped"
+        if not isinstance(error, MillraceError):  # plan.guarded's words, not Spark's
+            message = bad_record_message(error or t.query.exception()) or message
         # named by its sinks: "<pipeline>.<table>[+<table>...]"
         return PipelineError(f"sink query {self.config.name}.{t.writer.label} failed: "
                              f"{message}")
@@ -472,7 +531,8 @@ class Pipeline:
                     skipped=outcome is None,
                     duration_ms=int((entry.get("durationMs") or {}).get("triggerExecution",
                                                                          0)),
-                    spark_ms=round(spark_s * 1000), database_ms=round(database_s * 1000)))
+                    spark_ms=round(spark_s * 1000), database_ms=round(database_s * 1000),
+                    dead_letters=t.writer.dead_letters.get(batch_id, 0)))
 
     def _result(self, tracked: list[_Tracked], elapsed: float, stopped: bool
                 ) -> PipelineResult:
@@ -491,7 +551,8 @@ class Pipeline:
                                  for t in tracked for plan in t.plans}, lag=lag,
             batches_skipped=sum(t.skipped for t in tracked), stopped=stopped,
             queries=len(tracked),
-            batches_by_table={plan.table: len(t.reported) for t in tracked for plan in t.plans})
+            batches_by_table={plan.table: len(t.reported) for t in tracked for plan in t.plans},
+            dead_letters=sum(sum(t.writer.dead_letters.values()) for t in tracked))
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         """SIGINT/SIGTERM -> stop() while running on the main thread; returns the undo."""
