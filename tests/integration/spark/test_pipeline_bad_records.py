@@ -319,3 +319,58 @@ def test_values_over_a_postgresql_columns_size(
     assert sorted(dict(m.headers)["__connect.errors.exception.message"].decode()
                   for m in letters) == ["column product does not fit sized.product varchar(8)",
                                         "column quantity does not fit sized.quantity smallint"]
+
+
+def test_what_the_events_frame_marks_bad_and_what_plain_from_json_cannot_tell(
+        spark: SparkSession) -> None:
+    """``events_frame`` on a static frame with Kafka's columns: each input's verdict.  The
+    negative control: plain PERMISSIVE ``from_json`` gives a wrong-typed field the same
+    null as an absent one, so only the corrupt-record column can tell them apart."""
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    from millrace.spark.pipeline.bad_records import ERROR_COLUMN
+    from millrace.spark.pipeline.plan import events_frame, parse_value_schema
+
+    values: list[bytes | None] = [
+        b'{"order_id": "a", "quantity": 2, "event_time": "2026-01-01T00:00:00Z"}',
+        b'{"order_id": "b", "event_time": "2026-01-01T00:00:00Z"}',  # quantity absent: good
+        b'{"order_id": "c", "quantity": "x", "event_time": "2026-01-01T00:00:00Z"}',
+        b'{"order_id": "d", "quantity": 2, "event_time": "2026-01-01T00:00:00Z"} trailing',
+        b'{"order_id": 7, "event_time": "2026-01-01T00:00:00Z"}',  # coerced to "7": good
+        b'{"order_id": "e", bad', b"[]", b"", None,
+        b'{"quantity": 1, "event_time": "2026-01-01T00:00:00Z"}',  # null key
+        b'{"order_id": "f", "status": "paid"}',  # null event_time, kept by the where
+        b'{"order_id": "g", "status": "new"}',  # null event_time, not kept: good
+    ]
+    stamp = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    source = spark.createDataFrame(
+        [(b"k", v, "t", 0, i, stamp) for i, v in enumerate(values)],
+        "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+        "timestamp TIMESTAMP")
+    schema = "order_id STRING, quantity INT, status STRING, event_time TIMESTAMP"
+    config = PipelineConfig(
+        name="t", source=SourceConfig(bootstrap_servers="h:1", subscribe="t"),
+        database="sqlite:///x.db", checkpoint_dir="/ck", value_schema=schema,
+        state_sinks=[StateSink(table="orders", key=["order_id"])],
+        aggregate_sinks=[AggregateSink(table="n", event_time="event_time", window="1 minute",
+                                       where="status = 'paid'",
+                                       aggregates={"n": "count(*)"})])
+    frame, _ = events_frame(config, source)
+    verdicts = {r["offset"]: None if r[ERROR_COLUMN] is None else r[ERROR_COLUMN]["reason"]
+                for r in frame.collect()}
+    parse = "value does not parse as the value schema"
+    assert verdicts == {
+        0: None, 1: None, 2: parse, 3: None, 4: None, 5: parse, 6: parse,
+        7: "value is empty", 8: "value is null",
+        9: "null key column order_id for table orders",
+        10: "null event_time column event_time for table n", 11: None}
+    bad = frame.where(F.col(ERROR_COLUMN).isNotNull()).collect()
+    assert {(r[ERROR_COLUMN]["offset"], r[ERROR_COLUMN]["value"]) for r in bad} == \
+        {(i, values[i]) for i in (2, 5, 6, 7, 8, 9, 10)}  # the original bytes
+
+    plain = source.select(F.from_json(F.col("value").cast("string"),
+                                      parse_value_schema(schema)).alias("v")).collect()
+    assert plain[2]["v"]["quantity"] is None and plain[1]["v"]["quantity"] is None
+    assert plain[2]["v"]["order_id"] == "c"  # a row that looks good but for one null
