@@ -48,7 +48,13 @@ from millrace.cli.common import (
     parse_configs,
     print_json,
 )
-from millrace.cli.foreground import Child, Signals, say, stop_in_order, watch
+from millrace.cli.foreground import (
+    Child,
+    Signals,
+    say,
+    serve_until_signal,
+    start_or_explain,
+)
 
 if TYPE_CHECKING:
     from millrace.launcher.local_cluster import LocalCluster
@@ -232,12 +238,7 @@ def up_command(args: argparse.Namespace) -> int:
                            http=args.http, http_base_port=http_base_port)
     with Signals() as signals:
         say(f"starting ZooKeeper and {args.brokers} broker(s) in {directory} ...")
-        try:
-            cluster.start()
-        except (RuntimeError, OSError) as e:
-            cluster.kill_all()
-            raise CommandError(f"the cluster did not start: {str(e).splitlines()[0]} "
-                               f"(logs in {directory})") from None
+        start_or_explain(cluster.start, cluster.kill_all, "the cluster", directory)
         if security is not None:
             security.write_client_properties(cluster.bootstrap)
             if cluster.authorizer:
@@ -262,12 +263,6 @@ def up_command(args: argparse.Namespace) -> int:
                       f"{info['super_users'][0]} (settings in {info['admin_properties']}); "
                       f"User:{CLIENT_USER} may do nothing until granted ACLs by admin")
             print("Ctrl-C stops the cluster.", flush=True)
-        try:
-            watch(_children(cluster), signals)
-        except BaseException:
-            cluster.kill_all()
-            raise
-        clean = stop_in_order(_children(cluster), signals)
-        cluster.kill_all()
+        clean = serve_until_signal(_children(cluster), signals, cluster.kill_all)
     say("stopped" if clean else "stopped (not cleanly; see the logs)")
     return 0 if clean else 1

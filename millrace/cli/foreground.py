@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -113,4 +113,31 @@ def stop_in_order(children: Sequence[Child], signals: Signals, timeout_s: float 
         if code not in child.good_exit:
             say(f"{child.name} exited with code {code}; see {child.log_path}")
             clean = False
+    return clean
+
+
+def start_or_explain(start: Callable[[], object], kill: Callable[[], None], what: str,
+                     directory: Path) -> None:
+    """``start()``; on a failure, kill what started and raise one line naming the logs."""
+    from millrace.cli.common import CommandError
+
+    try:
+        start()
+    except (RuntimeError, OSError) as e:
+        kill()
+        raise CommandError(f"{what} did not start: {str(e).splitlines()[0]} "
+                           f"(logs in {directory})") from None
+
+
+def serve_until_signal(children: Sequence[Child], signals: Signals,
+                       kill: Callable[[], None]) -> bool:
+    """``watch`` until a signal, then ``stop_in_order`` and ``kill`` whatever is left
+    (everything, at once, if watching itself fails).  True when the stop was clean."""
+    try:
+        watch(children, signals)
+    except BaseException:
+        kill()
+        raise
+    clean = stop_in_order(children, signals)
+    kill()
     return clean

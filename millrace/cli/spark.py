@@ -20,7 +20,13 @@ import json
 from pathlib import Path
 
 from millrace.cli.common import CommandError
-from millrace.cli.foreground import Child, Signals, say, stop_in_order, watch
+from millrace.cli.foreground import (
+    Child,
+    Signals,
+    say,
+    serve_until_signal,
+    start_or_explain,
+)
 
 DEFAULT_SPARK_DIR = "./data/spark"
 DEFAULT_MASTER_PORT = 7077  # Spark's own defaults
@@ -93,12 +99,7 @@ def up_command(args: argparse.Namespace) -> int:
     children.append(Child("master", cluster.master, cluster.master.log_path, SIGTERM_EXIT))
     with Signals() as signals:
         say(f"starting a Spark master and {args.workers} worker(s) in {directory} ...")
-        try:
-            cluster.start()
-        except (RuntimeError, OSError) as e:
-            cluster.kill()
-            raise CommandError(f"the Spark cluster did not start: {str(e).splitlines()[0]} "
-                               f"(logs in {directory})") from None
+        start_or_explain(cluster.start, cluster.kill, "the Spark cluster", directory)
         info = cluster.describe()
         if args.output == "json":
             print(json.dumps(info), flush=True)
@@ -110,12 +111,6 @@ def up_command(args: argparse.Namespace) -> int:
             print(f"run the pipeline on it: millrace pipeline run --master {info['master']} "
                   "...", flush=True)
             print("Ctrl-C stops the cluster.", flush=True)
-        try:
-            watch(children, signals)
-        except BaseException:
-            cluster.kill()
-            raise
-        clean = stop_in_order(children, signals)
-        cluster.kill()
+        clean = serve_until_signal(children, signals, cluster.kill)
     say("stopped" if clean else "stopped (not cleanly; see the logs)")
     return 0 if clean else 1

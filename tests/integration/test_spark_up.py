@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,12 @@ def test_spark_up_serves_on_loopback_and_stops_on_sigterm(tmp_path: Path) -> Non
         for i in (1, 2):
             worker_dir = tmp_path / "spark" / f"worker-{i}"
             assert (worker_dir / "work").is_dir()
-            assert "Successfully registered with master" in (worker_dir / "worker.log").read_text()
+            # the master lists a worker before the worker has logged the master's answer
+            log = worker_dir / "worker.log"
+            deadline = time.monotonic() + 60
+            while "Successfully registered with master" not in log.read_text():
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
         assert not (spark_home() / "work").exists()
 
         second = spark_up(tmp_path / "other", port, webui_port)
