@@ -101,6 +101,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     out.add_argument("--database", metavar="URL",
                      help="sqlite:///abs/path.db or postgresql://user:pw@host:port/db")
     out.add_argument("--checkpoint", metavar="DIR", help="the checkpoint directory")
+    out.add_argument("--database-writes", choices=("auto", "driver", "executors"),
+                     help="who writes the rows: executors (each task stages its rows, the "
+                          "driver commits the batch; PostgreSQL), driver (the rows come to "
+                          "it), auto (default: executors for PostgreSQL on a cluster)")
     out.add_argument("--master", metavar="URL",
                      help="where Spark runs the job: local[N] (default local[2]) or a "
                           "cluster manager, e.g. spark://HOST:7077 for a standalone cluster")
@@ -148,6 +152,7 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
                       ("value_schema", "value_schema"), ("transform", "transform"),
                       ("database", "database"), ("checkpoint", "checkpoint_dir"),
                       ("trigger", "trigger"), ("master", "spark_master"),
+                      ("database_writes", "database_writes"),
                       ("errors_tolerance", "errors_tolerance"),
                       ("dead_letter_topic", "dead_letter_topic")):
         value = getattr(args, flag)

@@ -54,6 +54,7 @@ DEFAULT_ORDER = ("offset",)
 AGGREGATE_KEY_COLUMNS = ("window_start", "window_end")
 
 DEFAULT_MASTER = "local[2]"
+DATABASE_WRITES = ("auto", "driver", "executors")
 _MASTER = re.compile(r"^(local(\[(\d+|\*)(,\d+)?\])?|spark://[^\s/,]+:\d+(,[^\s/,]+:\d+)*"
                      r"|yarn|k8s://\S+)$")
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
@@ -194,6 +195,9 @@ class PipelineConfig:
     # bad records: "none" fails the query, "all" routes them to dead_letter_topic
     errors_tolerance: str = "none"
     dead_letter_topic: str | None = None
+    # who writes the database rows: the executors (staged, PostgreSQL), the driver, or
+    # auto = the executors for PostgreSQL on a cluster manager, the driver otherwise
+    database_writes: str = "auto"
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> None:
@@ -216,6 +220,13 @@ class PipelineConfig:
         check_database_url(self.database)
         self._validate_errors()
         check_master(self.spark_master)
+        if self.database_writes not in DATABASE_WRITES:
+            raise ConfigError(f"database_writes {self.database_writes!r}: expected "
+                              f"{', '.join(DATABASE_WRITES)}")
+        if self.database_writes == "executors" and check_database_url(self.database) != \
+                "postgresql":
+            raise ConfigError("database_writes executors needs PostgreSQL (executors on other "
+                              "machines cannot share a SQLite file): use driver or auto")
         if not isinstance(self.spark_conf, dict) or not all(
                 isinstance(k, str) and k.startswith("spark.") for k in self.spark_conf):
             raise ConfigError("spark_conf: expected a table of spark.* settings")
@@ -280,6 +291,13 @@ class PipelineConfig:
                               "with the key columns (window_start, window_end, group_by)")
         if agg.where is not None and not agg.where.strip():
             raise ConfigError(f"{what}: where is empty")
+
+    def writes_on_executors(self) -> bool:
+        """Whether the executors stage the database rows (``sinks/staged.py``)."""
+        if self.database_writes == "auto":
+            return (check_database_url(self.database) == "postgresql"
+                    and not self.spark_master.startswith("local"))
+        return self.database_writes == "executors"
 
     def parsed_trigger(self) -> Trigger:
         return Trigger.parse(self.trigger)

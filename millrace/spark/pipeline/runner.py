@@ -52,12 +52,14 @@ from millrace.spark.pipeline.plan import (
     build_plan,
     spark_message,
 )
-from millrace.spark.sinks import Database, SinkBatch, open_database
+from millrace.spark.sinks import Database, SinkBatch, TableSpec, open_database
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from millrace.spark.sinks.staged import StagedRows
 
 POLL_S = 0.2
 SHARED_CHECKPOINT = "shared-query"  # not a valid table name: never a sink's own checkpoint
@@ -144,11 +146,13 @@ class SinkWriter:
     the transaction, so before it commits."""
 
     def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database,
-                 policy: BadRecordPolicy | None = None) -> None:
+                 policy: BadRecordPolicy | None = None, stage_url: str | None = None) -> None:
         self.pipeline = pipeline
         self.plans = plans
         self.database = database
         self.policy = policy
+        # executor writes (sinks/staged.py): the tasks stage the rows in this database
+        self.stage_url = stage_url
         self.shared = plans[0].shares_query
         # batch id -> bad records sent to the dead-letter topic
         self.dead_letters: dict[int, int] = {}
@@ -198,8 +202,19 @@ class SinkWriter:
     def _collect_one(self, frame: DataFrame, batch_id: int) -> SinkBatch:
         plan = self.plans[0]
         if not self.shared:
+            if self.stage_url is not None:
+                return SinkBatch(plan.table, plan.spec, self._stage(frame, plan.spec,
+                                                                    batch_id)[0])
             return SinkBatch(plan.table, plan.spec, frame.toArrow())
-        part, bad = self._batch_rows(plan, frame)  # one read of the batch: no cache
+        # one read of the batch, no cache -- but staged rows and the bad ones are two
+        cache = self.stage_url is not None and ERROR_COLUMN in frame.columns
+        if cache:
+            frame.persist()
+        try:
+            part, bad = self._batch_rows(plan, frame, batch_id)
+        finally:
+            if cache:
+                frame.unpersist()
         if bad is not None:
             self._handle_bad(bad, batch_id)
         return part
@@ -252,7 +267,7 @@ class SinkWriter:
             committer.start()
             try:
                 for i, plan in enumerate(self.plans):
-                    part, bad = self._batch_rows(plan, frame)
+                    part, bad = self._batch_rows(plan, frame, batch_id)
                     if checked and i == 0:  # before any rows reach the transaction
                         self._handle_bad(bad if plan.bad_rows_inline
                                          else self._bad_rows(frame), batch_id)
@@ -270,12 +285,42 @@ class SinkWriter:
             raise failure[0]
         return result[0], (computed - started, time.perf_counter() - computed)
 
-    @staticmethod
-    def _batch_rows(plan: SinkPlan, frame: DataFrame) -> tuple[SinkBatch, pa.Table | None]:
+    def _stage(self, rows: DataFrame, spec: TableSpec, batch_id: int,
+               event_time: str | None = None) -> tuple[StagedRows, int | None]:
+        """Executor writes: every task of ``rows`` stages its share (``staged.py``)."""
+        from millrace.spark.sinks.staged import stage_rows
+
+        assert self.stage_url is not None and self.query_id is not None
+        return stage_rows(rows, self.stage_url, spec, self.query_id, batch_id, event_time)
+
+    def _staged_batch_rows(self, plan: SinkPlan, frame: DataFrame, batch_id: int
+                           ) -> tuple[SinkBatch, pa.Table | None]:
+        """``_batch_rows`` with the rows staged by the executors: only the bad rows (few)
+        come to the driver, through one more read of the batch."""
+        from pyspark.sql import functions as F
+
+        assert plan.batch is not None
+        spec = plan.table_spec
+        rows = plan.batch(frame)
+        bad = None
+        if ERROR_COLUMN in rows.columns:
+            bad = rows.where(F.col(ERROR_COLUMN).isNotNull()).select(ERROR_COLUMN).toArrow()
+            rows = rows.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN)
+        merge = spec.mode == "merge"
+        staged, latest = self._stage(rows, spec, batch_id, MAX_EVENT_TIME if merge else None)
+        if not merge:
+            return SinkBatch(plan.table, spec, staged), bad
+        return SinkBatch(plan.table, spec, staged, max_event_time_us=latest,
+                         watermark_delay_ms=plan.watermark_delay_ms), bad
+
+    def _batch_rows(self, plan: SinkPlan, frame: DataFrame, batch_id: int
+                    ) -> tuple[SinkBatch, pa.Table | None]:
         """The sink's rows, and the batch's bad rows when they came along (state sinks)."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if self.stage_url is not None:
+            return self._staged_batch_rows(plan, frame, batch_id)
         assert plan.batch is not None
         spec = plan.table_spec
         rows = plan.batch(frame).toArrow()
@@ -404,6 +449,8 @@ class Pipeline:
                 databases.append(database)
                 for plan in group:
                     database.ensure_table(plan.table_spec)
+                    if self.config.writes_on_executors():
+                        database.ensure_staging(plan.table_spec)
             started = time.monotonic()
             for group, database in zip(groups, databases):
                 if tracked:
@@ -430,7 +477,8 @@ class Pipeline:
         from millrace.spark.pipeline.config import Trigger
 
         trigger = Trigger.parse(self.config.trigger)
-        writer = SinkWriter(self.config.name, plans, database, policy)
+        stage_url = self.config.database if self.config.writes_on_executors() else None
+        writer = SinkWriter(self.config.name, plans, database, policy, stage_url)
         if writer.shared:
             assert plans[0].rows is not None
             name, frame, mode, checkpoint = (self.config.name, plans[0].rows, "append",

@@ -1,5 +1,8 @@
 """Executor writes (``millrace.spark.sinks.staged``) against a real PostgreSQL: Spark tasks
-stage their rows, the driver's transaction moves exactly the returned tasks' rows.
+stage their rows, the driver's transaction moves exactly the returned tasks' rows.  The
+whole pipeline with ``database_writes = executors`` equals the fold of its input over
+two runs on one checkpoint; the cluster tests (``test_cluster_*.py``) run it under kills,
+where ``auto`` picks executor writes for PostgreSQL.
 
 Each write mode (latest, merge with a watermark, replace) gives the same table as the
 driver path given the same rows; rows a dead task attempt staged are never applied; a
@@ -16,8 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from pipeline_events import VALUE_SCHEMA, assert_tables, create_topic, events, fold, produce
 
 from millrace.common.errors import ConfigError
+from millrace.spark.pipeline import (
+    AggregateSink,
+    Pipeline,
+    PipelineConfig,
+    SourceConfig,
+    StateSink,
+)
 from millrace.spark.sinks import Column, SinkBatch, TableSpec, open_database
 from millrace.spark.sinks.database import Database
 from millrace.spark.sinks.staged import (
@@ -28,6 +39,7 @@ from millrace.spark.sinks.staged import (
     stage_rows,
     staged_table,
 )
+from millrace.testing.broker_process import BrokerProcess
 from millrace.testing.postgres import PostgresServer
 
 if TYPE_CHECKING:
@@ -209,3 +221,50 @@ def test_sqlite_refuses_executor_writes(tmp_path: Path) -> None:
     with open_database(f"sqlite:///{tmp_path / 'x.db'}") as sqlite, \
             pytest.raises(ConfigError, match="database_writes = executors needs PostgreSQL"):
         sqlite.ensure_staging(latest_spec("t"))
+
+
+def test_the_pipeline_with_executor_writes_equals_the_fold(
+        spark: SparkSession, broker: BrokerProcess, postgres: PostgresServer,
+        tmp_path: Path) -> None:
+    create_topic(broker.bootstrap, "orders-staged", 3)
+    stream = events(2000, seed=31)
+    produce(broker.bootstrap, "orders-staged", stream[:1200])
+    config = PipelineConfig(
+        name="staged", database=postgres.url, checkpoint_dir=str(tmp_path / "ck"),
+        source=SourceConfig(bootstrap_servers=broker.bootstrap, subscribe="orders-staged",
+                            options={"startingOffsets": "earliest",
+                                     "maxOffsetsPerTrigger": "500"}),
+        value_schema=VALUE_SCHEMA, database_writes="executors",
+        state_sinks=[StateSink(table="orders", key=["order_id"])],
+        aggregate_sinks=[AggregateSink(
+            table="revenue_per_minute", event_time="event_time", window="1 minute",
+            watermark="10 minutes", group_by=["product"],
+            aggregates={"revenue": "sum(quantity * price)", "orders": "count(*)"},
+            where="status = 'paid'")])
+    assert config.writes_on_executors()
+    assert Pipeline(config, spark).run().input_rows == 1200
+    produce(broker.bootstrap, "orders-staged", stream[1200:])
+    assert Pipeline(config, spark).run().input_rows == 800  # resumed on the checkpoint
+    assert_tables(postgres.url, fold(stream))
+    with open_database(postgres.url) as db:
+        for table in ("orders", "revenue_per_minute"):  # moved, then deleted
+            assert db.query(f'SELECT count(*) FROM "{staged_table(table)}"') == [(0,)]
+
+
+def test_auto_writes_on_executors_only_for_postgresql_on_a_cluster() -> None:
+    def config(database: str, master: str, writes: str = "auto") -> PipelineConfig:
+        return PipelineConfig(name="j", database=database, checkpoint_dir="/ck",
+                              source=SourceConfig(bootstrap_servers="b:9092", subscribe="t"),
+                              value_format="raw", database_writes=writes, spark_master=master,
+                              state_sinks=[StateSink(table="t", key=["key"])])
+
+    pg, lite = "postgresql://u@h/db", "sqlite:///x.db"
+    assert config(pg, "spark://m:7077").writes_on_executors()
+    assert not config(pg, "local[2]").writes_on_executors()
+    assert not config(lite, "spark://m:7077").writes_on_executors()
+    assert config(pg, "local[2]", "executors").writes_on_executors()
+    assert not config(pg, "spark://m:7077", "driver").writes_on_executors()
+    with pytest.raises(ConfigError, match="database_writes executors needs PostgreSQL"):
+        config(lite, "local[2]", "executors").validate()
+    with pytest.raises(ConfigError, match="database_writes 'both': expected auto, driver"):
+        config(pg, "local[2]", "both").validate()
