@@ -22,9 +22,10 @@ partitions: while the pipeline runs the master lists its application holding bot
 cores, and the tasks' own log lines ("Running task") are in the executors' stderr under
 the workers' ``work/<app-id>/<executor-id>/``.
 
-Negative controls.  The database checker is shown to fail on a micro-batch's aggregates
-applied twice (added again with plain SQL, a path without the batch-id guard) and on a
-key set back to an older event.  The topic checker is shown to fail on a planted duplicate
+Negative controls.  The database checker is shown to fail on a micro-batch's worth of
+aggregates applied twice (added again with plain SQL, a path without the batch-id guard)
+and on a key set back to an older event (a state table re-applies a batch idempotently by
+design, so a stale row is its failure, not a doubled one).  The topic checker is shown to fail on a planted duplicate
 record (a copy of one output record produced again, non-transactionally): a sink without
 the transactional commit duplicates only if the kill lands after a task has sent some of
 its rows, which no state can time, so the duplicate is planted rather than provoked.
@@ -259,7 +260,7 @@ def test_executor_killed_mid_batch_the_tables_equal_the_fold(
     topic = "cluster-executor"
     database = f"sqlite:///{tmp_path / 'millrace.db'}"
     create_topic(broker.bootstrap, topic, 2)
-    produced: list[Event] = events(2000, seed=41, keys=150)
+    produced: list[Event] = events(1600, seed=41, keys=150)
     produce(broker.bootstrap, topic, produced)
     driver = pipeline_driver(cluster, broker, topic, database, tmp_path / "checkpoints",
                              tmp_path / "pipeline.log")
@@ -268,7 +269,7 @@ def test_executor_killed_mid_batch_the_tables_equal_the_fold(
         until(lambda: committed(database, topic) >= 1, "the first committed batch", driver)
         # executors, not the driver, run the tasks: the master gave the app both cores
         assert app_cores(cluster, app) == 2, cluster.applications()
-        killed = kill_executor_mid_task(cluster, driver, app)
+        kill_executor_mid_task(cluster, driver, app)
         assert committed(database, topic) < len(produced) // BATCH, \
             "the kill came after the last batch"
         driver.wait()
@@ -279,9 +280,6 @@ def test_executor_killed_mid_batch_the_tables_equal_the_fold(
     assert summary["event"] == "summary" and summary["lag"] == {f"{topic}-0": 0,
                                                                 f"{topic}-1": 0}, summary
     assert_executors_ran_the_tasks(cluster, app)
-    # the killed executor was replaced: its worker started another for the same app
-    assert len(list(cluster.workers[0].work_dir.glob(f"{app}/*")) +
-               list(cluster.workers[1].work_dir.glob(f"{app}/*"))) >= 3, killed
     expected = fold(produced)
     assert_tables(database, expected)
 
@@ -300,8 +298,9 @@ def test_executor_killed_mid_batch_the_tables_equal_the_fold(
 
 
 def apply_again_without_guard(path: Path, batch: Any) -> None:
-    """Add one micro-batch's window aggregates to the table once more, with plain SQL (no
-    batch-id guard): what a sink without the guard does when Spark replays a batch."""
+    """Add the window aggregates of a micro-batch's worth of input (the first ``BATCH``
+    events) to the table once more, with plain SQL (no batch-id guard): what a sink
+    without the guard does when Spark replays a batch."""
     with contextlib.closing(sqlite3.connect(path)) as db, db:
         rows = {(epoch_ms(start), product): rowid for rowid, start, product in
                 db.execute("SELECT rowid, window_start, product FROM revenue_per_minute")}
@@ -376,7 +375,7 @@ def assert_copied_once(got: dict[int, list[bytes]], sent: dict[int, list[bytes]]
 
 def test_executor_killed_mid_batch_the_output_topic_is_exactly_once(
         cluster: SparkStandaloneCluster, broker: BrokerProcess, tmp_path: Path) -> None:
-    source, output, partitions, n = "cluster-copy-in", "cluster-copy-out", 2, 1800
+    source, output, partitions, n = "cluster-copy-in", "cluster-copy-out", 2, 1200
     create_topic(broker.bootstrap, source, partitions)
     create_topic(broker.bootstrap, output, partitions)
     sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
@@ -414,7 +413,7 @@ def test_worker_killed_the_job_finishes_on_the_other_worker(
     topic = "cluster-worker"
     database = f"sqlite:///{tmp_path / 'millrace.db'}"
     create_topic(broker.bootstrap, topic, 2)
-    produced = events(1600, seed=43, keys=150)
+    produced = events(1200, seed=43, keys=150)
     produce(broker.bootstrap, topic, produced)
     victim, survivor = cluster.workers
     driver = pipeline_driver(cluster, broker, topic, database, tmp_path / "checkpoints",
