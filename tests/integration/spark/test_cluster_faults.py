@@ -25,13 +25,16 @@ the workers' ``work/<app-id>/<executor-id>/``.
 Negative controls.  The database checker is shown to fail on a micro-batch's worth of
 aggregates applied twice (added again with plain SQL, a path without the batch-id guard)
 and on a key set back to an older event (a state table re-applies a batch idempotently by
-design, so a stale row is its failure, not a doubled one).  The topic checker is shown to fail on a planted duplicate
-record (a copy of one output record produced again, non-transactionally): a sink without
-the transactional commit duplicates only if the kill lands after a task has sent some of
-its rows, which no state can time, so the duplicate is planted rather than provoked.
+design, so a stale row is its failure, not a doubled one).  The topic checker is shown to
+fail on a planted duplicate record (a copy of one output record produced again,
+non-transactionally): a sink without the transactional commit duplicates only if the kill
+lands after a task has sent some of its rows, which no state can time, so the duplicate
+is planted rather than provoked.
 
 The worker test kills ``workers[0]`` (its JVM and its executor) after the first commit;
 the application continues on the other worker.  It runs last and starts the worker again.
+
+Everything here runs on the test's thread; the processes it watches are its children.
 """
 
 from __future__ import annotations
