@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import urllib.request
@@ -53,6 +54,9 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 # the heap of the master and worker daemons themselves (Spark's default is 1g each);
 # executors get spark.executor.memory out of the worker's --memory
 DAEMON_MEMORY = "256m"
+# a daemon's start on a busy 2-core machine: a JVM, Spark's classes, the registration
+START_TIMEOUT_S = 180.0
+_WORKER_PORT = re.compile(r"Starting Spark worker [0-9.]+:(\d+)")
 
 
 def spark_home() -> Path:
@@ -105,7 +109,7 @@ class SparkMasterProcess(ChildProcess):
     name = "Spark master"
 
     def __init__(self, directory: Path | str, port: int | None = None,
-                 webui_port: int | None = None, *, start_timeout: float = 60.0,
+                 webui_port: int | None = None, *, start_timeout: float = START_TIMEOUT_S,
                  new_session: bool = False) -> None:
         self.directory = Path(directory)
         self.port = port or free_port()
@@ -149,7 +153,7 @@ class SparkWorkerProcess(ChildProcess):
 
     def __init__(self, directory: Path | str, master: SparkMasterProcess, *,
                  cores: int = 1, memory: str = "1g", port: int | None = None,
-                 webui_port: int | None = None, start_timeout: float = 60.0,
+                 webui_port: int | None = None, start_timeout: float = START_TIMEOUT_S,
                  new_session: bool = False) -> None:
         self.directory = Path(directory)
         self.master = master
@@ -178,7 +182,11 @@ class SparkWorkerProcess(ChildProcess):
         return self
 
     def registered(self) -> bool:
-        """True once the master lists this worker ``ALIVE``."""
+        """True once the master lists this worker ``ALIVE``.  A port taken between
+        ``free_port`` and the bind makes Spark try the next one: the log says which."""
+        bound = _WORKER_PORT.findall(self.logs())
+        if bound:
+            self.port = int(bound[-1])
         try:
             workers = self.master.state().get("workers", [])
         except (OSError, ValueError):
@@ -205,14 +213,16 @@ class SparkStandaloneCluster(Launched):
 
     def __init__(self, directory: Path | str, workers: int = 2, *, cores_per_worker: int = 1,
                  memory_per_worker: str = "1g", master_port: int | None = None,
-                 webui_port: int | None = None, new_session: bool = False) -> None:
+                 webui_port: int | None = None, new_session: bool = False,
+                 start_timeout: float = START_TIMEOUT_S) -> None:
         if workers < 1:
             raise ValueError(f"a Spark cluster needs at least one worker, not {workers}")
         self.directory = Path(directory)
         self.master = SparkMasterProcess(self.directory / "master", master_port, webui_port,
-                                         new_session=new_session)
+                                         start_timeout=start_timeout, new_session=new_session)
         self.workers = [SparkWorkerProcess(self.directory / f"worker-{i}", self.master,
                                            cores=cores_per_worker, memory=memory_per_worker,
+                                           start_timeout=start_timeout,
                                            new_session=new_session)
                         for i in range(1, workers + 1)]
 
