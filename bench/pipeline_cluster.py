@@ -141,7 +141,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--only", choices=("throughput", "latency"),
                     help="run one of the two parts")
     ap.add_argument("--quick", action="store_true",
-                    help="a fifth of --records and 10 s of latency: about two minutes")
+                    help="a fifth of --records and 10 s of latency per target")
     ap.add_argument("--keep", metavar="DIR",
                     help="work in DIR and keep it (driver logs, databases, Spark logs)")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
