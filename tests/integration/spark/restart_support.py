@@ -26,8 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline_events import VALUE_SCHEMA
+from pipeline_events import VALUE_SCHEMA, create_topic
 
+from millrace.client.errors import KafkaTimeoutError
+from millrace.common.errors import TopicExistsError
 from millrace.launcher.spark_cluster import SparkStandaloneCluster
 from millrace.spark.sinks import open_database
 from millrace.testing.postgres import PostgresServer, server_bin_dir
@@ -47,6 +49,24 @@ def until(what: str, condition: Callable[[], T | None], timeout: float = WAIT_S,
             return value
         time.sleep(0.1)
     raise AssertionError(f"gave up after {timeout:.0f}s waiting for {what}\n{diagnostics()}")
+
+
+def create_topic_on_cluster(bootstrap: str, topic: str, partitions: int,
+                            attempts: int = 3) -> None:
+    """``create_topic`` on a cluster that has just started: asked again when the answer
+    timed out (no controller elected yet, or a loaded machine); a topic that the timed-out
+    request did create counts as created."""
+    for attempt in range(1, attempts + 1):
+        try:
+            create_topic(bootstrap, topic, partitions)
+            return
+        except TopicExistsError:
+            if attempt == 1:
+                raise
+            return
+        except KafkaTimeoutError:
+            if attempt == attempts:
+                raise
 
 
 def pipeline_args(master: str, bootstrap: str, topic: str, database: str, checkpoint: Path,

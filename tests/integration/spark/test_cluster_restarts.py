@@ -44,12 +44,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pipeline_events import Event, assert_tables, create_topic, events, fold, produce
+from pipeline_events import Event, assert_tables, events, fold, produce
 from restart_driver import KILL_AFTER_BATCH, UNGUARDED
 from restart_support import (
     Driver,
     app_name,
     committed,
+    create_topic_on_cluster,
     pipeline_args,
     restart_postgres,
     until,
@@ -101,7 +102,7 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 
 def stream(kafka: LocalCluster, topic: str, seed: int) -> list[Event]:
-    create_topic(kafka.bootstrap, topic, PARTITIONS)
+    create_topic_on_cluster(kafka.bootstrap, topic, PARTITIONS)
     produced = events(EVENTS, seed=seed, keys=80)
     produce(kafka.bootstrap, topic, produced)
     return produced
