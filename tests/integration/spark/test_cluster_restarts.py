@@ -251,3 +251,41 @@ def test_partition_leader_killed_mid_run_the_job_finishes_exact(
         wait_application_gone(spark_cluster, app_name(tag))
     finally:
         kafka.restart_broker(victim.broker_id)
+
+
+def test_postgres_sink_reconnects_and_applies_a_batch_once(postgres: PostgresServer
+                                                           ) -> None:
+    """The sink's retry on its own, without Spark: a restart between batches and one in
+    the middle of a batch's transaction (between its two sinks) are both ridden out, and
+    each batch is in the tables once.  The control: the same restart under the plain
+    transaction (``Database.commit``, no retry) fails the batch -- the restart really
+    ends the sink's connection."""
+    import psycopg
+    import pyarrow as pa
+
+    from millrace.spark.sinks import Database, SinkBatch, TableSpec
+    from millrace.spark.sinks.table import Column
+
+    specs = [TableSpec(f"counts_{n}", (Column("k", "string"), Column("n", "bigint")), ("k",),
+                       mode="merge", merge=(("n", "sum"),)) for n in ("a", "b")]
+    rows = pa.table({"k": ["x", "y"], "n": [1, 2]})
+
+    def parts(restart_between: bool) -> Iterator[SinkBatch]:
+        yield SinkBatch(specs[0].name, specs[0], rows)
+        if restart_between:
+            restart_postgres(postgres)
+        yield SinkBatch(specs[1].name, specs[1], rows)
+
+    with open_database(postgres.url) as db:
+        for spec in specs:
+            db.ensure_table(spec)
+        db.commit("reconnect", "q", 0, parts(False))
+        restart_postgres(postgres)
+        assert db.commit("reconnect", "q", 1, parts(False)) == {s.name: 2 for s in specs}
+        assert db.commit("reconnect", "q", 2, parts(True)) == {s.name: 2 for s in specs}
+        restart_postgres(postgres)
+        with pytest.raises(psycopg.OperationalError):
+            Database.commit(db, "reconnect", "q", 3, parts(False))
+    with open_database(postgres.url) as db:
+        for spec in specs:
+            assert sorted(db.query(f"SELECT k, n FROM {spec.name}")) == [("x", 3), ("y", 6)]
