@@ -162,7 +162,7 @@ class BadRecord:
         cls = self.exception_class
         stage = "VALUE_CONVERTER" if self.kind == PARSE else "TASK_PUT"
         executing = ("pyspark.sql.functions.from_json" if self.kind == PARSE
-                     else "millrace.spark.pipeline.runner.SinkWriter")
+                     else "millrace.spark.pipeline.sink_writer.SinkWriter")
         values = {"topic": self.topic, "partition": str(self.partition),
                   "offset": str(self.offset), "connector.name": pipeline, "stage": stage,
                   "class.name": executing,

@@ -5,8 +5,9 @@ share one Spark streaming query over the pipeline's rows, checkpointed in
 ``<checkpoint_dir>/shared-query``: the topic is read and parsed once per micro-batch,
 which the writer caches while each sink computes its rows from it.  Every other sink is
 a query of its own on Spark's stateful aggregation (``<checkpoint_dir>/<table>``).  Each
-query's ``foreachBatch`` writer (``SinkWriter``, called on the driver) collects its
-sinks' rows as Arrow and hands them to ``Database.commit``: one transaction that, per
+query's ``foreachBatch`` writer (``sink_writer.SinkWriter``, called on the driver) collects
+its sinks' rows as Arrow (or has the executors stage them) and hands them to
+``Database.commit``: one transaction that, per
 sink, skips a batch id already recorded in ``millrace_batches`` for this query, or
 upserts the rows and records the id.  Spark re-runs a batch after a crash with the same
 id over the same offsets, so a batch is applied once whatever instant the process died
@@ -28,11 +29,10 @@ that the summary never counts.  A failed query stops the others and raises
 from __future__ import annotations
 
 import json
-import queue
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -40,32 +40,27 @@ from typing import TYPE_CHECKING, Any
 
 from millrace.common.errors import MillraceError
 from millrace.spark.pipeline.bad_records import (
-    ERROR_COLUMN,
     BadRecordPolicy,
     bad_record_message,
     column_limits,
 )
 from millrace.spark.pipeline.config import PipelineConfig
 from millrace.spark.pipeline.plan import (
-    MAX_EVENT_TIME,
     SinkPlan,
     build_plan,
     spark_message,
 )
-from millrace.spark.sinks import Database, SinkBatch, TableSpec, open_database
+from millrace.spark.pipeline.sink_writer import PipelineError, SinkWriter
+from millrace.spark.sinks import Database, open_database
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
-
-    from millrace.spark.sinks.staged import StagedRows
 
 POLL_S = 0.2
 SHARED_CHECKPOINT = "shared-query"  # not a valid table name: never a sink's own checkpoint
 # how long a sink query may take to create its sources before the next one starts anyway
 SOURCE_INIT_TIMEOUT_S = 120.0
-QUERY_ID_WAIT_S = 120.0
 STOP_GRACE_S = 30.0  # how long a stop waits for Spark to report committed batches
 
 
@@ -84,10 +79,6 @@ def _await_sources(query: StreamingQuery, timeout_s: float = SOURCE_INIT_TIMEOUT
         if not str(query.status.get("message", "")).startswith("Initializing"):
             return
         time.sleep(0.05)
-
-
-class PipelineError(MillraceError):
-    """A sink query failed (the message is the first line of the cause)."""
 
 
 @dataclass
@@ -128,217 +119,6 @@ class PipelineResult:
     # table -> micro-batches its query completed in this run (with or without rows)
     batches_by_table: dict[str, int] = field(default_factory=dict)
     dead_letters: int = 0  # bad records sent to the dead-letter topic (errors_tolerance all)
-
-
-class SinkWriter:
-    """The ``foreachBatch`` function of one query and its sinks; owns their connection.
-
-    Called by Spark on a driver callback thread, one batch at a time.  With several
-    sinks (a shared query) the micro-batch is cached while each sink's batch form
-    computes its rows from it, and the transaction, on a thread of its own, writes each
-    sink's rows while Spark computes the next sink's; a single sink on its own query
-    writes the batch as is.
-
-    Bad records (``bad_records.py``): a shared query's micro-batch carries
-    ``ERROR_COLUMN``; its bad rows reach the driver with the first state sink's rows (or,
-    without a state sink, through one more read of the cached batch) and ``policy``
-    raises or sends them to the dead-letter topic before any sink's rows are handed to
-    the transaction, so before it commits."""
-
-    def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database,
-                 policy: BadRecordPolicy | None = None, stage_url: str | None = None) -> None:
-        self.pipeline = pipeline
-        self.plans = plans
-        self.database = database
-        self.policy = policy
-        # executor writes (sinks/staged.py): the tasks stage the rows in this database
-        self.stage_url = stage_url
-        self.shared = plans[0].shares_query
-        # batch id -> bad records sent to the dead-letter topic
-        self.dead_letters: dict[int, int] = {}
-        self.query_id: str | None = None
-        self._query_id_set = threading.Event()
-        # batch id -> table -> rows upserted (None: skipped, committed before a restart)
-        self.outcomes: dict[int, dict[str, int | None]] = {}
-        # batch id -> (spark s, database s): computing the rows, then the time the commit
-        # took after the last rows were computed (with several sinks it starts earlier)
-        self.timings: dict[int, tuple[float, float]] = {}
-        self.error: BaseException | None = None
-
-    @property
-    def label(self) -> str:
-        return "+".join(plan.table for plan in self.plans)
-
-    def started(self, query_id: str) -> None:
-        self.query_id = query_id
-        self._query_id_set.set()
-
-    def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        try:
-            if not self._query_id_set.wait(QUERY_ID_WAIT_S):
-                raise PipelineError(f"{self.label}: query id not known")
-            assert self.query_id is not None
-            checked = self.shared and ERROR_COLUMN in frame.columns
-            if self.shared and (len(self.plans) > 1 or
-                                (checked and not self.plans[0].bad_rows_inline)):
-                outcome, timing = self._commit_while_computing(frame, batch_id, checked)
-            else:
-                started = time.perf_counter()
-                parts = [self._collect_one(frame, batch_id)]
-                collected = time.perf_counter()
-                outcome = self.database.commit(self.pipeline, self.query_id, batch_id, parts)
-                timing = (collected - started, time.perf_counter() - collected)
-            self.timings[batch_id] = timing
-            self.outcomes[batch_id] = outcome
-        except BaseException as e:
-            self.error = e
-            # Spark matches the Python error's text with a regular expression that overflows
-            # the stack on a long text (a Java stack inside a Python traceback): hand back
-            # one short line; run() reports self.error itself.
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-            raise PipelineError(f"{self.label} batch {batch_id}: "
-                                f"{type(e).__name__}: {first}") from None
-
-    def _collect_one(self, frame: DataFrame, batch_id: int) -> SinkBatch:
-        plan = self.plans[0]
-        if not self.shared:
-            if self.stage_url is not None:
-                return SinkBatch(plan.table, plan.spec, self._stage(frame, plan.spec,
-                                                                    batch_id)[0])
-            return SinkBatch(plan.table, plan.spec, frame.toArrow())
-        # one read of the batch, no cache -- but staged rows and the bad ones are two
-        cache = self.stage_url is not None and ERROR_COLUMN in frame.columns
-        if cache:
-            frame.persist()
-        try:
-            part, bad = self._batch_rows(plan, frame, batch_id)
-        finally:
-            if cache:
-                frame.unpersist()
-        if bad is not None:
-            self._handle_bad(bad, batch_id)
-        return part
-
-    def _handle_bad(self, bad: pa.Table | None, batch_id: int) -> None:
-        """Raise for a bad record, or send them to the dead-letter topic (flushed)."""
-        if bad is None or bad.num_rows == 0:
-            return
-        if self.policy is None:
-            raise PipelineError(f"{bad.num_rows} bad record(s) and no errors_tolerance")
-        self.dead_letters[batch_id] = self.policy.handle(bad)
-
-    def _bad_rows(self, frame: DataFrame) -> pa.Table:
-        """The bad rows of a cached micro-batch (one more read of the cache)."""
-        from pyspark.sql import functions as F
-
-        return frame.where(F.col(ERROR_COLUMN).isNotNull()).select(ERROR_COLUMN).toArrow()
-
-    def _commit_while_computing(self, frame: DataFrame, batch_id: int, checked: bool = False
-                                ) -> tuple[dict[str, int | None], tuple[float, float]]:
-        """Several sinks on a cached batch: the transaction runs on a thread of its own
-        and takes each sink's rows as soon as Spark has computed them, so the database
-        writes the first sink while Spark computes the next.  A failure on either side
-        rolls the transaction back and is raised here."""
-        assert self.query_id is not None
-        handoff: queue.Queue[SinkBatch | BaseException | None] = queue.Queue()
-
-        def parts() -> Iterator[SinkBatch]:
-            while (item := handoff.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise PipelineError("rolled back: computing a sink's rows failed")
-                yield item
-
-        result: list[dict[str, int | None]] = []
-        failure: list[BaseException] = []
-
-        def commit() -> None:
-            assert self.query_id is not None
-            try:
-                result.append(self.database.commit(self.pipeline, self.query_id, batch_id,
-                                                   parts()))
-            except BaseException as e:
-                failure.append(e)
-
-        started = time.perf_counter()
-        committer = threading.Thread(target=commit, name=f"millrace-commit-{self.label}",
-                                     daemon=True)
-        frame.persist()
-        try:
-            committer.start()
-            try:
-                for i, plan in enumerate(self.plans):
-                    part, bad = self._batch_rows(plan, frame, batch_id)
-                    if checked and i == 0:  # before any rows reach the transaction
-                        self._handle_bad(bad if plan.bad_rows_inline
-                                         else self._bad_rows(frame), batch_id)
-                    handoff.put(part)
-            except BaseException as e:
-                handoff.put(e)
-                committer.join()
-                raise
-            handoff.put(None)
-            computed = time.perf_counter()
-            committer.join()
-        finally:
-            frame.unpersist()
-        if failure:
-            raise failure[0]
-        return result[0], (computed - started, time.perf_counter() - computed)
-
-    def _stage(self, rows: DataFrame, spec: TableSpec, batch_id: int,
-               event_time: str | None = None) -> tuple[StagedRows, int | None]:
-        """Executor writes: every task of ``rows`` stages its share (``staged.py``)."""
-        from millrace.spark.sinks.staged import stage_rows
-
-        assert self.stage_url is not None and self.query_id is not None
-        return stage_rows(rows, self.stage_url, spec, self.query_id, batch_id, event_time)
-
-    def _staged_batch_rows(self, plan: SinkPlan, frame: DataFrame, batch_id: int
-                           ) -> tuple[SinkBatch, pa.Table | None]:
-        """``_batch_rows`` with the rows staged by the executors: only the bad rows (few)
-        come to the driver, through one more read of the batch."""
-        from pyspark.sql import functions as F
-
-        assert plan.batch is not None
-        spec = plan.table_spec
-        rows = plan.batch(frame)
-        bad = None
-        if ERROR_COLUMN in rows.columns:
-            bad = rows.where(F.col(ERROR_COLUMN).isNotNull()).select(ERROR_COLUMN).toArrow()
-            rows = rows.where(F.col(ERROR_COLUMN).isNull()).drop(ERROR_COLUMN)
-        merge = spec.mode == "merge"
-        staged, latest = self._stage(rows, spec, batch_id, MAX_EVENT_TIME if merge else None)
-        if not merge:
-            return SinkBatch(plan.table, spec, staged), bad
-        return SinkBatch(plan.table, spec, staged, max_event_time_us=latest,
-                         watermark_delay_ms=plan.watermark_delay_ms), bad
-
-    def _batch_rows(self, plan: SinkPlan, frame: DataFrame, batch_id: int
-                    ) -> tuple[SinkBatch, pa.Table | None]:
-        """The sink's rows, and the batch's bad rows when they came along (state sinks)."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        if self.stage_url is not None:
-            return self._staged_batch_rows(plan, frame, batch_id)
-        assert plan.batch is not None
-        spec = plan.table_spec
-        rows = plan.batch(frame).toArrow()
-        bad = None
-        if ERROR_COLUMN in rows.column_names:
-            errors = rows[ERROR_COLUMN]
-            if errors.null_count < rows.num_rows:  # the good path skips both filters
-                bad = rows.filter(pc.is_valid(errors)).select([ERROR_COLUMN])
-                rows = rows.filter(pc.is_null(errors))
-            rows = rows.drop_columns([ERROR_COLUMN])
-        if spec.mode != "merge":
-            return SinkBatch(plan.table, spec, rows), bad
-        # microseconds since the epoch (Spark's timestamps reach Arrow in microseconds)
-        latest = pc.max(pc.cast(rows[MAX_EVENT_TIME], pa.int64())).as_py()
-        return SinkBatch(plan.table, spec, rows.drop_columns([MAX_EVENT_TIME]),
-                         max_event_time_us=latest,
-                         watermark_delay_ms=plan.watermark_delay_ms), bad
-
 
 
 def _stop_when_reported(t: _Tracked, grace_s: float = STOP_GRACE_S) -> None:

@@ -151,7 +151,7 @@ def test_bad_rows_become_records_in_offset_order_with_connect_headers() -> None:
         "__connect.errors.topic": b"orders", "__connect.errors.partition": b"1",
         "__connect.errors.offset": b"7", "__connect.errors.connector.name": b"orders-job",
         "__connect.errors.stage": b"TASK_PUT",
-        "__connect.errors.class.name": b"millrace.spark.pipeline.runner.SinkWriter",
+        "__connect.errors.class.name": b"millrace.spark.pipeline.sink_writer.SinkWriter",
         "__connect.errors.exception.class.name":
             b"millrace.spark.pipeline.bad_records.NullKeyError",
         "__connect.errors.exception.message": b"null key column order_id for table orders"}
