@@ -59,6 +59,11 @@ BLOCKS: dict[str, str] = {
     ".venv/bin/millrace pipeline run": "Spark and JSON order events: the demo runs this "
                                        "pipeline (tests/integration/spark/test_demo.py)",
     "curl -s http://127.0.0.1:9644/metrics": RUN,  # the test broker's HTTP listener
+    ".venv/bin/millrace spark up --workers 2": "a Spark cluster in the foreground and the "
+                                               "pipeline on it (tests/integration/"
+                                               "test_spark_up.py, spark/test_cluster_*.py)",
+    "SPARK_HOME=$(.venv/bin/python -c": "spark-submit on a standalone cluster "
+                                        "(tests/integration/spark/test_cluster_submit.py)",
     # Security: a secured broker of its own, tests/integration/test_readme_security.py
     "# in one terminal": "cluster up in the foreground, the secured demo "
                          "(tests/integration/test_cluster_up.py, spark/test_demo_cluster.py)",
