@@ -50,7 +50,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,7 @@ from pipeline_events import (
 )
 
 from millrace.launcher.broker_process import free_port
-from millrace.launcher.spark_cluster import SparkStandaloneCluster, get_json, spark_missing
+from millrace.launcher.spark_cluster import SparkStandaloneCluster, get_json
 from millrace.spark.sinks import open_database
 from millrace.testing.broker_process import BrokerProcess
 
@@ -81,15 +81,6 @@ KILL_ATTEMPTS = 4
 
 
 # ------------------------------------------------------------------ processes
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
-    reason = spark_missing()
-    if reason is not None:
-        pytest.skip(reason)
-    with SparkStandaloneCluster(tmp_path_factory.mktemp("spark"), workers=2) as spark:
-        yield spark
-
-
 class Driver:
     """A Spark driver child process in its own process group, its web UI on ``ui_port``."""
 

@@ -30,7 +30,6 @@ import site
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,16 +51,6 @@ JOB = REPO / "examples" / "spark_submit_job.py"
 APP_NAME = "millrace-example"
 SUBMIT_TIMEOUT_S = 600
 N = 300
-CLUSTER_START_TIMEOUT_S = 300.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
-    spark = SparkStandaloneCluster(tmp_path_factory.mktemp("spark"), workers=2)
-    for process in (spark.master, *spark.workers):  # a JVM starts slowly on a busy machine
-        process.start_timeout = CLUSTER_START_TIMEOUT_S
-    with spark:
-        yield spark
 
 
 def spark_submit(cluster: SparkStandaloneCluster, *args: str, python: str = sys.executable,

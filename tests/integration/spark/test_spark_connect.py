@@ -52,16 +52,6 @@ def _listening(port: int) -> bool:
     except OSError:
         return False
     return True
-CLUSTER_START_TIMEOUT_S = 300.0
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkStandaloneCluster]:
-    spark = SparkStandaloneCluster(tmp_path_factory.mktemp("spark"), workers=2)
-    for process in (spark.master, *spark.workers):  # a JVM starts slowly on a busy machine
-        process.start_timeout = CLUSTER_START_TIMEOUT_S
-    with spark:
-        yield spark
 
 
 @pytest.fixture(scope="module")
