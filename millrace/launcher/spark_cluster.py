@@ -264,7 +264,7 @@ class SparkStandaloneCluster(Launched):
         return apps
 
     def describe(self) -> dict[str, Any]:
-        return {"master": self.master_url, "web_ui": self.web_ui_url,
+        return {"master": self.master_url, "web_ui": self.web_ui_url, "pid": self.master.pid,
                 "directory": str(self.directory.resolve()),
                 "workers": [{"pid": w.pid, "port": w.port, "web_ui": w.web_ui_url,
                              "cores": w.cores, "memory": w.memory} for w in self.workers]}

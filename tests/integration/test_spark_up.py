@@ -47,11 +47,12 @@ def alive(pid: int) -> bool:
 def test_spark_up_serves_on_loopback_and_stops_on_sigterm(tmp_path: Path) -> None:
     port, webui_port = free_port(), free_port()
     proc = spark_up(tmp_path / "spark", port, webui_port)
+    info: dict[str, Any] = {}
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # printed once every worker has registered
         assert line, proc.communicate(timeout=30)
-        info: dict[str, Any] = json.loads(line)
+        info = json.loads(line)
         assert info["master"] == f"spark://127.0.0.1:{port}"
         assert info["web_ui"] == f"http://127.0.0.1:{webui_port}"
         master = get_json(f"{info['web_ui']}/json/")
@@ -77,7 +78,7 @@ def test_spark_up_serves_on_loopback_and_stops_on_sigterm(tmp_path: Path) -> Non
         assert second.returncode == 1 and out == ""
         assert f"--port {port}: 127.0.0.1:{port} is in use" in err
 
-        pids = [w["pid"] for w in info["workers"]]
+        pids = [info["pid"], *(w["pid"] for w in info["workers"])]
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=90)
         assert proc.returncode == 0, err
@@ -85,6 +86,19 @@ def test_spark_up_serves_on_loopback_and_stops_on_sigterm(tmp_path: Path) -> Non
         assert err.rstrip().endswith("stopped")
         assert not any(alive(pid) for pid in pids)
     finally:
-        if proc.poll() is None:
+        stop_everything(proc, info)
+
+
+def stop_everything(proc: subprocess.Popen[str], info: dict[str, Any]) -> None:
+    """After a failure: SIGTERM (the command stops its JVMs), then SIGKILL for whatever
+    is left -- the JVMs too, which run in sessions of their own."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(90)
+        except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+    for pid in [info.get("pid"), *(w["pid"] for w in info.get("workers", []))]:
+        if pid is not None and alive(pid):
+            os.kill(pid, signal.SIGKILL)
