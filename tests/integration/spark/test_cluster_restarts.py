@@ -2,9 +2,9 @@
 restarted, a broker that leads a partition killed, PostgreSQL restarted -- each in the
 middle of a run, and each run ending with the database equal to the fold of the input.
 
-One ``SparkStandaloneCluster`` (a master, two one-core workers), one 3-broker
-``LocalCluster`` (ZooKeeper; topics replicated 3 times, ``min.insync.replicas=2``) and one
-PostgreSQL serve the module.  Every driver is a child process, ``millrace pipeline run
+One ``SparkStandaloneCluster`` (conftest's ``cluster``: a master, two one-core workers),
+one 3-broker ``LocalCluster`` (ZooKeeper; topics replicated 3 times,
+``min.insync.replicas=2``) and one PostgreSQL serve the module.  Every driver is a child process, ``millrace pipeline run
 --master spark://...`` (through ``restart_driver.py``, which adds the test-only hooks), so
 the driver, the executors and the workers are separate JVMs, as in production.  Each test
 has its own topic, pipeline name, tables and checkpoint.
@@ -81,13 +81,6 @@ BATCHES = -(-EVENTS // BATCH)
 
 
 @pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory
-                  ) -> Iterator[SparkStandaloneCluster]:
-    with SparkStandaloneCluster(tmp_path_factory.mktemp("spark"), workers=2) as cluster:
-        yield cluster
-
-
-@pytest.fixture(scope="module")
 def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
     with PostgresServer(tmp_path_factory.mktemp("postgres")) as server:
         yield server
@@ -112,30 +105,30 @@ def skipped_batches(driver: Driver) -> set[int]:
     return {e["batch_id"] for e in driver.events() if e["event"] == "batch" and e["skipped"]}
 
 
-def killed_after(spark_cluster: SparkStandaloneCluster, args: list[str], log: Path,
+def killed_after(cluster: SparkStandaloneCluster, args: list[str], log: Path,
                  tag: str, batch: int, **hooks: str) -> None:
     """A driver that kills its own group once batch ``batch`` is in the database; returns
     when its application is gone from the cluster."""
     driver = Driver(args, log, **{KILL_AFTER_BATCH: str(batch), **hooks})
     until(f"application {app_name(tag)} on the master",
           lambda: not driver.running() or any(
-              a.get("name") == app_name(tag) for a in spark_cluster.applications()))
+              a.get("name") == app_name(tag) for a in cluster.applications()))
     code = driver.wait()
     driver.kill()  # the group is gone already; this checks it
     assert code == -9, f"the driver was to kill itself after batch {batch}, it ended " \
                        f"with {code}:\n{driver.output()[-6000:]}"
     assert f"batch {batch} committed, kill -9" in driver.output()
-    wait_application_gone(spark_cluster, app_name(tag))
+    wait_application_gone(cluster, app_name(tag))
 
 
 # ---------------------------------------------------------------------------- demo
 def test_demo_on_three_brokers_a_spark_cluster_and_postgresql(
-        spark_cluster: SparkStandaloneCluster, postgres: PostgresServer,
+        cluster: SparkStandaloneCluster, postgres: PostgresServer,
         tmp_path: Path) -> None:
     """Runs first: its own three brokers come and go before the module's cluster starts."""
     from tests.integration.spark.test_demo import demo
 
-    result = demo("--brokers", "3", "--spark-master", spark_cluster.master_url,
+    result = demo("--brokers", "3", "--spark-master", cluster.master_url,
                   "--database", postgres.url, "--events", "1500", "--partitions", "3",
                   "--data-dir", str(tmp_path / "demo"), "--output", "json")
     assert result.returncode == 0, result.stdout + result.stderr[-6000:]
@@ -146,23 +139,23 @@ def test_demo_on_three_brokers_a_spark_cluster_and_postgresql(
     assert doc["verification"]["orders_actual"] == doc["verification"]["orders_expected"] > 0
     assert any(n.startswith("killed broker ") for n in doc["notes"]), doc["notes"]
     # the pipeline ran on the cluster: the master lists the demo's application, ended
-    done = spark_cluster.master.state().get("completedapps", [])
+    done = cluster.master.state().get("completedapps", [])
     assert any(app["name"].startswith("millrace") for app in done), done
-    assert not spark_cluster.applications() and not spark_cluster.executor_pids()
+    assert not cluster.applications() and not cluster.executor_pids()
 
 
 # ---------------------------------------------------------------------------- the driver
 def test_driver_killed_after_a_commit_resumes_exactly_once(
-        spark_cluster: SparkStandaloneCluster, kafka: LocalCluster,
+        cluster: SparkStandaloneCluster, kafka: LocalCluster,
         postgres: PostgresServer, tmp_path: Path) -> None:
     tag = "driver"
     produced = stream(kafka, tag, seed=31)
-    args = pipeline_args(spark_cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     log = tmp_path / "driver.log"
     # ROUNDS kills, each right after the database committed the next batch but one
     for round_ in range(ROUNDS):
-        killed_after(spark_cluster, args, log, tag, batch=2 * round_ + 1)
+        killed_after(cluster, args, log, tag, batch=2 * round_ + 1)
         assert committed(postgres.url, tag) == SINKS * (2 * round_ + 2)
     driver = Driver(args, log)
     assert driver.wait() == 0, driver.output()[-6000:]
@@ -175,20 +168,20 @@ def test_driver_killed_after_a_commit_resumes_exactly_once(
     assert summary["batches_skipped"] == SINKS, summary
     assert committed(postgres.url, tag) == SINKS * BATCHES
     assert_tables(postgres.url, fold(produced), f"orders_{tag}", f"revenue_{tag}")
-    wait_application_gone(spark_cluster, app_name(tag))
+    wait_application_gone(cluster, app_name(tag))
 
 
 def test_without_the_guard_the_same_kill_doubles_a_batch(
-        spark_cluster: SparkStandaloneCluster, kafka: LocalCluster,
+        cluster: SparkStandaloneCluster, kafka: LocalCluster,
         postgres: PostgresServer, tmp_path: Path) -> None:
     """The negative control: the checker of the test above must fail on a sink without
     the batch-id guard, under the same kill."""
     tag = "unguarded"
     produced = stream(kafka, tag, seed=32)
-    args = pipeline_args(spark_cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     log = tmp_path / "driver.log"
-    killed_after(spark_cluster, args, log, tag, batch=1, **{UNGUARDED: "1"})
+    killed_after(cluster, args, log, tag, batch=1, **{UNGUARDED: "1"})
     driver = Driver(args, log, **{UNGUARDED: "1"})
     assert driver.wait() == 0, driver.output()[-6000:]
     assert driver.summary()["batches_skipped"] == 0  # nothing guarded: batch 1 applied again
@@ -203,11 +196,11 @@ def test_without_the_guard_the_same_kill_doubles_a_batch(
 
 # ---------------------------------------------------------------------------- PostgreSQL
 def test_postgres_restarted_mid_run_the_job_retries_and_is_exact(
-        spark_cluster: SparkStandaloneCluster, kafka: LocalCluster,
+        cluster: SparkStandaloneCluster, kafka: LocalCluster,
         postgres: PostgresServer, tmp_path: Path) -> None:
     tag = "pgrestart"
     produced = stream(kafka, tag, seed=33)
-    args = pipeline_args(spark_cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     driver = Driver(args, tmp_path / "driver.log")
     wait_committed(driver, postgres.url, tag, SINKS)
@@ -224,16 +217,16 @@ def test_postgres_restarted_mid_run_the_job_retries_and_is_exact(
     assert set(driver.summary()["lag"].values()) == {0}
     assert committed(postgres.url, tag) == SINKS * BATCHES
     assert_tables(postgres.url, fold(produced), f"orders_{tag}", f"revenue_{tag}")
-    wait_application_gone(spark_cluster, app_name(tag))
+    wait_application_gone(cluster, app_name(tag))
 
 
 # ---------------------------------------------------------------------------- a broker
 def test_partition_leader_killed_mid_run_the_job_finishes_exact(
-        spark_cluster: SparkStandaloneCluster, kafka: LocalCluster,
+        cluster: SparkStandaloneCluster, kafka: LocalCluster,
         postgres: PostgresServer, tmp_path: Path) -> None:
     tag = "leaderkill"
     produced = stream(kafka, tag, seed=34)
-    args = pipeline_args(spark_cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     driver = Driver(args, tmp_path / "driver.log")
     wait_committed(driver, postgres.url, tag, SINKS)
@@ -248,7 +241,7 @@ def test_partition_leader_killed_mid_run_the_job_finishes_exact(
         assert set(driver.summary()["lag"].values()) == {0}
         assert committed(postgres.url, tag) == SINKS * BATCHES
         assert_tables(postgres.url, fold(produced), f"orders_{tag}", f"revenue_{tag}")
-        wait_application_gone(spark_cluster, app_name(tag))
+        wait_application_gone(cluster, app_name(tag))
     finally:
         kafka.restart_broker(victim.broker_id)
 
