@@ -46,6 +46,7 @@ def test_leader_kills_lose_nothing(tmp_path: Path) -> None:
     assert r.history.commits and r.history.final_assignment
 
 
+@pytest.mark.long  # CI keeps tests/faults/test_network_partitions.py's targeted cases
 def test_network_partitions_lose_nothing(tmp_path: Path) -> None:
     r = run("network", tmp_path, faults=2, seed=3)
     assert r.report.ok, explain(r)

@@ -42,6 +42,7 @@ def explain(r: RunResult) -> str:
     return f"{r.scenario} seed {r.seed}: {r.summary()} (history in {r.directory})"
 
 
+@pytest.mark.long  # scripts/faults.sh --scenario security --scenario control-no-authorizer
 def test_hostile_clients_are_denied_everything_and_the_workload_loses_nothing(
         tmp_path: Path) -> None:
     r = run("security", tmp_path)
@@ -66,6 +67,7 @@ def test_hostile_clients_are_denied_everything_and_the_workload_loses_nothing(
     assert r.passed
 
 
+@pytest.mark.long  # scripts/faults.sh --scenario security --scenario control-no-authorizer
 def test_without_the_authorizer_the_checker_catches_the_hostile_clients(
         tmp_path: Path) -> None:
     assert SCENARIOS["control-no-authorizer"].negative_control

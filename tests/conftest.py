@@ -1,0 +1,36 @@
+"""The test profiles: CI's bounded one (the default) and the long one.
+
+Tests marked ``long`` repeat, at length, what faster tests and the long scripts cover:
+the randomized fault scenarios whose long profile is ``scripts/faults.sh``, and the demo
+on a Spark cluster that ``scripts/pipeline-soak.sh`` runs.  They are deselected -- and
+counted in the summary line -- unless ``MILLRACE_TESTS=all`` (``MILLRACE_TESTS=all bash
+scripts/test.sh`` runs everything), so the test command stays within CI's time budget.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+PROFILE_ENV = "MILLRACE_TESTS"
+
+
+def long_tests_run() -> bool:
+    return os.environ.get(PROFILE_ENV, "") == "all"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if long_tests_run():
+        return
+    long = [item for item in items if item.get_closest_marker("long") is not None]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if item.get_closest_marker("long") is None]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if long_tests_run():
+        return f"profile: all ({PROFILE_ENV}=all): the long tests run too"
+    return (f"profile: CI's bounded one; tests marked long are deselected "
+            f"({PROFILE_ENV}=all runs them)")
