@@ -17,6 +17,7 @@ import math
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from millrace.client.admin import KafkaAdminClient, NewTopic
@@ -149,3 +150,21 @@ def assert_tables(database: str, expected: Expected, orders_table: str = "orders
         assert got_n == n, (key, got_n, n)
         assert math.isclose(got_total, total, rel_tol=1e-9, abs_tol=1e-6), (key, got_total,
                                                                              total)
+
+
+def pipeline_args(bootstrap: str, topic: str, name: str, database: str, checkpoint: Path,
+                  batch: int, trigger: str = "available-now", orders_table: str = "orders",
+                  revenue_table: str = "revenue_per_minute") -> list[str]:
+    """``millrace pipeline run``'s flags for the order pipeline these events feed: the
+    latest state per order and paid revenue per product and minute (one shared query),
+    ``batch`` records per micro-batch, JSON lines on stdout."""
+    return ["--bootstrap-server", bootstrap, "--topic", topic, "--name", name,
+            "--option", "startingOffsets=earliest",
+            "--option", f"maxOffsetsPerTrigger={batch}",
+            "--value-format", "json", "--value-schema", VALUE_SCHEMA,
+            "--state-table", orders_table, "--key", "order_id",
+            "--aggregate-table", revenue_table, "--event-time", "event_time",
+            "--window", "1 minute", "--watermark", "10 minutes", "--group-by", "product",
+            "--aggregate", "revenue=sum(quantity * price)", "--aggregate", "orders=count(*)",
+            "--where", "status = 'paid'", "--database", database,
+            "--checkpoint", str(checkpoint), "--trigger", trigger, "--output", "json"]

@@ -36,7 +36,7 @@ from restart_support import (
     app_name,
     committed,
     create_topic_on_cluster,
-    pipeline_args,
+    restart_pipeline_args,
     restart_postgres,
     until,
     wait_application_gone,
@@ -69,7 +69,7 @@ class Soak:
         self.down_broker: int | None = None
 
     def arguments(self, trigger: str) -> list[str]:
-        return pipeline_args(self.spark.master_url, self.kafka.bootstrap, TAG, self.pg.url,
+        return restart_pipeline_args(self.spark.master_url, self.kafka.bootstrap, TAG, self.pg.url,
                              self.directory / "checkpoints", self.batch, TAG, trigger)
 
     def produce_chunk(self) -> int:

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pipeline_events import VALUE_SCHEMA, create_topic
+from pipeline_events import create_topic, pipeline_args
 
 from millrace.client.errors import KafkaTimeoutError
 from millrace.common.errors import TopicExistsError
@@ -69,21 +69,13 @@ def create_topic_on_cluster(bootstrap: str, topic: str, partitions: int,
                 raise
 
 
-def pipeline_args(master: str, bootstrap: str, topic: str, database: str, checkpoint: Path,
-                  batch: int, tag: str, trigger: str = "available-now") -> list[str]:
-    """The order pipeline of ``pipeline_events`` (latest state per order, paid revenue per
-    product and minute, both on one shared query) into ``orders_<tag>`` and
-    ``revenue_<tag>``, ``batch`` records per micro-batch."""
-    return ["--master", master, "--bootstrap-server", bootstrap, "--topic", topic,
-            "--name", tag, "--option", "startingOffsets=earliest",
-            "--option", f"maxOffsetsPerTrigger={batch}",
-            "--value-format", "json", "--value-schema", VALUE_SCHEMA,
-            "--state-table", f"orders_{tag}", "--key", "order_id",
-            "--aggregate-table", f"revenue_{tag}", "--event-time", "event_time",
-            "--window", "1 minute", "--watermark", "10 minutes", "--group-by", "product",
-            "--aggregate", "revenue=sum(quantity * price)", "--aggregate", "orders=count(*)",
-            "--where", "status = 'paid'", "--database", database,
-            "--checkpoint", str(checkpoint), "--trigger", trigger, "--output", "json"]
+def restart_pipeline_args(master: str, bootstrap: str, topic: str, database: str,
+                          checkpoint: Path, batch: int, tag: str,
+                          trigger: str = "available-now") -> list[str]:
+    """The order pipeline into ``orders_<tag>`` and ``revenue_<tag>`` on ``master``."""
+    return ["--master", master, *pipeline_args(bootstrap, topic, tag, database, checkpoint,
+                                               batch, trigger, f"orders_{tag}",
+                                               f"revenue_{tag}")]
 
 
 class Driver:

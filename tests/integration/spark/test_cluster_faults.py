@@ -56,7 +56,6 @@ from typing import Any
 
 import pytest
 from pipeline_events import (
-    VALUE_SCHEMA,
     WINDOW_MS,
     Event,
     assert_tables,
@@ -64,6 +63,7 @@ from pipeline_events import (
     epoch_ms,
     events,
     fold,
+    pipeline_args,
     produce,
 )
 
@@ -150,17 +150,7 @@ def pipeline_driver(cluster: SparkStandaloneCluster, broker: BrokerProcess, topi
     args = [sys.executable, "-m", "millrace.cli.main", "pipeline", "run",
             "--master", cluster.master_url,
             "--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={ui_port}",
-            "--bootstrap-server", broker.bootstrap, "--topic", topic, "--name", topic,
-            "--option", "startingOffsets=earliest",
-            "--option", f"maxOffsetsPerTrigger={BATCH}",
-            "--value-format", "json", "--value-schema", VALUE_SCHEMA,
-            "--state-table", "orders", "--key", "order_id",
-            "--aggregate-table", "revenue_per_minute", "--event-time", "event_time",
-            "--window", "1 minute", "--watermark", "10 minutes", "--group-by", "product",
-            "--aggregate", "revenue=sum(quantity * price)",
-            "--aggregate", "orders=count(*)", "--where", "status = 'paid'",
-            "--database", database, "--checkpoint", str(checkpoint),
-            "--trigger", "available-now", "--output", "json"]
+            *pipeline_args(broker.bootstrap, topic, topic, database, checkpoint, BATCH)]
     return Driver(args, log, ui_port)
 
 

@@ -51,7 +51,7 @@ from restart_support import (
     app_name,
     committed,
     create_topic_on_cluster,
-    pipeline_args,
+    restart_pipeline_args,
     restart_postgres,
     until,
     wait_application_gone,
@@ -150,7 +150,7 @@ def test_driver_killed_after_a_commit_resumes_exactly_once(
         postgres: PostgresServer, tmp_path: Path) -> None:
     tag = "driver"
     produced = stream(kafka, tag, seed=31)
-    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = restart_pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     log = tmp_path / "driver.log"
     # ROUNDS kills, each right after the database committed the next batch but one
@@ -178,7 +178,7 @@ def test_without_the_guard_the_same_kill_doubles_a_batch(
     the batch-id guard, under the same kill."""
     tag = "unguarded"
     produced = stream(kafka, tag, seed=32)
-    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = restart_pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     log = tmp_path / "driver.log"
     killed_after(cluster, args, log, tag, batch=1, **{UNGUARDED: "1"})
@@ -200,7 +200,7 @@ def test_postgres_restarted_mid_run_the_job_retries_and_is_exact(
         postgres: PostgresServer, tmp_path: Path) -> None:
     tag = "pgrestart"
     produced = stream(kafka, tag, seed=33)
-    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = restart_pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     driver = Driver(args, tmp_path / "driver.log")
     wait_committed(driver, postgres.url, tag, SINKS)
@@ -226,7 +226,7 @@ def test_partition_leader_killed_mid_run_the_job_finishes_exact(
         postgres: PostgresServer, tmp_path: Path) -> None:
     tag = "leaderkill"
     produced = stream(kafka, tag, seed=34)
-    args = pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
+    args = restart_pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     driver = Driver(args, tmp_path / "driver.log")
     wait_committed(driver, postgres.url, tag, SINKS)

@@ -29,6 +29,7 @@ from pipeline_events import (
     create_topic,
     events,
     fold,
+    pipeline_args,
     produce,
 )
 
@@ -127,17 +128,8 @@ def test_killed_twice_then_restarted_the_tables_equal_the_fold(
     produce(broker.bootstrap, topic, produced)
 
     def args(trigger: str) -> list[str]:
-        return ["--bootstrap-server", broker.bootstrap, "--topic", topic, "--name", name,
-                "--option", "startingOffsets=earliest",
-                "--option", f"maxOffsetsPerTrigger={BATCH}",
-                "--value-format", "json", "--value-schema", VALUE_SCHEMA,
-                "--state-table", "orders", "--key", "order_id",
-                "--aggregate-table", "revenue_per_minute", "--event-time", "event_time",
-                "--window", "1 minute", "--watermark", "10 minutes", "--group-by", "product",
-                "--aggregate", "revenue=sum(quantity * price)",
-                "--aggregate", "orders=count(*)", "--where", "status = 'paid'",
-                "--database", database, "--checkpoint", str(tmp_path / "checkpoints"),
-                "--trigger", trigger, "--output", "json"]
+        return pipeline_args(broker.bootstrap, topic, name, database,
+                             tmp_path / "checkpoints", BATCH, trigger)
 
     log = tmp_path / "pipeline.log"
     # run 1: killed right after its first commit
