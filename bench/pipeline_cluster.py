@@ -166,15 +166,17 @@ class Driver:
     """``millrace pipeline run`` as a child process in its own process group: stdout (JSON
     lines) in ``<work>/driver.out``, stderr (Spark's log) in ``<work>/driver.log``."""
 
-    def __init__(self, job: Path, master: str, work: Path, trigger: str) -> None:
+    def __init__(self, job: Path, master: str, work: Path, trigger: str,
+                 database: str | None = None, extra: tuple[str, ...] = ()) -> None:
+        """``database``: default a fresh SQLite file in ``work``; ``extra``: more flags."""
         self.work = work
         self.out = work / "driver.out"
         self.log = work / "driver.log"
-        self.database = f"sqlite:///{(work / 'out.db').resolve()}"
+        self.database = database or f"sqlite:///{(work / 'out.db').resolve()}"
         args = [sys.executable, "-m", "millrace.cli.main", "pipeline", "run",
                 "--config", str(job), "--master", master, "--database", self.database,
                 "--checkpoint", str((work / "checkpoints").resolve()),
-                "--trigger", trigger, "--output", "json"]
+                "--trigger", trigger, "--output", "json", *extra]
         if not master.startswith("local"):
             # start the queries only once both executors have registered (at most 120 s):
             # their JVMs' start-up is the driver's start-up, outside the pipeline's clock
@@ -229,9 +231,10 @@ class Driver:
 
 
 @contextmanager
-def driver(job: Path, master: str, work: Path, trigger: str) -> Iterator[Driver]:
+def driver(job: Path, master: str, work: Path, trigger: str, database: str | None = None,
+           extra: tuple[str, ...] = ()) -> Iterator[Driver]:
     work.mkdir(parents=True)
-    d = Driver(job, master, work, trigger)
+    d = Driver(job, master, work, trigger, database, extra)
     try:
         yield d
     finally:
