@@ -191,7 +191,7 @@ class JsonSchema(ParsedSchema):
             cls.check_schema(self.document)
         except jsonschema.exceptions.SchemaError as e:
             raise InvalidSchemaError(f"invalid JSON Schema: {e.message}") from None
-        resources = []
+        resources: list[tuple[str, Any]] = []
         for ref_name, dep in self.dependencies.items():
             if not isinstance(dep, JsonSchema):
                 raise InvalidSchemaError("a JSON Schema can reference JSON Schemas only")
@@ -200,7 +200,7 @@ class JsonSchema(ParsedSchema):
                 default=referencing.jsonschema.DRAFT7)
             resources.append((ref_name, spec.create_resource(dep.document)))
             resources.extend(dep.resources)
-        self.resources = resources
+        self.resources: list[tuple[str, Any]] = resources
         registry: referencing.Registry[Any] = referencing.Registry().with_resources(resources)
         self.validator = cls(self.document, registry=registry)
         self._canonical = _compact_json(self.document)
@@ -317,7 +317,7 @@ def _compile_proto_text(text: str) -> Any:
     from google.protobuf import descriptor_pb2
 
     try:
-        from grpc_tools import protoc  # type: ignore[import-untyped]
+        from grpc_tools import protoc
     except ImportError:
         raise InvalidSchemaError(
             "PROTOBUF schemas are accepted as base64 of a serialized FileDescriptorProto "
