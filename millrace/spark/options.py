@@ -67,9 +67,12 @@ UNSUPPORTED_SOURCE_OPTIONS = {
     "kafka.enable.auto.commit": "offsets are tracked in Spark's checkpoint, nothing is "
                                 "committed to Kafka",
     "kafka.key.deserializer": "keys are always read as bytes; deserialize them with DataFrame "
-                              "operations (e.g. CAST(key AS STRING))",
+                              "operations (e.g. CAST(key AS STRING)), or set keyFormat "
+                              "(avro, json-schema, protobuf) and schema.registry.url",
     "kafka.value.deserializer": "values are always read as bytes; deserialize them with "
-                                "DataFrame operations (e.g. CAST(value AS STRING))",
+                                "DataFrame operations (e.g. CAST(value AS STRING)), or set "
+                                "valueFormat (avro, json-schema, protobuf) and "
+                                "schema.registry.url",
     "kafka.interceptor.classes": "interceptors would only see the raw bytes the source reads",
 }
 
@@ -370,12 +373,67 @@ def _check_client_config(check: Any, props: dict[str, Any]) -> None:
         raise ConfigError(message) from None
 
 
+# ---------------------------------------------------------------------------- registry
+# decoding keys and values with a schema registry (registry.py)
+REGISTRY_OPTIONS = frozenset({
+    "valueformat", "keyformat", "schema.registry.url", "schema.registry.basic.auth.user.info",
+    "subject", "schema.version", "key.subject", "key.schema.version", "mode",
+})
+DECODE_MODES = ("FAILFAST", "PERMISSIVE")
+
+
+def _registry_format(opts: dict[str, str], column: str, topics: tuple[str, ...] | None,
+                     *, sink: bool = False) -> Any:
+    """The ``RegistryFormat`` of ``column`` (key or value), or None when not set."""
+    prefix = "" if column == "value" else "key."
+    name = f"{column}format"
+    raw = opts.get(name)
+    if raw is None or raw.strip().lower() in ("", "binary"):
+        for other in (f"{prefix}subject", f"{prefix}schema.version"):
+            if other in opts:
+                raise ConfigError(f"Option '{other}' needs the option '{column}Format'")
+        return None
+    from millrace.spark.registry import FORMATS, RegistryFormat
+
+    fmt = raw.strip().lower()
+    allowed = ("avro",) if sink else tuple(FORMATS)
+    if fmt not in allowed:
+        raise ConfigError(f"Invalid value '{raw}' for option '{column}Format': one of "
+                          f"{', '.join(allowed)} (or binary: the bytes as they are)")
+    url = (opts.get("schema.registry.url") or "").strip()
+    if not url:
+        raise ConfigError(f"Option '{column}Format' needs the option 'schema.registry.url' "
+                          "(e.g. http://127.0.0.1:8081)")
+    subject = (opts.get(f"{prefix}subject") or "").strip()
+    if not subject:
+        if topics is None or len(topics) != 1:
+            raise ConfigError(f"Option '{prefix}subject' is required with '{column}Format' "
+                              "when the topic is not one named topic (the default subject "
+                              f"is <topic>-{column})")
+        subject = f"{topics[0]}-{column}"
+    version: int | None = None
+    raw_version = opts.get(f"{prefix}schema.version")
+    if raw_version is not None and raw_version.strip().lower() != "latest":
+        version = _positive_int(opts, f"{prefix}schema.version", f"{prefix}schema.version")
+    user_info = opts.get("schema.registry.basic.auth.user.info") or None
+    return RegistryFormat(fmt, url, subject, version, user_info)
+
+
+def _single_topics(strategy: Any) -> tuple[str, ...] | None:
+    if isinstance(strategy, Subscribe):
+        return strategy.topics
+    if isinstance(strategy, Assign):
+        return tuple(sorted({tp.topic for tp in strategy.partitions}))
+    return None
+
+
 # ---------------------------------------------------------------------------- source
 SOURCE_OPTIONS = frozenset({
     "subscribe", "subscribepattern", "assign", "startingoffsets", "endingoffsets",
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
     "minpartitions", "maxpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
+    *REGISTRY_OPTIONS,
 })
 
 
@@ -392,6 +450,14 @@ class SourceOptions:
     include_headers: bool = False
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     kafka_params: KafkaParams = field(default_factory=KafkaParams, hash=False)
+    # registry.RegistryFormat of the value / key (valueFormat, keyFormat), or None: bytes
+    value_format: Any = None
+    key_format: Any = None
+    permissive: bool = False  # mode=PERMISSIVE: undecodable records as decodeError rows
+
+    @property
+    def decodes(self) -> bool:
+        return self.value_format is not None or self.key_format is not None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
@@ -410,7 +476,10 @@ class SourceOptions:
                                   "startingOffsetsByTimestampStrategy, maxOffsetsPerTrigger, "
                                   "minPartitions, maxPartitions, failOnDataLoss, "
                                   "includeHeaders, "
-                                  "kafkaConsumer.pollTimeoutMs")
+                                  "kafkaConsumer.pollTimeoutMs, valueFormat, keyFormat, "
+                                  "schema.registry.url, "
+                                  "schema.registry.basic.auth.user.info, subject, "
+                                  "schema.version, key.subject, key.schema.version, mode")
         kafka_params = _kafka_params(opts, UNSUPPORTED_SOURCE_OPTIONS)
         _check_client_config(ConsumerConfig, {**READER_CONSUMER_DEFAULTS, **kafka_params,
                                               **READER_CONSUMER_FIXED})
@@ -438,6 +507,20 @@ class SourceOptions:
             _check_within_assignment(strategy, starting, "startingOffsets")
             if ending is not None:
                 _check_within_assignment(strategy, ending, "endingOffsets")
+        topics = _single_topics(strategy)
+        value_format = _registry_format(opts, "value", topics)
+        key_format = _registry_format(opts, "key", topics)
+        mode = opts.get("mode", "FAILFAST").strip().upper()
+        if mode not in DECODE_MODES:
+            raise ConfigError(f"Invalid value '{opts['mode']}' for option 'mode': FAILFAST "
+                              "(a record that does not decode fails the query) or PERMISSIVE "
+                              "(it becomes a row with a decodeError)")
+        if "mode" in opts and value_format is None and key_format is None:
+            raise ConfigError("Option 'mode' applies to decoding: set 'valueFormat' or "
+                              "'keyFormat'")
+        if "schema.registry.url" in opts and value_format is None and key_format is None:
+            raise ConfigError("Option 'schema.registry.url' needs 'valueFormat' or "
+                              "'keyFormat' (avro, json-schema or protobuf)")
         return cls(
             strategy=strategy, starting=starting, ending=ending,
             timestamp_strategy=timestamp_strategy,
@@ -446,7 +529,8 @@ class SourceOptions:
             fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
             include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
             poll_timeout_ms=poll_timeout or DEFAULT_POLL_TIMEOUT_MS,
-            kafka_params=kafka_params)
+            kafka_params=kafka_params, value_format=value_format, key_format=key_format,
+            permissive=mode == "PERMISSIVE")
 
     def consumer_config(self, client_id: str) -> dict[str, Any]:
         """The millrace ``KafkaConsumer`` configuration for a reader."""

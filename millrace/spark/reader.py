@@ -154,15 +154,30 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """How a range's keys and values are decoded (``valueFormat``/``keyFormat``): the
+    decoders of ``registry.py`` (None: bytes) and whether a record that does not decode
+    fails the task (FAILFAST) or becomes a row with a ``decodeError`` (PERMISSIVE)."""
+
+    key: Any = None  # registry.RegistryDecoder
+    value: Any = None
+    permissive: bool = False
+
+
 class _BatchBuilder:
     """ConsumerRecords of one partition -> Arrow record batches of the source's schema.
 
     ``add`` keeps only the columns (bytes and ints: nothing the cyclic GC walks), so the
-    records of a poll die with it; ``build`` makes one batch of everything added since."""
+    records of a poll die with it; ``build`` makes one batch of everything added since.
+    With ``decoding`` the keys and values are decoded in ``add``."""
 
-    def __init__(self, schema: pa.Schema, topic: str, partition: int) -> None:
+    def __init__(self, schema: pa.Schema, topic: str, partition: int,
+                 decoding: Decoding | None = None) -> None:
         import pyarrow as pa
 
+        self._decoding = decoding
+        self._where = f"{topic}-{partition}"
         self._pa = pa
         self._schema = schema
         self._topic = pa.scalar(topic, pa.string())
@@ -170,6 +185,10 @@ class _BatchBuilder:
         self._timestamp_ms = pa.timestamp("ms", tz="UTC")
         self._timestamp_us = schema.field("timestamp").type
         self._headers_type = schema.field("headers").type if "headers" in schema.names \
+            else None
+        self._key_type = schema.field("key").type
+        self._value_type = schema.field("value").type
+        self._error_type = schema.field("decodeError").type if "decodeError" in schema.names \
             else None
 
         self._clear()
@@ -181,26 +200,59 @@ class _BatchBuilder:
         self._timestamps: list[int] = []
         self._types: list[int] = []
         self._headers: list[Any] = []
+        self._errors: list[Any] = []
 
     @property
     def rows(self) -> int:
         return len(self._offsets)
 
     def add(self, records: list[Any]) -> None:
-        self._keys += [r.key for r in records]
-        self._values += [r.value for r in records]
+        if self._decoding is not None:
+            self._add_decoded(records, self._decoding)
+        else:
+            self._keys += [r.key for r in records]
+            self._values += [r.value for r in records]
         self._offsets += [r.offset for r in records]
         self._timestamps += [r.timestamp for r in records]
         self._types += [r.timestamp_type for r in records]
         if self._headers_type is not None:
             self._headers += [r.headers or None for r in records]
 
+    def _add_decoded(self, records: list[Any], decoding: Decoding) -> None:
+        """Keys and values decoded; a record that does not decode raises ``bad record
+        <topic>-<partition>@<offset>: ...`` or (PERMISSIVE) gets a ``decodeError``."""
+        from millrace.spark.registry import DecodeError
+
+        key_decoder, value_decoder = decoding.key, decoding.value
+        keys, values, errors = self._keys, self._values, self._errors
+        for r in records:
+            def where(r: Any = r) -> str:
+                return f"{self._where}@{r.offset}"
+
+            column = "key"
+            try:
+                key = r.key if key_decoder is None else key_decoder.decode(r.key, where)
+                column = "value"
+                value = r.value if value_decoder is None else value_decoder.decode(r.value,
+                                                                                   where)
+            except DecodeError as e:
+                reason = f"{column} does not decode: {e}"
+                if not decoding.permissive:
+                    raise DecodeError(f"bad record {where()}: {reason}") from None
+                keys.append(None)
+                values.append(None)
+                errors.append({"reason": reason, "key": r.key, "value": r.value})
+                continue
+            keys.append(key)
+            values.append(value)
+            errors.append(None)
+
     def build(self) -> pa.RecordBatch:
         pa = self._pa
         n = self.rows
         columns = [
-            pa.array(self._keys, pa.binary()),
-            pa.array(self._values, pa.binary()),
+            pa.array(self._keys, self._key_type),
+            pa.array(self._values, self._value_type),
             pa.repeat(self._topic, n),
             pa.repeat(self._partition, n),
             pa.array(self._offsets, pa.int64()),
@@ -209,15 +261,18 @@ class _BatchBuilder:
         ]
         if self._headers_type is not None:
             columns.append(pa.array(self._headers, self._headers_type))
+        if self._error_type is not None:
+            columns.append(pa.array(self._errors, self._error_type))
         self._clear()
         return pa.RecordBatch.from_arrays(columns, schema=self._schema)
 
 
 def read_ranges(options: SourceOptions, parts: Iterable[KafkaInputPartition],
-                schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+                schema: pa.Schema, decoding: Decoding | None = None
+                ) -> Iterator[pa.RecordBatch]:
     """The records of each of ``parts`` in turn (runs in a Python worker)."""
     for part in parts:
-        yield from read_range(options, part, schema)
+        yield from read_range(options, part, schema, decoding)
 
 
 @contextmanager
@@ -239,22 +294,22 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-def read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema
-               ) -> Iterator[pa.RecordBatch]:
+def read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema,
+               decoding: Decoding | None = None) -> Iterator[pa.RecordBatch]:
     """The records of ``part`` as Arrow record batches (runs in a Python worker, with the
     cyclic garbage collector paused: ``_gc_paused``)."""
     with _gc_paused():
-        yield from _read_range(options, part, schema)
+        yield from _read_range(options, part, schema, decoding)
 
 
-def _read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema
-                ) -> Iterator[pa.RecordBatch]:
+def _read_range(options: SourceOptions, part: KafkaInputPartition, schema: pa.Schema,
+                decoding: Decoding | None = None) -> Iterator[pa.RecordBatch]:
     tp = TopicPartition(part.topic, part.partition)
     until = part.until_offset
     position = part.from_offset
     if position >= until:
         return
-    builder = _BatchBuilder(schema, part.topic, part.partition)
+    builder = _BatchBuilder(schema, part.topic, part.partition, decoding)
     client_id = f"millrace-spark-reader-{os.getpid()}-{next(_ids)}"
     consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(
         config=options.consumer_config(client_id))

@@ -9,6 +9,10 @@ Output schema (fixed)::
     key binary, value binary, topic string, partition int, offset long,
     timestamp timestamp, timestampType int
     [, headers array<struct<key: string, value: binary>>]   -- with includeHeaders=true
+    [, decodeError struct<reason: string, key: binary, value: binary>]  -- mode=PERMISSIVE
+
+With ``valueFormat`` (``keyFormat``) the ``value`` (``key``) column has the type of the
+registered schema instead of binary -- a record schema is a struct (``schemas.py``).
 
 Source options (names are case-insensitive):
 
@@ -53,6 +57,21 @@ Source options (names are case-insensitive):
     ``kafka.max.partition.fetch.bytes``).  Refused: ``kafka.group.id``,
     ``kafka.auto.offset.reset``, ``kafka.enable.auto.commit``, ``kafka.key.deserializer``,
     ``kafka.value.deserializer``, ``kafka.interceptor.classes``.
+``valueFormat`` / ``keyFormat`` (millrace's own)
+    ``avro``, ``json-schema`` or ``protobuf``: decode with the schema registry
+    (Confluent's wire format; ``registry.py``); ``binary`` (default): the bytes.
+``schema.registry.url``, ``schema.registry.basic.auth.user.info``
+    the registry (required with a format) and its ``user:password``.
+``subject`` / ``key.subject``
+    default ``<topic>-value`` / ``<topic>-key`` (required unless one topic is named).
+``schema.version`` / ``key.schema.version``
+    the version to read with (default: the latest when the query starts, and a record of
+    a newer version fails the query with ``newer schema: ...``; a pinned version reads
+    records of every version, resolved to it).
+``mode``
+    ``FAILFAST`` (default: a record that does not decode fails the query naming topic,
+    partition and offset) or ``PERMISSIVE`` (its key and value are null and
+    ``decodeError`` says why, with the original bytes).
 Accepted and ignored, as Spark's Kafka source has them: ``groupIdPrefix``,
 ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs``.
 
@@ -97,6 +116,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -120,6 +140,7 @@ from millrace.spark.offsets import (
 )
 from millrace.spark.options import SinkOptions, SourceOptions
 from millrace.spark.reader import (
+    Decoding,
     KafkaInputPartition,
     KafkaInputPartitionGroup,
     KafkaOffsetReader,
@@ -141,11 +162,20 @@ HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()),
                                      StructField("value", BinaryType())]))
 
 
-def source_schema(include_headers: bool) -> StructType:
-    """The fixed output schema of Spark's Kafka source."""
+DECODE_ERROR = "decodeError"  # mode=PERMISSIVE: null, or why the record did not decode
+DECODE_ERROR_TYPE = StructType([StructField("reason", StringType()),
+                                StructField("key", BinaryType()),
+                                StructField("value", BinaryType())])
+
+
+def source_schema(include_headers: bool, key_type: DataType | None = None,
+                  value_type: DataType | None = None, permissive: bool = False) -> StructType:
+    """The output schema of Spark's Kafka source; with ``keyFormat`` / ``valueFormat`` the
+    key / value column has the registered schema's type (``registry.py``), and with
+    ``mode=PERMISSIVE`` a ``decodeError`` column follows."""
     schema = StructType([
-        StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        StructField("key", key_type or BinaryType()),
+        StructField("value", value_type or BinaryType()),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
@@ -154,16 +184,46 @@ def source_schema(include_headers: bool) -> StructType:
     ])
     if include_headers:
         schema = schema.add(StructField("headers", HEADERS_TYPE))
+    if permissive:
+        schema = schema.add(StructField(DECODE_ERROR, DECODE_ERROR_TYPE))
     return schema
 
 
-def _check_schema(given: StructType, options: SourceOptions) -> None:
-    expected = source_schema(options.include_headers)
+def _registered_schema(options: SourceOptions) -> StructType:
+    """The output schema with the key and value types of the latest (or pinned) versions."""
+    from millrace.spark.registry import resolve_reader, spark_type
+
+    types: dict[str, DataType | None] = {"key": None, "value": None}
+    for column, spec in (("key", options.key_format), ("value", options.value_format)):
+        if spec is not None:
+            types[column] = spark_type(spec, resolve_reader(spec).schema)[0]
+    return source_schema(options.include_headers, types["key"], types["value"],
+                         options.permissive and options.decodes)
+
+
+def _check_schema(given: StructType, options: SourceOptions) -> Decoding | None:
+    """Check a schema Spark hands the reader; with registry formats, the reader schemas
+    whose types it has (the decoders)."""
+    fields = {f.name: f.dataType for f in given.fields}
+    key_type = fields.get("key") if options.key_format is not None else None
+    value_type = fields.get("value") if options.value_format is not None else None
+    expected = source_schema(options.include_headers, key_type, value_type,
+                             options.permissive and options.decodes)
     if [(f.name, f.dataType) for f in given.fields] != \
             [(f.name, f.dataType) for f in expected.fields]:
         raise ConfigError(f"The millrace source has a fixed schema ({expected.simpleString()}) "
                           f"and cannot read with {given.simpleString()}; drop the schema() "
                           "call or set includeHeaders")
+    if not options.decodes:
+        return None
+    from millrace.spark.registry import RegistryDecoder, resolve_reader
+
+    decoders: dict[str, RegistryDecoder | None] = {"key": None, "value": None}
+    for column, spec, wanted in (("key", options.key_format, key_type),
+                                 ("value", options.value_format, value_type)):
+        if spec is not None:
+            decoders[column] = RegistryDecoder(spec, resolve_reader(spec, wanted))
+    return Decoding(decoders["key"], decoders["value"], options.permissive)
 
 
 class MillraceDataSource(DataSource):
@@ -179,17 +239,17 @@ class MillraceDataSource(DataSource):
             options = SourceOptions.parse(self.options, streaming=True)
         except ConfigError:
             options = SourceOptions.parse(self.options, streaming=False)
+        if options.decodes:
+            return _registered_schema(options)
         return source_schema(options.include_headers)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         options = SourceOptions.parse(self.options, streaming=False)
-        _check_schema(schema, options)
-        return MillraceBatchReader(options, schema)
+        return MillraceBatchReader(options, schema, _check_schema(schema, options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         options = SourceOptions.parse(self.options, streaming=True)
-        _check_schema(schema, options)
-        return MillraceStreamReader(options, schema)
+        return MillraceStreamReader(options, schema, _check_schema(schema, options))
 
     def writer(self, schema: StructType, overwrite: bool) -> MillraceBatchWriter:
         options = SinkOptions.parse(self.options)
@@ -213,13 +273,16 @@ class _RangeReading:
 
     _options: SourceOptions
     _schema: StructType
+    _decoding: Decoding | None
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, KafkaInputPartitionGroup):
-            return read_ranges(self._options, partition.parts, arrow_schema(self._schema))
+            return read_ranges(self._options, partition.parts, arrow_schema(self._schema),
+                               self._decoding)
         if not isinstance(partition, KafkaInputPartition):
             return iter(())  # Spark's placeholder when there is nothing to read
-        return read_range(self._options, partition, arrow_schema(self._schema))
+        return read_range(self._options, partition, arrow_schema(self._schema),
+                          self._decoding)
 
     def _plan(self, ranges: list[OffsetRange]) -> list[InputPartition]:
         options = self._options
@@ -230,9 +293,11 @@ class _RangeReading:
 class MillraceBatchReader(_RangeReading, DataSourceReader):
     """``spark.read.format("millrace")``: startingOffsets to endingOffsets, once."""
 
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType,
+                 decoding: Decoding | None = None) -> None:
         self._options = options
         self._schema = schema
+        self._decoding = decoding
 
     def partitions(self) -> Sequence[InputPartition]:
         options = self._options
@@ -258,9 +323,11 @@ class MillraceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
     """``spark.readStream.format("millrace")``; driver methods run in Spark's long-lived
     Python source process, one instance per query, one call at a time."""
 
-    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+    def __init__(self, options: SourceOptions, schema: StructType,
+                 decoding: Decoding | None = None) -> None:
         self._options = options
         self._schema = schema
+        self._decoding = decoding
         self._lookup: KafkaOffsetReader | None = None
         self._latest: PartitionOffsets | None = None  # of the last latestOffset call
         self._available_now: PartitionOffsets | None = None

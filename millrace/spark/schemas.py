@@ -1,0 +1,660 @@
+"""Registered schemas as Spark types: Avro and JSON Schema to Spark, Spark to Avro.
+
+The ``format("millrace")`` source decodes registry-framed values (``registry.py``) into
+typed columns; this module says which Spark type a schema becomes and turns a decoded
+datum into what Arrow takes for that type.  No I/O here.
+
+Avro (``avro_spark_type``), the mapping Spark's own ``from_avro`` uses:
+
+==========================================  ==========================================
+Avro                                        Spark
+==========================================  ==========================================
+null                                        (only in unions)
+boolean, int, long, float, double           boolean, int, bigint, float, double
+string, enum, ``uuid``                      string
+bytes, fixed                                binary
+``decimal(p, s)`` on bytes or fixed         decimal(p, s)  (p <= 38)
+``date``                                    date
+``timestamp-millis`` / ``-micros``          timestamp
+``local-timestamp-millis`` / ``-micros``    timestamp_ntz
+``time-millis`` / ``time-micros``           int (ms) / bigint (us) since midnight
+record                                      struct (every field nullable as declared)
+array / map                                 array / map<string, ...>
+union of null and one type                  that type, nullable
+``[int, long]`` / ``[float, double]``       bigint / double  (with or without null)
+any other union                             struct<member0, member1, ...>: the branch
+                                            the datum took is set, the others null
+==========================================  ==========================================
+
+A field is nullable only when its type is a union with ``null``; a recursive record
+cannot be a Spark type and is refused, naming it.
+
+JSON Schema (``json_schema_spark_type``): an ``object`` with ``properties`` becomes a
+struct (a property not in ``required``, or whose type admits ``null``, is nullable;
+``additionalProperties`` is not a column), ``array`` with ``items`` an array, ``string``
+a string (``format`` ``date-time`` a timestamp, ``date`` a date), ``integer`` a bigint,
+``number`` a double, ``boolean`` a boolean; ``$ref`` into ``$defs``/``definitions`` of
+the same document is followed; anything else (``oneOf``, a type list of several
+non-null types, an object without properties) is kept as its JSON text in a string.
+
+``spark_to_avro(struct, name)`` goes the other way for the sink: a record whose fields
+are the columns, a nullable column ``["null", T]`` with default null.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from millrace.common.errors import ConfigError
+
+Converter = Callable[[Any], Any]
+_PRIMITIVES: dict[str, DataType] = {
+    "boolean": BooleanType(), "int": IntegerType(), "long": LongType(),
+    "float": FloatType(), "double": DoubleType(), "string": StringType(),
+    "bytes": BinaryType(),
+}
+_MIDNIGHT = dt.datetime(2000, 1, 1)
+MAX_DECIMAL_PRECISION = 38
+
+
+class SchemaMappingError(ConfigError):
+    """A registered schema has no Spark type (the message names the part)."""
+
+
+# ---------------------------------------------------------------------------- Avro
+def avro_spark_type(schema: Any, named: Mapping[str, Any] | None = None) -> tuple[DataType, bool]:
+    """(Spark type, nullable) of an Avro schema -- parsed by fastavro or as JSON.
+
+    ``named``: full name -> definition of the named types the schema refers to by name
+    (fastavro's parsed schema carries its own under ``__named_schemas``)."""
+    names = dict(named or {})
+    if isinstance(schema, dict):
+        names.update(schema.get("__named_schemas") or {})
+    return _avro(schema, names, ())
+
+
+def avro_struct(schema: Any, named: Mapping[str, Any] | None = None) -> StructType:
+    """A record schema's fields as a struct (the columns of a decoded value)."""
+    data_type, _ = avro_spark_type(schema, named)
+    if not isinstance(data_type, StructType):
+        raise SchemaMappingError(f"the schema is {data_type.simpleString()}, not a record")
+    return data_type
+
+
+def _full_name(schema: dict[str, Any], namespace: str = "") -> str:
+    name = str(schema.get("name", ""))
+    ns = schema.get("namespace", namespace)
+    return name if "." in name or not ns else f"{ns}.{name}"
+
+
+def _avro(schema: Any, named: dict[str, Any], stack: tuple[str, ...]) -> tuple[DataType, bool]:
+    if isinstance(schema, str):
+        if schema in _PRIMITIVES:
+            return _PRIMITIVES[schema], False
+        if schema == "null":
+            raise SchemaMappingError("a bare null type has no Spark column type")
+        if schema not in named:
+            raise SchemaMappingError(f"unknown Avro type {schema!r}")
+        if schema in stack:
+            raise SchemaMappingError(f"record {schema} is recursive: Spark types cannot nest "
+                                     "without end")
+        return _avro(named[schema], named, stack)
+    if isinstance(schema, list):
+        return _union(schema, named, stack)
+    if not isinstance(schema, dict):
+        raise SchemaMappingError(f"not an Avro schema: {schema!r}")
+    kind = schema.get("type")
+    logical = schema.get("logicalType")
+    if logical is not None:
+        mapped = _logical(schema, str(logical), kind)
+        if mapped is not None:
+            return mapped, False
+    if kind == "record" or kind == "error":
+        name = _full_name(schema)
+        if name in stack:
+            raise SchemaMappingError(f"record {name} is recursive: Spark types cannot nest "
+                                     "without end")
+        named.setdefault(name, schema)
+        fields = []
+        for field in schema.get("fields", []):
+            try:
+                data_type, nullable = _avro(field["type"], named, (*stack, name))
+            except SchemaMappingError as e:
+                raise SchemaMappingError(f"field {name}.{field['name']}: {e}") from None
+            fields.append(StructField(field["name"], data_type, nullable))
+        return StructType(fields), False
+    if kind in ("enum", "fixed"):
+        named.setdefault(_full_name(schema), schema)
+        return (StringType() if kind == "enum" else BinaryType()), False
+    if kind == "array":
+        items, nullable = _avro(schema["items"], named, stack)
+        return ArrayType(items, nullable), False
+    if kind == "map":
+        values, nullable = _avro(schema["values"], named, stack)
+        return MapType(StringType(), values, nullable), False
+    if isinstance(kind, str | list | dict):
+        return _avro(kind, named, stack)
+    raise SchemaMappingError(f"not an Avro schema: {schema!r}")
+
+
+def _logical(schema: dict[str, Any], logical: str, kind: Any) -> DataType | None:
+    """The Spark type of a logical type, or None to use the underlying type (an unknown
+    logical type, or one on the wrong base type, is ignored as Avro says)."""
+    if logical == "decimal" and kind in ("bytes", "fixed"):
+        precision = int(schema.get("precision", 0))
+        scale = int(schema.get("scale", 0))
+        if not 0 < precision <= MAX_DECIMAL_PRECISION:
+            raise SchemaMappingError(f"decimal precision {precision}: Spark's decimals hold "
+                                     f"1 to {MAX_DECIMAL_PRECISION} digits")
+        return DecimalType(precision, scale)
+    table: dict[tuple[str, Any], DataType] = {
+        ("date", "int"): DateType(),
+        ("timestamp-millis", "long"): TimestampType(),
+        ("timestamp-micros", "long"): TimestampType(),
+        ("local-timestamp-millis", "long"): TimestampNTZType(),
+        ("local-timestamp-micros", "long"): TimestampNTZType(),
+        ("time-millis", "int"): IntegerType(),
+        ("time-micros", "long"): LongType(),
+        ("uuid", "string"): StringType(),
+        ("uuid", "fixed"): StringType(),
+    }
+    return table.get((logical, kind if isinstance(kind, str) else None))
+
+
+def _union(branches: list[Any], named: dict[str, Any], stack: tuple[str, ...]
+           ) -> tuple[DataType, bool]:
+    nullable = "null" in branches
+    rest = [b for b in branches if b != "null"]
+    if not rest:
+        raise SchemaMappingError("a union of null only has no Spark column type")
+    if len(rest) == 1:
+        data_type, _ = _avro(rest[0], named, stack)
+        return data_type, nullable
+    if sorted(map(str, rest)) == ["int", "long"]:
+        return LongType(), nullable
+    if sorted(map(str, rest)) == ["double", "float"]:
+        return DoubleType(), nullable
+    members = []
+    for i, branch in enumerate(rest):
+        data_type, _ = _avro(branch, named, stack)
+        members.append(StructField(f"member{i}", data_type, True))
+    return StructType(members), nullable
+
+
+def avro_converter(schema: Any, named: Mapping[str, Any] | None = None) -> Converter | None:
+    """What turns fastavro's datum for ``schema`` into the Python value Arrow takes for
+    ``avro_spark_type(schema)``; None when it already is (the common case: no per-record
+    work)."""
+    names = dict(named or {})
+    if isinstance(schema, dict):
+        names.update(schema.get("__named_schemas") or {})
+    return _convert(schema, names, ())
+
+
+def _convert(schema: Any, named: dict[str, Any], stack: tuple[str, ...]) -> Converter | None:
+    if isinstance(schema, str):
+        if schema in named and schema not in stack:
+            return _convert(named[schema], named, (*stack, schema))
+        return None
+    if isinstance(schema, list):
+        rest = [b for b in schema if b != "null"]
+        if len(rest) == 1:
+            inner = _convert(rest[0], named, stack)
+            return None if inner is None else (lambda v: None if v is None else inner(v))
+        if sorted(map(str, rest)) in (["int", "long"], ["double", "float"]):
+            return None
+        return _union_converter(rest, named, stack)
+    if not isinstance(schema, dict):
+        return None
+    kind, logical = schema.get("type"), schema.get("logicalType")
+    if logical == "time-millis" and kind == "int":
+        return lambda t: None if t is None else _since_midnight_us(t) // 1000
+    if logical == "time-micros" and kind == "long":
+        return lambda t: None if t is None else _since_midnight_us(t)
+    if logical == "uuid":
+        return lambda u: None if u is None else str(u)
+    if kind in ("record", "error"):
+        name = _full_name(schema)
+        named.setdefault(name, schema)
+        converters = {f["name"]: c for f in schema.get("fields", [])
+                      if (c := _convert(f["type"], named, (*stack, name))) is not None}
+        if not converters:
+            return None
+
+        def record(datum: Any) -> Any:
+            if datum is None:
+                return None
+            out = dict(datum)
+            for field, convert in converters.items():
+                out[field] = convert(out.get(field))
+            return out
+
+        return record
+    if kind == "array":
+        item = _convert(schema["items"], named, stack)
+        return None if item is None else (lambda a: None if a is None else [item(x) for x in a])
+    if kind == "map":
+        value = _convert(schema["values"], named, stack)
+        return None if value is None else (
+            lambda m: None if m is None else {k: value(v) for k, v in m.items()})
+    if isinstance(kind, str | list | dict) and kind not in _PRIMITIVES and kind not in (
+            "enum", "fixed", "null"):
+        return _convert(kind, named, stack)
+    return None
+
+
+def _since_midnight_us(t: dt.time | int) -> int:
+    if isinstance(t, int):
+        return t
+    return (t.hour * 3600 + t.minute * 60 + t.second) * 1_000_000 + t.microsecond
+
+
+def _union_converter(branches: list[Any], named: dict[str, Any], stack: tuple[str, ...]
+                     ) -> Converter:
+    """A datum of a multi-branch union -> {"member<i>": value} for the branch it took
+    (fastavro hands out the bare value, so the branch is found from it)."""
+    tests = [(i, _accepts(b, named), _convert(b, named, stack)) for i, b in enumerate(branches)]
+
+    def union(datum: Any) -> Any:
+        if datum is None:
+            return None
+        for i, accepts, convert in tests:
+            if accepts(datum):
+                return {f"member{i}": convert(datum) if convert is not None else datum}
+        raise ValueError(f"no branch of the union takes {type(datum).__name__}")
+
+    return union
+
+
+def _accepts(schema: Any, named: dict[str, Any]) -> Callable[[Any], bool]:
+    if isinstance(schema, str) and schema in named:
+        schema = named[schema]
+    kind = schema.get("type") if isinstance(schema, dict) else schema
+    logical = schema.get("logicalType") if isinstance(schema, dict) else None
+    if logical in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis",
+                   "local-timestamp-micros"):
+        return lambda v: isinstance(v, dt.datetime)
+    if logical == "date":
+        return lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime)
+    if logical in ("time-millis", "time-micros"):
+        return lambda v: isinstance(v, dt.time)
+    if logical == "decimal":
+        from decimal import Decimal
+
+        return lambda v: isinstance(v, Decimal)
+    if logical == "uuid":
+        return lambda v: isinstance(v, uuid.UUID | str)
+    simple: dict[str, Callable[[Any], bool]] = {
+        "boolean": lambda v: isinstance(v, bool),
+        "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "long": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, float),
+        "double": lambda v: isinstance(v, float),
+        "string": lambda v: isinstance(v, str),
+        "enum": lambda v: isinstance(v, str),
+        "bytes": lambda v: isinstance(v, bytes),
+        "fixed": lambda v: isinstance(v, bytes),
+        "array": lambda v: isinstance(v, list),
+        "map": lambda v: isinstance(v, dict),
+        "record": lambda v: isinstance(v, dict),
+        "error": lambda v: isinstance(v, dict),
+    }
+    return simple.get(str(kind), lambda v: False)
+
+
+# ---------------------------------------------------------------------------- JSON Schema
+def json_schema_spark_type(document: Mapping[str, Any]) -> tuple[DataType, bool]:
+    """(Spark type, nullable) of a JSON Schema document (see the module doc)."""
+    return _json_type(dict(document), dict(document), ())
+
+
+def _json_ref(root: dict[str, Any], ref: str) -> dict[str, Any]:
+    if not ref.startswith("#/"):
+        raise SchemaMappingError(f"$ref {ref!r}: only references into the same document "
+                                 "('#/$defs/...') are mapped to Spark types")
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or part not in node:
+            raise SchemaMappingError(f"$ref {ref!r} points nowhere")
+        node = node[part]
+    if not isinstance(node, dict):
+        raise SchemaMappingError(f"$ref {ref!r} is not a schema")
+    return node
+
+
+def _json_type(schema: Any, root: dict[str, Any], stack: tuple[str, ...]
+               ) -> tuple[DataType, bool]:
+    if schema is True or schema == {}:
+        return StringType(), True
+    if not isinstance(schema, dict):
+        return StringType(), True
+    if "$ref" in schema:
+        ref = str(schema["$ref"])
+        if ref in stack:
+            raise SchemaMappingError(f"$ref {ref} is recursive: Spark types cannot nest "
+                                     "without end")
+        return _json_type(_json_ref(root, ref), root, (*stack, ref))
+    kinds = schema.get("type")
+    types = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    nullable = "null" in types
+    rest = [t for t in types if t != "null"]
+    if len(rest) != 1:
+        return StringType(), True  # several types, or none said: the JSON text
+    kind = rest[0]
+    if kind == "object":
+        props = schema.get("properties")
+        if not isinstance(props, dict) or not props:
+            return StringType(), True
+        required = set(schema.get("required") or [])
+        fields = []
+        for name, prop in props.items():
+            try:
+                data_type, null = _json_type(prop, root, stack)
+            except SchemaMappingError as e:
+                raise SchemaMappingError(f"property {name}: {e}") from None
+            fields.append(StructField(name, data_type, null or name not in required))
+        return StructType(fields), nullable
+    if kind == "array":
+        items = schema.get("items")
+        if not isinstance(items, dict):
+            return ArrayType(StringType(), True), nullable
+        item_type, item_null = _json_type(items, root, stack)
+        return ArrayType(item_type, item_null), nullable
+    if kind == "string":
+        fmt = schema.get("format")
+        if fmt == "date-time":
+            return TimestampType(), nullable
+        if fmt == "date":
+            return DateType(), nullable
+        return StringType(), nullable
+    if kind == "integer":
+        return LongType(), nullable
+    if kind == "number":
+        return DoubleType(), nullable
+    if kind == "boolean":
+        return BooleanType(), nullable
+    return StringType(), True
+
+
+def json_converter(data_type: DataType) -> Converter:
+    """A parsed JSON document -> the Python value Arrow takes for ``data_type`` (dates and
+    times parsed from their ISO text, anything kept as text dumped back to JSON).  Raises
+    ``ValueError`` naming the field that does not fit."""
+    if isinstance(data_type, StructType):
+        fields = [(f.name, json_converter(f.dataType), f.nullable) for f in data_type.fields]
+
+        def struct(doc: Any) -> Any:
+            if doc is None:
+                return None
+            if not isinstance(doc, dict):
+                raise ValueError(f"expected an object, got {type(doc).__name__}")
+            out = {}
+            for name, convert, nullable in fields:
+                value = doc.get(name)
+                if value is None and not nullable:
+                    raise ValueError(f"required property {name} is missing or null")
+                try:
+                    out[name] = convert(value)
+                except ValueError as e:
+                    raise ValueError(f"property {name}: {e}") from None
+            return out
+
+        return struct
+    if isinstance(data_type, ArrayType):
+        item = json_converter(data_type.elementType)
+
+        def array(doc: Any) -> Any:
+            if doc is None:
+                return None
+            if not isinstance(doc, list):
+                raise ValueError(f"expected an array, got {type(doc).__name__}")
+            return [item(x) for x in doc]
+
+        return array
+    if isinstance(data_type, TimestampType):
+        return lambda v: None if v is None else dt.datetime.fromisoformat(
+            str(v).replace("Z", "+00:00"))
+    if isinstance(data_type, DateType):
+        return lambda v: None if v is None else dt.date.fromisoformat(str(v))
+    if isinstance(data_type, StringType):
+        return lambda v: v if v is None or isinstance(v, str) else json.dumps(v)
+    if isinstance(data_type, LongType):
+        def integer(v: Any) -> Any:
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+                raise ValueError(f"{json.dumps(v)[:40]} is not an integer")
+            return v
+        return integer
+    if isinstance(data_type, DoubleType):
+        def number(v: Any) -> Any:
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise ValueError(f"{json.dumps(v)[:40]} is not a number")
+            return None if v is None else float(v)
+        return number
+    if isinstance(data_type, BooleanType):
+        def boolean(v: Any) -> Any:
+            if v is not None and not isinstance(v, bool):
+                raise ValueError(f"{json.dumps(v)[:40]} is not a boolean")
+            return v
+        return boolean
+    return lambda v: v
+
+
+# ---------------------------------------------------------------------------- Spark -> Avro
+def spark_to_avro(data_type: DataType, name: str = "record", namespace: str = "") -> Any:
+    """An Avro schema (as JSON-able data) for ``data_type``: a struct becomes a record
+    named ``name``; nullable parts become ``["null", T]`` with default null."""
+    counter = iter(range(1, 1 << 30))
+
+    def avro(t: DataType, record_name: str) -> Any:
+        if isinstance(t, StructType):
+            fields = []
+            for f in t.fields:
+                inner = avro(f.dataType, f"{record_name}_{f.name}" if isinstance(
+                    f.dataType, StructType) else record_name)
+                if f.nullable:
+                    fields.append({"name": f.name, "type": ["null", inner], "default": None})
+                else:
+                    fields.append({"name": f.name, "type": inner})
+            return {"type": "record", "name": record_name, "fields": fields}
+        if isinstance(t, ArrayType):
+            item = avro(t.elementType, f"{record_name}_item{next(counter)}")
+            return {"type": "array", "items": ["null", item] if t.containsNull else item}
+        if isinstance(t, MapType):
+            if not isinstance(t.keyType, StringType):
+                raise SchemaMappingError(f"map keys of type {t.keyType.simpleString()}: "
+                                         "Avro maps have string keys")
+            value = avro(t.valueType, f"{record_name}_value{next(counter)}")
+            return {"type": "map",
+                    "values": ["null", value] if t.valueContainsNull else value}
+        if isinstance(t, DecimalType):
+            return {"type": "bytes", "logicalType": "decimal", "precision": t.precision,
+                    "scale": t.scale}
+        if isinstance(t, TimestampType):
+            return {"type": "long", "logicalType": "timestamp-micros"}
+        if isinstance(t, TimestampNTZType):
+            return {"type": "long", "logicalType": "local-timestamp-micros"}
+        if isinstance(t, DateType):
+            return {"type": "int", "logicalType": "date"}
+        for avro_name, spark_type in _PRIMITIVES.items():
+            if t == spark_type:
+                return avro_name
+        if t.simpleString() in ("tinyint", "smallint"):
+            return "int"
+        raise SchemaMappingError(f"Spark type {t.simpleString()} has no Avro schema here")
+
+    schema = avro(data_type, name)
+    if namespace and isinstance(schema, dict) and schema.get("type") == "record":
+        schema["namespace"] = namespace
+    return schema
+
+
+def spark_to_avro_converter(data_type: DataType) -> Converter | None:
+    """Arrow's ``to_pylist`` value for ``data_type`` -> what fastavro writes for the schema
+    of ``spark_to_avro`` (naive timestamps from Arrow's UTC ones are made aware)."""
+    if isinstance(data_type, TimestampType):
+        return lambda v: v if v is None or v.tzinfo is not None else v.replace(
+            tzinfo=dt.UTC)
+    if isinstance(data_type, StructType):
+        converters = {f.name: c for f in data_type.fields
+                      if (c := spark_to_avro_converter(f.dataType)) is not None}
+        if not converters:
+            return None
+        return lambda d: None if d is None else {
+            k: (converters[k](v) if k in converters else v) for k, v in d.items()}
+    if isinstance(data_type, ArrayType):
+        item = spark_to_avro_converter(data_type.elementType)
+        return None if item is None else (lambda a: None if a is None else [item(x) for x in a])
+    if isinstance(data_type, MapType):
+        value = spark_to_avro_converter(data_type.valueType)
+        if value is None:
+            return lambda m: None if m is None else dict(m)
+        return lambda m: None if m is None else {k: value(v) for k, v in dict(m).items()}
+    return None
+
+
+# ---------------------------------------------------------------------------- evolution
+def added_columns(old: StructType, new: StructType) -> list[StructField]:
+    """The top-level fields ``new`` adds to ``old``, when that is all it does: every field
+    of ``old`` is in ``new`` with the same type (nullability may only widen).  (Old
+    records get an added field's default: ``registry.check_widening`` asks the writer
+    schema for one.)  Raises ``SchemaMappingError`` saying what else changed."""
+    by_name = {f.name: f for f in new.fields}
+    for field in old.fields:
+        found = by_name.get(field.name)
+        if found is None:
+            raise SchemaMappingError(f"field {field.name} is gone")
+        if found.dataType != field.dataType:
+            raise SchemaMappingError(f"field {field.name} changed type from "
+                                     f"{field.dataType.simpleString()} to "
+                                     f"{found.dataType.simpleString()}")
+        if field.nullable and not found.nullable:
+            raise SchemaMappingError(f"field {field.name} is no longer nullable")
+    known = {f.name for f in old.fields}
+    return [f for f in new.fields if f.name not in known]
+
+
+# ---------------------------------------------------------------------------- Protobuf
+_TIMESTAMP_MESSAGE = "google.protobuf.Timestamp"
+_WRAPPERS = {"google.protobuf.DoubleValue": DoubleType(), "google.protobuf.FloatValue":
+             FloatType(), "google.protobuf.Int64Value": LongType(),
+             "google.protobuf.UInt64Value": LongType(), "google.protobuf.Int32Value":
+             IntegerType(), "google.protobuf.UInt32Value": LongType(),
+             "google.protobuf.BoolValue": BooleanType(), "google.protobuf.StringValue":
+             StringType(), "google.protobuf.BytesValue": BinaryType()}
+
+
+def _proto_scalar(field: Any) -> DataType:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    table: dict[int, DataType] = {
+        F.TYPE_DOUBLE: DoubleType(), F.TYPE_FLOAT: FloatType(), F.TYPE_INT64: LongType(),
+        F.TYPE_UINT64: LongType(), F.TYPE_INT32: IntegerType(), F.TYPE_FIXED64: LongType(),
+        F.TYPE_FIXED32: LongType(), F.TYPE_BOOL: BooleanType(), F.TYPE_STRING: StringType(),
+        F.TYPE_BYTES: BinaryType(), F.TYPE_UINT32: LongType(), F.TYPE_ENUM: StringType(),
+        F.TYPE_SFIXED32: IntegerType(), F.TYPE_SFIXED64: LongType(),
+        F.TYPE_SINT32: IntegerType(), F.TYPE_SINT64: LongType()}
+    return table[field.type]
+
+
+def protobuf_spark_type(descriptor: Any, stack: tuple[str, ...] = ()) -> StructType:
+    """A message descriptor's fields as a struct: scalars as their Spark types (unsigned
+    32-bit as bigint, enums as their names), repeated fields as arrays, map fields as
+    maps, messages as structs (nullable), ``google.protobuf.Timestamp`` as a timestamp and
+    the wrapper types as their nullable scalar.  A proto3 scalar without ``optional`` is
+    not nullable (an absent field reads as its zero value)."""
+    name = descriptor.full_name
+    if name in stack:
+        raise SchemaMappingError(f"message {name} is recursive: Spark types cannot nest "
+                                 "without end")
+    fields = []
+    for field in descriptor.fields:
+        fields.append(StructField(field.name, *_proto_field(field, (*stack, name))))
+    return StructType(fields)
+
+
+def _proto_field(field: Any, stack: tuple[str, ...]) -> tuple[DataType, bool]:
+    message = field.message_type
+    if field.is_repeated:
+        if message is not None and message.GetOptions().map_entry:
+            key_type, _ = _proto_single(message.fields_by_name["key"], stack)
+            value_type, _ = _proto_single(message.fields_by_name["value"], stack)
+            return MapType(key_type, value_type, True), True
+        item, _ = _proto_single(field, stack)
+        return ArrayType(item, False), True
+    return _proto_single(field, stack)
+
+
+def _proto_single(field: Any, stack: tuple[str, ...]) -> tuple[DataType, bool]:
+    message = field.message_type
+    if message is None:
+        return _proto_scalar(field), bool(field.has_presence)
+    if message.full_name == _TIMESTAMP_MESSAGE:
+        return TimestampType(), True
+    if message.full_name in _WRAPPERS:
+        return _WRAPPERS[message.full_name], True
+    return protobuf_spark_type(message, stack), True
+
+
+def protobuf_to_python(message: Any, descriptor: Any) -> dict[str, Any]:
+    """A parsed message as the dict Arrow takes for ``protobuf_spark_type(descriptor)``
+    (fields by the reader descriptor's names; unknown fields are ignored)."""
+    out: dict[str, Any] = {}
+    for field in descriptor.fields:
+        name = field.name
+        if not hasattr(message, name):
+            out[name] = None  # a field the writer's message does not have
+            continue
+        value = getattr(message, name)
+        inner = field.message_type
+        if field.is_repeated:
+            if inner is not None and inner.GetOptions().map_entry:
+                value_field = inner.fields_by_name["value"]
+                out[name] = {k: _proto_value(v, value_field) for k, v in value.items()}
+            else:
+                out[name] = [_proto_value(v, field) for v in value]
+        elif (inner is not None or field.has_presence) and not message.HasField(name):
+            out[name] = None
+        else:
+            out[name] = _proto_value(value, field)
+    return out
+
+
+def _proto_value(value: Any, field: Any) -> Any:
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    inner = field.message_type
+    if inner is None:
+        if field.type == F.TYPE_ENUM:
+            found = field.enum_type.values_by_number.get(value)
+            return found.name if found is not None else str(value)
+        return value
+    if inner.full_name == _TIMESTAMP_MESSAGE:
+        return dt.datetime.fromtimestamp(value.seconds, dt.UTC) + dt.timedelta(
+            microseconds=value.nanos // 1000)
+    if inner.full_name in _WRAPPERS:
+        return value.value
+    return protobuf_to_python(value, inner)

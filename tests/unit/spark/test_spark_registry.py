@@ -1,0 +1,449 @@
+"""Registry-encoded values in the Spark source: type mapping, decoding, evolution, options.
+
+The registry is an in-process fake with the ``SchemaRegistryClient`` methods the source
+uses (ids and versions as a registry assigns them); the bytes are Confluent's wire format
+written here with fastavro / json / protobuf, independently of the code under test.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import json
+import struct
+from typing import Any
+
+import fastavro
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from millrace.client.schema_registry.client import RegisteredSchema, SchemaRegistryError
+from millrace.client.schema_registry.schemas import ParsedSchema, Schema, parse_schema
+from millrace.common.errors import ConfigError
+from millrace.spark import registry
+from millrace.spark.options import SourceOptions
+from millrace.spark.reader import Decoding, _BatchBuilder, arrow_schema
+from millrace.spark.registry import (
+    DecodeError,
+    NewerSchemaError,
+    RegistryDecoder,
+    RegistryEncoder,
+    RegistryFormat,
+    check_widening,
+    resolve_reader,
+)
+from millrace.spark.schemas import (
+    SchemaMappingError,
+    avro_converter,
+    avro_spark_type,
+    json_schema_spark_type,
+    spark_to_avro,
+)
+from millrace.spark.source import source_schema
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:PySpark does not yet fully support pandas:FutureWarning")
+
+URL = "http://registry.test:8081"
+
+
+class FakeRegistry:
+    """The client methods the source uses, over dicts (ids global, versions per subject)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[int, Schema] = {}
+        self.subjects: dict[str, list[int]] = {}
+
+    def register_schema(self, subject: str, schema: Schema, normalize: bool = False) -> int:
+        known = [i for i, s in self.by_id.items() if s == schema]
+        schema_id = known[0] if known else len(self.by_id) + 1
+        self.by_id[schema_id] = schema
+        versions = self.subjects.setdefault(subject, [])
+        if schema_id not in versions:
+            versions.append(schema_id)
+        return schema_id
+
+    def get_schema(self, schema_id: int) -> Schema:
+        if schema_id not in self.by_id:
+            raise SchemaRegistryError(404, 40403, "Schema not found")
+        return self.by_id[schema_id]
+
+    def _registered(self, subject: str, version: int) -> RegisteredSchema:
+        ids = self.subjects.get(subject)
+        if not ids:
+            raise SchemaRegistryError(404, 40401, f"Subject '{subject}' not found.")
+        schema_id = ids[version - 1]
+        return RegisteredSchema(schema_id, subject, version, self.by_id[schema_id])
+
+    def get_latest_version(self, subject: str) -> RegisteredSchema:
+        return self._registered(subject, len(self.subjects.get(subject, [None])))
+
+    def get_version(self, subject: str, version: int | str) -> RegisteredSchema:
+        if version == "latest":
+            return self.get_latest_version(subject)
+        return self._registered(subject, int(version))
+
+    def get_versions(self, subject: str) -> list[int]:
+        return list(range(1, len(self.subjects.get(subject, [])) + 1))
+
+    def lookup_schema(self, subject: str, schema: Schema) -> RegisteredSchema:
+        for version, schema_id in enumerate(self.subjects.get(subject, []), 1):
+            if self.by_id[schema_id] == schema:
+                return RegisteredSchema(schema_id, subject, version, schema)
+        raise SchemaRegistryError(404, 40403, "Schema not found")
+
+    def parse(self, schema: Schema) -> ParsedSchema:
+        return parse_schema(schema, lambda ref: self.get_version(ref.subject,
+                                                                 ref.version).schema)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeRegistry:
+    client = FakeRegistry()
+    monkeypatch.setattr(registry, "registry_client", lambda url, user_info=None: client)
+    return client
+
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "order_id", "type": "string"},
+    {"name": "quantity", "type": "int"},
+    {"name": "price", "type": "double"},
+    {"name": "event_time", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+]}
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"],
+                                   {"name": "coupon", "type": ["null", "string"],
+                                    "default": None}]}
+
+
+def avro_frame(schema_id: int, schema: Any, datum: Any) -> bytes:
+    out = io.BytesIO()
+    out.write(struct.pack(">bI", 0, schema_id))
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), datum)
+    return out.getvalue()
+
+
+def order(n: int, **extra: Any) -> dict[str, Any]:
+    return {"order_id": f"o{n}", "quantity": n, "price": 1.5 * n,
+            "event_time": dt.datetime(2026, 1, 1, 9, 0, n, tzinfo=dt.UTC), **extra}
+
+
+def avro_schema(doc: Any) -> Schema:
+    return Schema(json.dumps(doc))
+
+
+def where() -> str:
+    return "orders-0@7"
+
+
+# ---------------------------------------------------------------------------- mapping
+def test_avro_types_map_to_spark_types() -> None:
+    schema = fastavro.parse_schema({"type": "record", "name": "R", "fields": [
+        {"name": "b", "type": "boolean"}, {"name": "i", "type": "int"},
+        {"name": "l", "type": "long"}, {"name": "d", "type": "double"},
+        {"name": "s", "type": ["null", "string"]}, {"name": "raw", "type": "bytes"},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+        {"name": "e2", "type": "E"},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10,
+                                 "scale": 2}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "local", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": ["null", "long"]}},
+        {"name": "wide", "type": ["int", "long"]},
+        {"name": "either", "type": ["null", "string", "int"]},
+        {"name": "inner", "type": ["null", {"type": "record", "name": "In", "fields": [
+            {"name": "x", "type": "float"}]}]},
+    ]})
+    data_type, nullable = avro_spark_type(schema)
+    assert not nullable
+    assert isinstance(data_type, StructType)
+    got = {f.name: (f.dataType, f.nullable) for f in data_type.fields}
+    assert got["b"] == (BooleanType(), False)
+    assert got["i"] == (IntegerType(), False)
+    assert got["l"] == (LongType(), False)
+    assert got["d"] == (DoubleType(), False)
+    assert got["s"] == (StringType(), True)
+    assert got["raw"] == (BinaryType(), False)
+    assert got["e"] == got["e2"] == (StringType(), False)
+    assert got["dec"] == (DecimalType(10, 2), False)
+    assert got["day"] == (DateType(), False)
+    assert got["ts"] == (TimestampType(), False)
+    assert got["local"] == (TimestampNTZType(), False)
+    assert got["tags"] == (ArrayType(StringType(), False), False)
+    assert got["attrs"] == (MapType(StringType(), LongType(), True), False)
+    assert got["wide"] == (LongType(), False)
+    assert got["either"][0] == StructType([StructField("member0", StringType()),
+                                           StructField("member1", IntegerType())])
+    assert got["inner"][0].simpleString() == "struct<x:float>" and got["inner"][1]
+
+
+def test_avro_schemas_without_a_spark_type_are_refused() -> None:
+    recursive = {"type": "record", "name": "Node", "fields": [
+        {"name": "next", "type": ["null", "Node"]}]}
+    with pytest.raises(SchemaMappingError, match="Node is recursive"):
+        avro_spark_type(fastavro.parse_schema(recursive))
+    too_wide = {"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 0}
+    with pytest.raises(SchemaMappingError, match="precision 39"):
+        avro_spark_type(too_wide)
+    # control: a record that names itself only through a sibling type is fine
+    assert avro_spark_type({"type": "record", "name": "P", "fields": [
+        {"name": "a", "type": {"type": "fixed", "name": "F", "size": 2}},
+        {"name": "b", "type": "F"}]}, None)[0].simpleString() == "struct<a:binary,b:binary>"
+
+
+def test_multi_branch_unions_set_the_member_the_datum_took() -> None:
+    schema = fastavro.parse_schema({"type": "record", "name": "U", "fields": [
+        {"name": "v", "type": ["null", "string", "int"]},
+        {"name": "t", "type": {"type": "int", "logicalType": "time-millis"}}]})
+    convert = avro_converter(schema)
+    assert convert is not None
+    assert convert({"v": 3, "t": dt.time(0, 0, 1, 500_000)}) == {
+        "v": {"member1": 3}, "t": 1500}
+    assert convert({"v": "x", "t": dt.time(0)})["v"] == {"member0": "x"}
+    assert convert({"v": None, "t": dt.time(0)})["v"] is None
+    assert avro_converter(fastavro.parse_schema(ORDER_V1)) is None  # nothing to convert
+
+
+def test_json_schema_maps_properties() -> None:
+    doc = {"type": "object", "required": ["id", "n"], "properties": {
+        "id": {"type": "string"}, "n": {"type": "integer"},
+        "price": {"type": ["number", "null"]}, "at": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "inner": {"$ref": "#/$defs/Inner"}, "anything": {}},
+        "$defs": {"Inner": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}}
+    data_type, _ = json_schema_spark_type(doc)
+    assert isinstance(data_type, StructType)
+    got = {f.name: (f.dataType.simpleString(), f.nullable) for f in data_type.fields}
+    assert got == {"id": ("string", False), "n": ("bigint", False), "price": ("double", True),
+                   "at": ("timestamp", True), "tags": ("array<string>", True),
+                   "inner": ("struct<ok:boolean>", True), "anything": ("string", True)}
+
+
+def test_spark_to_avro_round_trips_the_types() -> None:
+    struct_type = StructType([StructField("id", StringType(), False),
+                              StructField("n", LongType()),
+                              StructField("at", TimestampType()),
+                              StructField("amount", DecimalType(8, 2)),
+                              StructField("tags", ArrayType(StringType())),
+                              StructField("inner", StructType([StructField("x",
+                                                                           DoubleType())]))])
+    schema = spark_to_avro(struct_type, "Row", "millrace")
+    mapped, _ = avro_spark_type(fastavro.parse_schema(schema))
+    assert mapped == struct_type
+
+
+# ---------------------------------------------------------------------------- decoding
+def spec(subject: str = "orders-value", version: int | None = None,
+         fmt: str = "avro") -> RegistryFormat:
+    return RegistryFormat(fmt, URL, subject, version)
+
+
+def test_old_and_new_records_decode_with_the_latest_version(fake: FakeRegistry) -> None:
+    v1 = fake.register_schema("orders-value", avro_schema(ORDER_V1))
+    v2 = fake.register_schema("orders-value", avro_schema(ORDER_V2))
+    reader = resolve_reader(spec())
+    assert (reader.version, reader.schema_id) == (2, v2)
+    decoder = RegistryDecoder(spec(), reader)
+    assert decoder.decode(avro_frame(v1, ORDER_V1, order(1)), where) == order(1, coupon=None)
+    assert decoder.decode(avro_frame(v2, ORDER_V2, order(2, coupon="X")), where) == \
+        order(2, coupon="X")
+    assert decoder.decode(None, where) is None
+
+
+def test_a_newer_version_than_the_query_reads_stops_it(fake: FakeRegistry) -> None:
+    fake.register_schema("orders-value", avro_schema(ORDER_V1))
+    reader = resolve_reader(spec())  # the query started at version 1
+    v2 = fake.register_schema("orders-value", avro_schema(ORDER_V2))
+    decoder = RegistryDecoder(spec(), reader)
+    record = avro_frame(v2, ORDER_V2, order(3, coupon="Y"))
+    with pytest.raises(NewerSchemaError) as caught:
+        decoder.decode(record, where)
+    text = str(caught.value)
+    assert text.startswith("newer schema: version 2 of subject orders-value (schema id 2)")
+    assert "orders-0@7" in text and "reads version 1" in text
+    match = registry.NEWER_SCHEMA_TEXT.search(text)
+    assert match is not None and match.groups() == ("2", "orders-value", str(v2))
+    # control: a query pinned to version 1 reads the same record, resolved to version 1
+    pinned = RegistryDecoder(spec(version=1), resolve_reader(spec(version=1)))
+    assert pinned.decode(record, where) == order(3)
+
+
+def test_bytes_that_do_not_decode_say_why(fake: FakeRegistry) -> None:
+    v1 = fake.register_schema("orders-value", avro_schema(ORDER_V1))
+    decoder = RegistryDecoder(spec(), resolve_reader(spec()))
+    good = avro_frame(v1, ORDER_V1, order(4))
+    assert decoder.decode(good, where) == order(4)  # control
+    cases = {
+        b'{"order_id": "o1"}': "unknown magic byte 0x7b",
+        b"\x00\x00": "too short",
+        struct.pack(">bI", 0, 99) + good[5:]: "schema id 99 is not in the schema registry",
+        good[:8]: "does not decode with schema id 1",
+        good + b"\x02": r"1 byte\(s\) left after the Avro datum",
+    }
+    for data, reason in cases.items():
+        with pytest.raises(DecodeError, match=reason):
+            decoder.decode(data, where)
+
+
+def test_the_batch_builder_names_the_record_or_keeps_it_permissively(
+        fake: FakeRegistry) -> None:
+    v1 = fake.register_schema("orders-value", avro_schema(ORDER_V1))
+    reader = resolve_reader(spec())
+    value_type = avro_spark_type(fastavro.parse_schema(ORDER_V1))[0]
+
+    class Record:
+        def __init__(self, offset: int, value: bytes) -> None:
+            self.key, self.value, self.offset = b"k", value, offset
+            self.timestamp, self.timestamp_type, self.headers = 1_700_000_000_000, 0, None
+
+    records = [Record(5, avro_frame(v1, ORDER_V1, order(5))), Record(6, b"not avro")]
+    failfast = _BatchBuilder(arrow_schema(source_schema(False, None, value_type)), "orders", 0,
+                             Decoding(value=RegistryDecoder(spec(), reader)))
+    with pytest.raises(DecodeError, match=r"^bad record orders-0@6: value does not decode: "
+                                          r"unknown magic byte"):
+        failfast.add(records)
+    permissive = _BatchBuilder(
+        arrow_schema(source_schema(False, None, value_type, permissive=True)), "orders", 0,
+        Decoding(value=RegistryDecoder(spec(), reader), permissive=True))
+    permissive.add(records)
+    rows = permissive.build().to_pylist()
+    assert rows[0]["value"]["order_id"] == "o5" and rows[0]["decodeError"] is None
+    assert rows[1]["value"] is None
+    assert rows[1]["decodeError"]["value"] == b"not avro"
+    assert rows[1]["decodeError"]["reason"].startswith("value does not decode: unknown magic")
+
+
+def test_json_schema_values_decode_and_validate(fake: FakeRegistry) -> None:
+    doc = {"type": "object", "required": ["id"], "properties": {
+        "id": {"type": "string"}, "n": {"type": "integer"},
+        "at": {"type": "string", "format": "date-time"}}}
+    schema_id = fake.register_schema("t-value", Schema(json.dumps(doc), "JSON"))
+    s = spec("t-value", fmt="json-schema")
+    decoder = RegistryDecoder(s, resolve_reader(s))
+    frame = struct.pack(">bI", 0, schema_id)
+    assert decoder.decode(frame + b'{"id": "a", "n": 2, "at": "2026-01-01T09:00:00Z"}',
+                          where) == {"id": "a", "n": 2,
+                                     "at": dt.datetime(2026, 1, 1, 9, tzinfo=dt.UTC)}
+    with pytest.raises(DecodeError, match="at n: 'x' is not of type 'integer'"):
+        decoder.decode(frame + b'{"id": "a", "n": "x"}', where)
+    with pytest.raises(DecodeError, match="not JSON"):
+        decoder.decode(frame + b"{", where)
+
+
+def test_protobuf_values_decode(fake: FakeRegistry) -> None:
+    import base64
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop",
+                                             syntax="proto3")
+    message = fdp.message_type.add(name="Order")
+    F = descriptor_pb2.FieldDescriptorProto
+    message.field.add(name="order_id", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    message.field.add(name="quantity", number=2, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    message.field.add(name="tags", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+    schema_id = fake.register_schema("p-value", Schema(
+        base64.b64encode(fdp.SerializeToString()).decode(), "PROTOBUF"))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    body = cls(order_id="o1", quantity=3, tags=["a", "b"]).SerializeToString()
+    s = spec("p-value", fmt="protobuf")
+    reader = resolve_reader(s)
+    assert registry.spark_type(s, reader.schema)[0].simpleString() == \
+        "struct<order_id:string,quantity:int,tags:array<string>>"
+    decoder = RegistryDecoder(s, reader)
+    assert decoder.decode(struct.pack(">bI", 0, schema_id) + b"\x00" + body, where) == {
+        "order_id": "o1", "quantity": 3, "tags": ["a", "b"]}
+
+
+# ---------------------------------------------------------------------------- evolution
+def test_widening_accepts_added_fields_and_names_the_rest(fake: FakeRegistry) -> None:
+    fake.register_schema("orders-value", avro_schema(ORDER_V1))
+    old = resolve_reader(spec())
+    fake.register_schema("orders-value", avro_schema(ORDER_V2))
+    new, added = check_widening(spec(), old, 2)
+    assert new.version == 2 and [(f.name, f.dataType) for f in added] == [
+        ("coupon", StringType())]
+    retyped = {**ORDER_V1, "fields": [{"name": "order_id", "type": "long"},
+                                      *ORDER_V1["fields"][1:]]}
+    fake.register_schema("orders-value", avro_schema(retyped))
+    with pytest.raises(ConfigError, match=r"subject orders-value version 3 is incompatible "
+                                          r"with version 1 .* order_id changed type from "
+                                          "string to bigint"):
+        check_widening(spec(), old, 3)
+    no_default = {**ORDER_V1, "fields": [*ORDER_V1["fields"],
+                                         {"name": "note", "type": ["null", "string"]}]}
+    fake.register_schema("orders-value", avro_schema(no_default))
+    with pytest.raises(ConfigError, match=r"version 4 .* note have no default"):
+        check_widening(spec(), old, 4)
+
+
+# ---------------------------------------------------------------------------- encoding
+def test_the_sink_encoder_registers_a_derived_schema(fake: FakeRegistry) -> None:
+    row_type = StructType([StructField("id", StringType(), False),
+                           StructField("amount", DecimalType(6, 2)),
+                           StructField("at", TimestampType())])
+    encoder = RegistryEncoder(spec("out-value"), row_type, "Row")
+    encoder.prepare()
+    assert fake.subjects["out-value"] == [encoder.schema_id]
+    at = dt.datetime(2026, 1, 1, 9, 30)  # Arrow hands Spark's timestamps without a zone
+    data = encoder.encode({"id": "a", "amount": decimal.Decimal("1.25"), "at": at})
+    assert data is not None and data[:5] == struct.pack(">bI", 0, encoder.schema_id)
+    s = spec("out-value")
+    decoded = RegistryDecoder(s, resolve_reader(s)).decode(data, where)
+    assert decoded == {"id": "a", "amount": decimal.Decimal("1.25"),
+                       "at": at.replace(tzinfo=dt.UTC)}
+    assert encoder.encode(None) is None
+
+
+# ---------------------------------------------------------------------------- options
+def options(**extra: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", **extra}
+
+
+def test_source_options_for_registry_formats() -> None:
+    parsed = SourceOptions.parse(options(valueFormat="avro", **{"schema.registry.url": URL}),
+                                 streaming=True)
+    assert parsed.value_format == RegistryFormat("avro", URL, "orders-value")
+    assert parsed.key_format is None and not parsed.permissive
+    both = SourceOptions.parse(options(valueFormat="json-schema", keyFormat="avro",
+                                       mode="permissive", subject="s",
+                                       **{"schema.registry.url": URL, "schema.version": "3",
+                                          "schema.registry.basic.auth.user.info": "u:secret"}),
+                               streaming=True)
+    assert both.value_format.subject == "s" and both.value_format.version == 3
+    assert both.key_format.subject == "orders-key" and both.permissive
+    assert "secret" not in repr(both)
+    bad = {
+        "needs the option 'schema.registry.url'": options(valueFormat="avro"),
+        "'valueFormat': one of avro, json-schema, protobuf": options(
+            valueFormat="thrift", **{"schema.registry.url": URL}),
+        "'subject' is required": {**options(valueFormat="avro",
+                                            **{"schema.registry.url": URL}),
+                                  "subscribe": "a,b"},
+        "'mode': FAILFAST": options(valueFormat="avro", mode="lenient",
+                                    **{"schema.registry.url": URL}),
+        "'mode' applies to decoding": options(mode="PERMISSIVE"),
+        "'subject' needs the option 'valueFormat'": options(subject="x"),
+    }
+    for message, opts in bad.items():
+        with pytest.raises(ConfigError, match=message):
+            SourceOptions.parse(opts, streaming=True)
