@@ -11,6 +11,9 @@ is buffered.
 ``resolve`` accepts what a config may hold: an instance, a class, a callable, a short
 name (``"str"``, ``"int"``, ``"json"``...), a Java class name
 (``org.apache.kafka.common.serialization.StringSerializer``) or a dotted Python path.
+The schema-registry serializers of ``millrace.client.schema_registry`` resolve by the
+names ``"avro"``, ``"json-schema"`` and ``"protobuf"`` (or Confluent's Java class names),
+imported on first use.
 """
 
 from __future__ import annotations
@@ -248,6 +251,24 @@ for _dcls in (ByteArrayDeserializer, StringDeserializer, ShortDeserializer, Inte
               LongDeserializer, DoubleDeserializer, FloatDeserializer):
     _DESERIALIZERS[_JAVA_PACKAGE + _dcls.__name__] = _dcls
 
+# The schema-registry serdes, by name; imported when named (fastavro, jsonschema and
+# protobuf load only in a client that uses them).
+_REGISTRY_SERDES = "millrace.client.schema_registry."
+_CONFLUENT_PACKAGE = "io.confluent.kafka.serializers."
+_LAZY_SERIALIZERS = {
+    "avro": _REGISTRY_SERDES + "avro:AvroSerializer",
+    "json-schema": _REGISTRY_SERDES + "json_schema:JsonSchemaSerializer",
+    "protobuf": _REGISTRY_SERDES + "protobuf:ProtobufSerializer",
+    _CONFLUENT_PACKAGE + "KafkaAvroSerializer": _REGISTRY_SERDES + "avro:AvroSerializer",
+    _CONFLUENT_PACKAGE + "json.KafkaJsonSchemaSerializer":
+        _REGISTRY_SERDES + "json_schema:JsonSchemaSerializer",
+    _CONFLUENT_PACKAGE + "protobuf.KafkaProtobufSerializer":
+        _REGISTRY_SERDES + "protobuf:ProtobufSerializer",
+}
+_LAZY_DESERIALIZERS = {name.replace("Serializer", "Deserializer"):
+                       path.replace("Serializer", "Deserializer")
+                       for name, path in _LAZY_SERIALIZERS.items()}
+
 
 def load_class(path: str, config_name: str) -> Any:
     """Import ``pkg.module.Name`` or ``pkg.module:Name``; ConfigError naming the key."""
@@ -289,8 +310,12 @@ def _resolve(value: Any, config_name: str, names: Mapping[str, type], base: type
     if value is None:
         return default()
     if isinstance(value, str):
-        cls = names.get(value.strip()) or names.get(value.strip().lower())
-        value = cls if cls is not None else load_class(value.strip(), config_name)
+        name = value.strip()
+        cls = names.get(name) or names.get(name.lower())
+        if cls is None:
+            lazy = _LAZY_SERIALIZERS if base is Serializer else _LAZY_DESERIALIZERS
+            name = lazy.get(name) or lazy.get(name.lower()) or name
+        value = cls if cls is not None else load_class(name, config_name)
     if isinstance(value, type):
         if not issubclass(value, base):
             raise ConfigError(f"Invalid value {value.__name__} for configuration "
