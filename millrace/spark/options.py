@@ -636,7 +636,9 @@ def _check_within_assignment(strategy: Assign, spec: OffsetSpec, display: str) -
 
 
 # ---------------------------------------------------------------------------- sink
-SINK_OPTIONS = frozenset({"topic", "deliveryguarantee", "transactionalidprefix"})
+SINK_OPTIONS = frozenset({"topic", "deliveryguarantee", "transactionalidprefix", "valueformat",
+                          "schema.registry.url", "schema.registry.basic.auth.user.info",
+                          "subject", "schema.version", "recordname"})
 DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
 
 
@@ -646,6 +648,8 @@ class SinkOptions:
     kafka_params: KafkaParams = field(default_factory=KafkaParams, hash=False)
     exactly_once: bool = False  # deliveryGuarantee=exactly-once (exactly_once.py)
     transactional_id_prefix: str | None = None
+    value_format: Any = None  # registry.RegistryFormat: valueFormat=avro
+    record_name: str = "topLevelRecord"  # the derived Avro schema's record name
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -655,7 +659,10 @@ class SinkOptions:
                     or name.startswith(KAFKA_PREFIX)):
                 raise ConfigError(f"Unknown option '{name}' for the millrace sink; known "
                                   "options: kafka.bootstrap.servers, kafka.*, topic, "
-                                  "deliveryGuarantee, transactionalIdPrefix")
+                                  "deliveryGuarantee, transactionalIdPrefix, valueFormat, "
+                                  "schema.registry.url, "
+                                  "schema.registry.basic.auth.user.info, subject, "
+                                  "schema.version, recordName")
         kafka_params = _kafka_params(opts, UNSUPPORTED_SINK_OPTIONS)
         from millrace.client.producer.config import ProducerConfig
 
@@ -673,9 +680,18 @@ class SinkOptions:
         if prefix is not None and guarantee != "exactly-once":
             raise ConfigError("Option 'transactionalIdPrefix' needs "
                               "deliveryGuarantee=exactly-once")
-        return cls(topic=topic.strip() if topic else None, kafka_params=kafka_params,
+        topic = topic.strip() if topic else None
+        value_format = _registry_format(opts, "value", (topic,) if topic else None, sink=True)
+        if "schema.registry.url" in opts and value_format is None:
+            raise ConfigError("Option 'schema.registry.url' needs 'valueFormat' (avro)")
+        record_name = (opts.get("recordname") or "topLevelRecord").strip()
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", record_name):
+            raise ConfigError(f"Invalid value '{record_name}' for option 'recordName': an "
+                              "Avro name (letters, digits, '_', dotted namespace)")
+        return cls(topic=topic, kafka_params=kafka_params,
                    exactly_once=guarantee == "exactly-once",
-                   transactional_id_prefix=prefix.strip() if prefix else None)
+                   transactional_id_prefix=prefix.strip() if prefix else None,
+                   value_format=value_format, record_name=record_name)
 
     def producer_config(self, client_id: str) -> dict[str, Any]:
         return {**WRITER_PRODUCER_DEFAULTS, "client.id": client_id, **self.kafka_params}

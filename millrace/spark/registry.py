@@ -56,7 +56,8 @@ FORMATS = {"avro": "AVRO", "json-schema": "JSON", "protobuf": "PROTOBUF"}
 NEWER_SCHEMA = "newer schema"
 # what the pipeline reads back from a failed query's message (NewerSchemaError's text)
 NEWER_SCHEMA_TEXT = re.compile(r"newer schema: version (\d+) of subject (\S+) "
-                               r"\(schema id (\d+)\)")
+                               r"\(schema id (\d+)\) wrote record (\S+); the query reads "
+                               r"version (\d+)")
 
 _clients: dict[tuple[str, str | None], SchemaRegistryClient] = {}
 _clients_lock = threading.Lock()

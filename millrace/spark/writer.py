@@ -1,6 +1,7 @@
 """Writing DataFrames to Kafka: ``df.write.format("millrace")`` and ``writeStream``.
 
-The input columns follow Spark's Kafka sink: ``value`` (required, binary or string),
+The input columns follow Spark's Kafka sink: ``value`` (required, binary or string; any
+type with ``valueFormat=avro``: encoded with a registered schema, ``registry.py``),
 ``key`` (binary or string), ``topic`` (string; the ``topic`` option, when set, wins),
 ``partition`` (int) and ``headers`` (array<struct<key: string, value: binary>>); other
 columns are ignored.  ``SinkColumns.of(schema)`` checks them on the driver, before any
@@ -62,6 +63,8 @@ class SinkColumns:
     has_topic: bool = False
     has_partition: bool = False
     has_headers: bool = False
+    # valueFormat=avro: registry.RegistryEncoder, prepared (schema registered) on the driver
+    encoder: Any = None
 
     @classmethod
     def of(cls, schema: StructType, options: SinkOptions) -> SinkColumns:
@@ -70,7 +73,16 @@ class SinkColumns:
         if "value" not in fields:
             raise ConfigError("Required column 'value' not found: the millrace sink writes "
                               "the 'value' column (binary or string)")
+        encoder = None
+        if options.value_format is not None:
+            from millrace.spark.registry import RegistryEncoder
+
+            encoder = RegistryEncoder(options.value_format, fields["value"],
+                                      options.record_name)
+            encoder.prepare()
         for name in ("value", "key"):
+            if name == "value" and encoder is not None:
+                continue
             if name in fields and fields[name] not in binary_or_string:
                 raise ConfigError(f"Column '{name}' must be binary or string, not "
                                   f"{fields[name].simpleString()}")
@@ -94,7 +106,7 @@ class SinkColumns:
                    key_is_string=fields.get("key") == StringType(),
                    has_topic="topic" in fields and options.topic is None,
                    has_partition="partition" in fields,
-                   has_headers="headers" in fields)
+                   has_headers="headers" in fields, encoder=encoder)
 
 
 def _shape(data_type: Any) -> str:
@@ -128,6 +140,8 @@ def send_rows(producer: KafkaProducer[bytes, bytes], batches: Iterator[pa.Record
         if n == 0:
             continue
         values = _column(batch, "value", columns.value_is_string)
+        if columns.encoder is not None:
+            values = [columns.encoder.encode(v) for v in values]
         keys = _column(batch, "key", columns.key_is_string) if columns.has_key \
             else itertools.repeat(None, n)
         topics = _column(batch, "topic") if columns.has_topic \

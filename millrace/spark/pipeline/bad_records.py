@@ -171,16 +171,18 @@ class BadRecord:
         return [(HEADER_PREFIX + name, value.encode()) for name, value in values.items()]
 
 
-def bad_records(rows: pa.Table, value_types: Mapping[str, str]) -> list[BadRecord]:
+def bad_records(rows: pa.Table, value_types: Mapping[str, str], detail: bool = True
+                ) -> list[BadRecord]:
     """The bad records of a batch's ``ERROR_COLUMN`` (null entries skipped), ordered by
-    topic, partition and offset; a parse error's reason says what is wrong, from the
-    value bytes (``value_types``: the value schema's column -> Spark type)."""
+    topic, partition and offset; a JSON parse error's reason says what is wrong, from the
+    value bytes (``value_types``: the value schema's column -> Spark type; ``detail``
+    False: the reason is complete already, as the registry decoder's are)."""
     out = []
     for item in rows[ERROR_COLUMN].to_pylist():
         if item is None:
             continue
         reason = str(item["reason"])
-        if item["kind"] == PARSE and item["value"]:
+        if detail and item["kind"] == PARSE and item["value"]:
             reason = f"{reason}: {parse_detail(item['value'], value_types)}"
         stamp = item["timestamp"]
         out.append(BadRecord(
@@ -308,10 +310,11 @@ class BadRecordPolicy:
     """``errors_tolerance`` applied to one micro-batch's bad rows (see the module doc)."""
 
     def __init__(self, tolerance: str, value_types: Mapping[str, str],
-                 dead_letters: DeadLetterQueue | None) -> None:
+                 dead_letters: DeadLetterQueue | None, detail: bool = True) -> None:
         self.tolerance = tolerance
         self.value_types = dict(value_types)
         self.dead_letters = dead_letters
+        self.detail = detail  # JSON values: say why a value does not parse
 
     @classmethod
     def for_config(cls, config: PipelineConfig) -> BadRecordPolicy:
@@ -326,11 +329,12 @@ class BadRecordPolicy:
         if config.errors_tolerance == "all" and config.dead_letter_topic:
             dead_letters = DeadLetterQueue(config.dead_letter_topic,
                                            config.source.client_config(), config.name)
-        return cls(config.errors_tolerance, types, dead_letters)
+        return cls(config.errors_tolerance, types, dead_letters,
+                   detail=config.value_format == "json")
 
     def handle(self, rows: pa.Table) -> int:
         """Raise for the first bad record (none), or send them all (all): how many."""
-        records = bad_records(rows, self.value_types)
+        records = bad_records(rows, self.value_types, self.detail)
         if not records:
             return 0
         if self.tolerance != "all" or self.dead_letters is None:

@@ -24,6 +24,12 @@ A job file (TOML or JSON) holds the same fields::
     window = "1 minute"
     aggregates = { revenue = "sum(price)" }
 
+Registry formats: ``value_format = "avro"`` (or ``json-schema``, ``protobuf``) with
+``schema_registry_url`` reads values written in Confluent's wire format; the source decodes
+them with the subject's latest version (``<topic>-value``, or the source option
+``subject``) and its fields are the events' columns.  A new version that only adds fields
+restarts the query with the new columns (added to the tables); see ``runner.py``.
+
 Bad records (``plan.py`` finds them, ``runner.py`` acts on them): ``errors_tolerance``
 ``none`` (the default) fails the query at the first bad record of a batch, naming its
 topic, partition and offset, before anything of that batch is committed; ``all`` sends
@@ -46,7 +52,9 @@ from millrace.spark.options import kafka_options, redact
 from millrace.spark.sinks import check_database_url
 from millrace.spark.sinks.table import check_table_name
 
-VALUE_FORMATS = ("json", "raw")
+VALUE_FORMATS = ("json", "raw", "avro", "json-schema", "protobuf")
+# decoded by the source with the schema registry (millrace.spark.registry)
+REGISTRY_FORMATS = ("avro", "json-schema", "protobuf")
 ERRORS_TOLERANCES = ("none", "all")  # Kafka Connect's errors.tolerance values
 # the Kafka record fields the ``events`` view carries next to the parsed value columns
 METADATA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp")
@@ -183,6 +191,9 @@ class PipelineConfig:
     checkpoint_dir: str
     value_format: str = "json"
     value_schema: str | None = None  # Spark DDL, json format only
+    # avro, json-schema, protobuf: the registry the values' schemas are in; the subject is
+    # the source option ``subject`` (default <topic>-value)
+    schema_registry_url: str | None = None
     transform: str | None = None  # Spark SQL over the temporary view ``events``
     state_sinks: list[StateSink] = field(default_factory=list)
     aggregate_sinks: list[AggregateSink] = field(default_factory=list)
@@ -213,8 +224,21 @@ class PipelineConfig:
         if self.value_format == "json" and not (self.value_schema or "").strip():
             raise ConfigError("value_schema (Spark DDL, e.g. 'id STRING, n INT') is required "
                               "with value_format json")
-        if self.value_format == "raw" and self.value_schema:
-            raise ConfigError("value_schema applies to value_format json only")
+        if self.value_format != "json" and self.value_schema:
+            raise ConfigError("value_schema applies to value_format json only (avro, "
+                              "json-schema and protobuf take the registered schema)")
+        if self.value_format in REGISTRY_FORMATS:
+            if not (self.schema_registry_url or "").strip():
+                raise ConfigError(f"schema_registry_url is required with value_format "
+                                  f"{self.value_format}")
+            if self.source.format != "millrace":
+                raise ConfigError(f"value_format {self.value_format} needs the millrace "
+                                  f"source (source.format millrace, not {self.source.format})")
+            if self.value_options:
+                raise ConfigError("value_options apply to value_format json only")
+        elif self.schema_registry_url:
+            raise ConfigError("schema_registry_url applies to value_format avro, json-schema "
+                              "or protobuf")
         if self.transform is not None and not self.transform.strip():
             raise ConfigError("transform is empty")
         check_database_url(self.database)

@@ -16,7 +16,8 @@ aggregate sink with another aggregate (``avg``, ``count(DISTINCT ...)``, ...) ke
 own query on Spark's stateful aggregation (replace mode).
 
 ``events`` has the parsed value columns (json: ``from_json`` with the value schema; raw:
-``key`` and ``value`` as binary) plus ``key`` (as string), ``topic``, ``partition``,
+``key`` and ``value`` as binary; avro, json-schema, protobuf: the fields of the registered
+schema, decoded by the source) plus ``key`` (as string), ``topic``, ``partition``,
 ``offset`` and ``timestamp`` -- a metadata column is left out when the value has a column
 of the same name.  Without a transform a state table holds the value columns plus its
 order columns (``offset`` by default); with a transform it holds the transform's columns,
@@ -47,6 +48,7 @@ from millrace.spark.pipeline.bad_records import (
 from millrace.spark.pipeline.config import (
     AGGREGATE_KEY_COLUMNS,
     METADATA_COLUMNS,
+    REGISTRY_FORMATS,
     AggregateSink,
     PipelineConfig,
     StateSink,
@@ -54,6 +56,8 @@ from millrace.spark.pipeline.config import (
     parse_interval,
 )
 from millrace.spark.sinks.table import MergeFunction, TableSpec, columns_from_spark
+
+DECODE_ERROR = "decodeError"  # the source's column under mode=PERMISSIVE (source.py)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -174,8 +178,58 @@ def source_frame(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     if source.format == "millrace" and not any(k.lower() in ("maxpartitions", "minpartitions")
                                                for k in options):
         options["maxPartitions"] = str(spark.sparkContext.defaultParallelism)
+    options.update(registry_options(config))
     return _analysed(f"source format {source.format}", lambda: spark.readStream.format(
         source.format).options(**options).load())
+
+
+def registry_options(config: PipelineConfig) -> dict[str, str]:
+    """The source options that decode a registry format (PERMISSIVE: a record that does
+    not decode reaches the bad-record policy with its reason and bytes); {} otherwise."""
+    if config.value_format not in REGISTRY_FORMATS:
+        return {}
+    assert config.schema_registry_url is not None
+    return {"valueFormat": config.value_format,
+            "schema.registry.url": config.schema_registry_url, "mode": "PERMISSIVE"}
+
+
+def _registry_events(config: PipelineConfig, source: DataFrame,
+                     limits: Mapping[str, Mapping[str, ColumnLimit]]
+                     ) -> tuple[DataFrame, list[str]]:
+    """``events`` from a source that decoded the values (``registry_options``): the
+    value's fields as columns; a ``decodeError`` or a null value is a parse error."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    if DECODE_ERROR not in source.columns:
+        raise ConfigError(f"value_format {config.value_format}: the source has no "
+                          f"{DECODE_ERROR} column (read with mode=PERMISSIVE)")
+    value_type = source.schema["value"].dataType
+    if isinstance(value_type, StructType):
+        value_columns = [f.name for f in value_type.fields]
+        values = [F.col("value").getField(c).alias(c) for c in value_columns]
+    else:
+        value_columns, values = ["value"], [F.col("value")]
+    reserved = [c for c in value_columns if c.startswith("__millrace")]
+    if reserved:
+        raise ConfigError(f"the registered schema's field {reserved[0]}: names starting "
+                          "__millrace are the pipeline's own")
+    metadata = [c for c in METADATA_COLUMNS if c not in value_columns]
+    error = F.col(DECODE_ERROR)
+    raw = {c: F.col(c) for c in METADATA_COLUMNS}
+    raw["key"] = F.coalesce(error["key"], F.col("key"))
+    raw["value"] = error["value"]
+    frame = source.select(*values, *[F.col(c).cast("string").alias(c) if c == "key"
+                                     else F.col(c) for c in metadata],
+                          error["reason"].alias(f"{_RAW}reason"),
+                          F.col("value").isNull().alias(f"{_RAW}null"),
+                          *[col.alias(f"{_RAW}{c}") for c, col in raw.items()])
+    reason = F.col(f"{_RAW}reason")
+    parse: list[tuple[str, str | Column, Column]] = [
+        (PARSE, reason, reason.isNotNull()),
+        (PARSE, "value is null", F.col(f"{_RAW}null"))]
+    checks = _record_checks(config, frame, limits, parse)
+    return _with_error_column(frame, checks, [*value_columns, *metadata]), value_columns
 
 
 def events_frame(config: PipelineConfig, source: DataFrame,
@@ -193,6 +247,8 @@ def events_frame(config: PipelineConfig, source: DataFrame,
     if missing:
         raise ConfigError(f"source {config.source.format} lacks column(s) "
                           f"{', '.join(missing)} (expected Kafka's source columns)")
+    if config.value_format in REGISTRY_FORMATS:
+        return _registry_events(config, source, limits or {})
     # the record as read, for a dead letter: its coordinates and original bytes
     raw = [F.col(c).alias(f"{_RAW}{c}") for c in ("value", *METADATA_COLUMNS)]
     if config.value_format == "raw":
@@ -226,7 +282,8 @@ def events_frame(config: PipelineConfig, source: DataFrame,
                              F.col("__value").isNull().alias(f"{_RAW}empty"),
                              *metadata, *[f"{_RAW}{c}" for c in ("value", *METADATA_COLUMNS)])
         value = F.col(f"{_RAW}value")
-        parse = [(PARSE, "value is null", value.isNull()),
+        parse: list[tuple[str, str | Column, Column]] = [
+                 (PARSE, "value is null", value.isNull()),
                  (PARSE, "value is empty", F.col(f"{_RAW}empty")),
                  (PARSE, "value does not parse as the value schema",
                   F.col(CORRUPT_COLUMN).isNotNull())]
@@ -241,7 +298,8 @@ _RAW = "__millrace_raw_"  # the source's own columns, kept until the error colum
 
 def _record_checks(config: PipelineConfig, frame: DataFrame,
                    limits: Mapping[str, Mapping[str, ColumnLimit]],
-                   parse: list[tuple[str, str, Column]]) -> list[tuple[str, str, Column]]:
+                   parse: list[tuple[str, str | Column, Column]]
+                   ) -> list[tuple[str, str | Column, Column]]:
     """(kind, reason, condition) per check, the first that holds names a bad record.
 
     Null keys and sizes are checked on the events, so only without a transform (which
@@ -291,7 +349,7 @@ def _record_checks(config: PipelineConfig, frame: DataFrame,
     return checks
 
 
-def _with_error_column(frame: DataFrame, checks: list[tuple[str, str, Column]],
+def _with_error_column(frame: DataFrame, checks: list[tuple[str, str | Column, Column]],
                        keep: list[str]) -> DataFrame:
     """``keep`` and ``ERROR_COLUMN`` (null unless one of ``checks`` holds); no error
     column without checks."""
@@ -302,7 +360,8 @@ def _with_error_column(frame: DataFrame, checks: list[tuple[str, str, Column]],
     kind, reason = F.lit(None).cast("string"), F.lit(None).cast("string")
     for name, text, condition in reversed(checks):  # the first check that holds wins
         kind = F.when(condition, F.lit(name)).otherwise(kind)
-        reason = F.when(condition, F.lit(text)).otherwise(reason)
+        reason = F.when(condition, F.lit(text) if isinstance(text, str) else text
+                        ).otherwise(reason)
     raw = {c: F.col(f"{_RAW}{c}") for c in ("value", *METADATA_COLUMNS)}
     error = F.struct(kind.alias("kind"), reason.alias("reason"),
                      *[raw[c].alias(c) for c in ERROR_FIELDS[2:]])

@@ -29,6 +29,7 @@ that the summary never counts.  A failed query stops the others and raises
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 import time
@@ -44,7 +45,7 @@ from millrace.spark.pipeline.bad_records import (
     bad_record_message,
     column_limits,
 )
-from millrace.spark.pipeline.config import PipelineConfig
+from millrace.spark.pipeline.config import REGISTRY_FORMATS, PipelineConfig
 from millrace.spark.pipeline.plan import (
     SinkPlan,
     build_plan,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+log = logging.getLogger(__name__)
 POLL_S = 0.2
 SHARED_CHECKPOINT = "shared-query"  # not a valid table name: never a sink's own checkpoint
 # how long a sink query may take to create its sources before the next one starts anyway
@@ -119,6 +121,8 @@ class PipelineResult:
     # table -> micro-batches its query completed in this run (with or without rows)
     batches_by_table: dict[str, int] = field(default_factory=dict)
     dead_letters: int = 0  # bad records sent to the dead-letter topic (errors_tolerance all)
+    # registry formats: each newer version that restarted the queries, and what it added
+    schema_changes: list[str] = field(default_factory=list)
 
 
 def _stop_when_reported(t: _Tracked, grace_s: float = STOP_GRACE_S) -> None:
@@ -156,6 +160,22 @@ def offsets_lag(source: dict[str, Any]) -> dict[str, int]:
         for partition, offset in partitions.items():
             lag[f"{topic}-{partition}"] = max(int(offset) - int(done.get(partition, 0)), 0)
     return lag
+
+
+@dataclass
+class SchemaEvolution(Exception):  # an event the run handles by restarting
+    """A query stopped at a record of a newer registered version (``registry.py``)."""
+
+    subject: str
+    version: int  # the record's version
+    schema_id: int
+    where: str  # topic-partition@offset
+    reader_version: int  # the version the query read with
+    partial: PipelineResult | None = None  # what the stopped attempt did
+
+    def __str__(self) -> str:
+        return (f"records of {self.where} have version {self.version} of subject "
+                f"{self.subject}; the query read version {self.reader_version}")
 
 
 @dataclass
@@ -214,9 +234,38 @@ class Pipeline:
                                   master=self.config.spark_master,
                                   conf=self.config.spark_conf)
         restore = self._install_signal_handlers()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        results: list[PipelineResult] = []
+        changes: list[str] = []
+        try:
+            while True:
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                try:
+                    results.append(self._run_once(spark, progress, until_caught_up, left))
+                    break
+                except SchemaEvolution as evolution:
+                    if evolution.partial is not None:
+                        results.append(evolution.partial)
+                    changes.append(self._evolve(evolution))
+        finally:
+            restore()
+            if own_session:
+                spark.stop()
+        result = _merged(results)
+        result.schema_changes = changes
+        return result
+
+    def _run_once(self, spark: SparkSession, progress: Callable[[BatchProgress], None] | None,
+                  until_caught_up: bool, timeout_s: float | None) -> PipelineResult:
+        """Plan, start and watch the queries once; ``SchemaEvolution`` (with what this
+        attempt did) when a newer registered version stopped one."""
         tracked: list[_Tracked] = []
         databases: list[Database] = []
         policies: list[BadRecordPolicy] = []
+        evolution: SchemaEvolution | None = None
+        stopped = False
+        started = time.monotonic()
+        add_columns = self.config.value_format in REGISTRY_FORMATS
         try:
             with open_database(self.config.database) as database:
                 limits = column_limits(database, self.config.sink_tables())
@@ -228,7 +277,7 @@ class Pipeline:
                 database = open_database(self.config.database)
                 databases.append(database)
                 for plan in group:
-                    database.ensure_table(plan.table_spec)
+                    database.ensure_table(plan.table_spec, add_columns=add_columns)
                     if self.config.writes_on_executors():
                         database.ensure_staging(plan.table_spec)
             started = time.monotonic()
@@ -237,9 +286,12 @@ class Pipeline:
                     _await_sources(tracked[-1].query)
                 policies.append(BadRecordPolicy.for_config(self.config))
                 tracked.append(self._start(group, database, policies[-1]))
-            stopped = self._watch(tracked, progress, until_caught_up, timeout_s)
-            elapsed = time.monotonic() - started
+            try:
+                stopped = self._watch(tracked, progress, until_caught_up, timeout_s)
+            except SchemaEvolution as e:
+                evolution = e
         finally:
+            elapsed = time.monotonic() - started
             for t in tracked:
                 if t.query.isActive:
                     t.query.stop()
@@ -247,10 +299,39 @@ class Pipeline:
                 database.close()
             for policy in policies:
                 policy.close()
-            restore()
-            if own_session:
-                spark.stop()
-        return self._result(tracked, elapsed, stopped)
+        result = self._result(tracked, elapsed, stopped)
+        if evolution is not None:
+            evolution.partial = result
+            raise evolution
+        return result
+
+    def _evolve(self, evolution: SchemaEvolution) -> str:
+        """Check that the subject's latest version only adds fields to the one the stopped
+        query read (else ``PipelineError`` naming subject and version); what changed."""
+        from millrace.spark.registry import RegistryFormat, check_widening, resolve_reader
+
+        config = self.config
+        assert config.schema_registry_url is not None
+        spec = RegistryFormat(config.value_format, config.schema_registry_url,
+                              evolution.subject, None,
+                              _option(config.source.options,
+                                      "schema.registry.basic.auth.user.info"))
+        try:
+            old = resolve_reader(RegistryFormat(spec.format, spec.url, spec.subject,
+                                                evolution.reader_version, spec.user_info))
+            latest = spec.client().get_latest_version(spec.subject).version
+            _, added = check_widening(spec, old, max(latest, evolution.version))
+        except MillraceError as e:
+            raise PipelineError(f"pipeline {config.name}: records of {evolution.where} were "
+                                f"written with version {evolution.version} of subject "
+                                f"{evolution.subject}: {e}") from None
+        names = ", ".join(f.name for f in added) or "no new columns"
+        change = (f"subject {evolution.subject} version {evolution.reader_version} -> "
+                  f"{max(latest, evolution.version)} (first seen at {evolution.where}): "
+                  f"added {names}")
+        log.warning("pipeline %s: %s; restarting the queries from their checkpoints",
+                    config.name, change)
+        return change
 
     def _start(self, plans: list[SinkPlan], database: Database,
                policy: BadRecordPolicy | None = None) -> _Tracked:
@@ -287,6 +368,9 @@ class Pipeline:
             failed = next((t for t in tracked if not t.query.isActive
                            and t.query.exception() is not None), None)
             if failed is not None:
+                evolution = self._evolution(failed)
+                if evolution is not None:
+                    raise evolution
                 raise self._failure(failed)
             if all(not t.query.isActive for t in tracked):
                 for t in tracked:
@@ -302,6 +386,24 @@ class Pipeline:
                     self._report(t, progress, drain=True)
                 return True
             self._stop.wait(POLL_S)
+
+    def _evolution(self, t: _Tracked) -> SchemaEvolution | None:
+        """A query stopped by ``registry.NewerSchemaError`` (its text is in the writer's
+        error or the query's), when the values are a registry format."""
+        if self.config.value_format not in REGISTRY_FORMATS:
+            return None
+        from millrace.spark.registry import NEWER_SCHEMA_TEXT
+
+        for error in (t.writer.error, t.query.exception()):
+            if error is None:
+                continue
+            text = getattr(error, "desc", None) or getattr(error, "getMessage", lambda: "")()
+            match = NEWER_SCHEMA_TEXT.search(f"{text}\n{error}")
+            if match is not None:
+                return SchemaEvolution(subject=match[2], version=int(match[1]),
+                                       schema_id=int(match[3]), where=match[4],
+                                       reader_version=int(match[5]))
+        return None
 
     def _failure(self, t: _Tracked) -> PipelineError:
         """The error of a failed query: the writer's own exception when it raised one."""
@@ -399,6 +501,37 @@ class Pipeline:
                 signal.signal(signum, old)
 
         return restore
+
+
+def _option(options: dict[str, Any], name: str) -> str | None:
+    """A source option by its case-insensitive name."""
+    found = [str(v) for k, v in options.items() if str(k).lower() == name.lower()]
+    return found[0] if found else None
+
+
+def _merged(results: list[PipelineResult]) -> PipelineResult:
+    """One result of several attempts (restarts after a schema change), in order."""
+    if len(results) == 1:
+        return results[0]
+    last = results[-1]
+
+    def total(name: str) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in results:
+            for k, v in getattr(r, name).items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    elapsed = sum(r.elapsed_s for r in results)
+    rows = sum(r.input_rows for r in results)
+    return PipelineResult(
+        batches=sum(r.batches for r in results), input_rows=rows,
+        rows_upserted=total("rows_upserted"), elapsed_s=elapsed,
+        records_per_s=rows / elapsed if elapsed > 0 else 0.0,
+        input_rows_by_query=total("input_rows_by_query"), lag=last.lag,
+        batches_skipped=sum(r.batches_skipped for r in results), stopped=last.stopped,
+        queries=last.queries, batches_by_table=total("batches_by_table"),
+        dead_letters=sum(r.dead_letters for r in results))
 
 
 def _check_reachable(client_config: dict[str, str]) -> None:

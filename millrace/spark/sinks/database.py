@@ -48,6 +48,7 @@ from millrace.spark.sinks.staged import StagedRows
 from millrace.spark.sinks.table import (
     BATCHES_TABLE,
     WATERMARKS_TABLE,
+    Column,
     Dialect,
     TableSpec,
     conform,
@@ -101,24 +102,36 @@ class Database(ABC):
     def _describe(self, table: str) -> tuple[list[str], list[str]] | None:
         """(column names, primary key columns) of an existing table, None if absent."""
 
-    def ensure_table(self, spec: TableSpec) -> None:
+    def ensure_table(self, spec: TableSpec, add_columns: bool = False) -> list[str]:
         """Create the batch log and ``spec``'s table if missing; an existing table must have
-        every column and the same primary key."""
+        every column and the same primary key -- or, with ``add_columns`` (a value schema
+        that gained fields), its missing non-key columns are added, nullable (``ALTER
+        TABLE ADD COLUMN``; the rows already there read null).  The columns added."""
         with self._lock:
             self._execute_script([self.batches_ddl(), self.watermarks_ddl()])
             found = self._describe(spec.name)
             if found is None:
                 self._execute_script([self.create_table_sql(spec)])
-                return
+                return []
         columns, key = found
-        missing = [c for c in spec.column_names if c not in columns]
-        if missing:
-            raise ConfigError(f"table {spec.name} exists without column(s) "
-                              f"{', '.join(missing)}; drop it or write to another table")
         if list(key) != list(spec.key):
             raise ConfigError(f"table {spec.name} exists with primary key "
                               f"({', '.join(key) or 'none'}), the sink needs "
                               f"({', '.join(spec.key)}); drop it or write to another table")
+        missing = [c for c in spec.columns if c.name not in columns]
+        if missing and add_columns:
+            with self._lock:
+                self._execute_script([self.add_column_sql(spec.name, c) for c in missing])
+            return [c.name for c in missing]
+        if missing:
+            raise ConfigError(f"table {spec.name} exists without column(s) "
+                              f"{', '.join(c.name for c in missing)}; drop it or write to "
+                              "another table")
+        return []
+
+    def add_column_sql(self, table: str, column: Column) -> str:
+        return (f"ALTER TABLE {quote(table)} ADD COLUMN {quote(column.name)} "
+                f"{sql_type(column.type, self.dialect)}")
 
     def create_table_sql(self, spec: TableSpec) -> str:
         cols = [f"{quote(c.name)} {sql_type(c.type, self.dialect)}"

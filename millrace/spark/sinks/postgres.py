@@ -172,10 +172,15 @@ class PostgresDatabase(Database):
     # ------------------------------------------------------------------ executor writes
     def ensure_staging(self, spec: TableSpec) -> None:
         """The staging table executors copy ``spec``'s rows into (``staged.py``)."""
-        from millrace.spark.sinks.staged import stage_ddl
+        from millrace.spark.sinks.staged import stage_ddl, staged_table
 
         with self._lock:
             self._execute_script([stage_ddl(spec)])
+            found = self._describe(staged_table(spec.name))
+            # a table that gained columns (ensure_table's add_columns): its stage too
+            missing = [c for c in spec.columns if found is not None and c.name not in found[0]]
+            self._execute_script([self.add_column_sql(staged_table(spec.name), c)
+                                  for c in missing])
 
     def _upsert_staged(self, query_id: str, batch_id: int, part: SinkBatch,
                        late_ms: int) -> int:

@@ -57,7 +57,14 @@ def test_a_good_config_validates_with_defaults() -> None:
 @pytest.mark.parametrize(("changes", "message"), [
     ({"database": "mysql://h/db"}, "unknown scheme 'mysql'"),
     ({"database": "postgresql:db"}, "expected postgresql://"),
-    ({"value_format": "avro"}, "value_format 'avro': expected one of json, raw"),
+    ({"value_format": "xml"}, "value_format 'xml': expected one of json, raw, avro, "
+                              "json-schema, protobuf"),
+    ({"value_format": "avro", "value_schema": None},
+     "schema_registry_url is required with value_format avro"),
+    ({"value_format": "avro", "schema_registry_url": "http://r:8081"},
+     "value_schema applies to value_format json only"),
+    ({"schema_registry_url": "http://r:8081"},
+     "schema_registry_url applies to value_format avro"),
     ({"value_schema": None}, "value_schema .* is required with value_format json"),
     ({"value_format": "raw"}, "value_schema applies to value_format json only"),
     ({"trigger": "continuous"}, "trigger 'continuous': expected 'available-now'"),

@@ -279,7 +279,7 @@ def test_a_newer_version_than_the_query_reads_stops_it(fake: FakeRegistry) -> No
     assert text.startswith("newer schema: version 2 of subject orders-value (schema id 2)")
     assert "orders-0@7" in text and "reads version 1" in text
     match = registry.NEWER_SCHEMA_TEXT.search(text)
-    assert match is not None and match.groups() == ("2", "orders-value", str(v2))
+    assert match is not None and match.groups() == ("2", "orders-value", str(v2), "orders-0@7", "1")
     # control: a query pinned to version 1 reads the same record, resolved to version 1
     pinned = RegistryDecoder(spec(version=1), resolve_reader(spec(version=1)))
     assert pinned.decode(record, where) == order(3)
