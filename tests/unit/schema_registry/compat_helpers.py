@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from millrace.client.schema_registry.schemas import ParsedSchema
-from millrace.schema_registry.compatibility import incompatibilities
+from millrace.schema_registry.compatibility import (
+    CompatibilityLevel,
+    check,
+    incompatibilities,
+)
 
 
 def assert_verdict(reader: ParsedSchema, writer: ParsedSchema, compatible: bool,
@@ -19,3 +23,15 @@ def assert_verdict(reader: ParsedSchema, writer: ParsedSchema, compatible: bool,
         if reason is not None:
             assert any(reason in p for p in problems), f"no {reason!r} in {problems}"
     return problems
+
+
+def assert_levels(reader: ParsedSchema, writer: ParsedSchema, backward: bool,
+                  forward: bool) -> None:
+    """A pair's verdicts carried to every level: the reader registered after [writer,
+    writer] (every level sees the change), and after [writer, reader] (only the transitive
+    levels see version 1)."""
+    for level in CompatibilityLevel:
+        rejects = (level.backward and not backward) or (level.forward and not forward)
+        assert bool(check(level, reader, [writer, writer])) == rejects, level
+        assert bool(check(level, reader, [writer, reader])) == (rejects and level.transitive), \
+            level

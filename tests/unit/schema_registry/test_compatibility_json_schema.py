@@ -19,7 +19,7 @@ from millrace.client.schema_registry.schemas import (
     parse_schema,
 )
 from millrace.schema_registry.compatibility import CompatibilityLevel, check
-from tests.unit.schema_registry.compat_helpers import assert_verdict
+from tests.unit.schema_registry.compat_helpers import assert_levels, assert_verdict
 
 
 def js(document: Any) -> JsonSchema:
@@ -161,6 +161,13 @@ def test_oracle_finds_a_witness_for_most_incompatible_verdicts() -> None:
                                  not reading.validator.is_valid(d) for d in SAMPLES)
     assert witnessed == total, (witnessed, total)
 
+
+
+@pytest.mark.parametrize(("writer", "reader", "backward", "forward"),
+                         [pytest.param(*c[1:5], id=c[0]) for c in CASES])
+def test_every_pair_at_every_level(writer: Any, reader: Any, backward: bool,
+                                   forward: bool) -> None:
+    assert_levels(js(reader), js(writer), backward, forward)
 
 def test_negative_control() -> None:
     (_, writer, reader, backward, _, _), = [c for c in CASES

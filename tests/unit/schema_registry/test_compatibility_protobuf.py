@@ -11,7 +11,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from millrace.client.schema_registry.schemas import ProtobufSchema, Schema, parse_schema
 from millrace.schema_registry.compatibility import CompatibilityLevel, check
-from tests.unit.schema_registry.compat_helpers import assert_verdict
+from tests.unit.schema_registry.compat_helpers import assert_levels, assert_verdict
 
 T = descriptor_pb2.FieldDescriptorProto
 OPTIONAL, REPEATED, REQUIRED = T.LABEL_OPTIONAL, T.LABEL_REPEATED, T.LABEL_REQUIRED
@@ -177,6 +177,13 @@ def test_pair_both_ways(writer: Any, reader: Any, backward: bool, forward: bool,
     assert_verdict(r, r, True)
     assert_verdict(w, w, True)
 
+
+
+@pytest.mark.parametrize(("writer", "reader", "backward", "forward"),
+                         [pytest.param(*c[1:5], id=c[0]) for c in CASES])
+def test_every_pair_at_every_level(writer: Any, reader: Any, backward: bool,
+                                   forward: bool) -> None:
+    assert_levels(proto(reader), proto(writer), backward, forward)
 
 def test_negative_control() -> None:
     (_, writer, reader, backward, _, _), = [c for c in CASES if c[0] == "int32 -> sint32 (zigzag)"]
