@@ -148,7 +148,7 @@ def test_oracle_no_document_breaks_a_compatible_verdict(writer: Any, reader: Any
                     assert reading.validator.is_valid(doc), (doc, reading, written)
 
 
-def test_oracle_finds_a_witness_for_most_incompatible_verdicts() -> None:
+def test_oracle_finds_a_witness_for_every_incompatible_verdict() -> None:
     """The samples are not vacuous: for every incompatible verdict some sample is accepted
     by the writer and rejected by the reader."""
     witnessed = total = 0
