@@ -33,6 +33,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.acls",
     "millrace.cli.cluster",
     "millrace.cli.spark",
+    "millrace.cli.schema_registry",
     "millrace.cli.leader_election",
     "millrace.cli.reassign_partitions",
     "millrace.cli.console",
