@@ -170,11 +170,10 @@ class SchemaRegistry:
 
         _, parsed = self.canonical(schema)
         level = CompatibilityLevel(self.level(subject))
-        if version is None:
-            previous = [self.parse(v.schema) for v in self.store.versions(subject)]
-        else:
-            previous = [self.parse(self.get_version(subject, version).schema)]
-        return check(level, parsed, previous)
+        found = self.store.versions(subject) if version is None else \
+            [self.get_version(subject, version)]
+        return check(level, parsed, [self.parse(v.schema) for v in found],
+                     versions=[v.version for v in found])
 
     # ------------------------------------------------------------------ writes
     def _write(self, batch: list[tuple[bytes, bytes | None]]) -> None:
@@ -207,7 +206,8 @@ class SchemaRegistry:
                 from millrace.schema_registry.compatibility import CompatibilityLevel, check
 
                 level = CompatibilityLevel(self.level(subject))
-                reasons = check(level, parsed, [self.parse(v.schema) for v in live])
+                reasons = check(level, parsed, [self.parse(v.schema) for v in live],
+                                versions=[v.version for v in live])
                 if reasons:
                     raise errors.IncompatibleSchema(
                         f"Schema being registered is incompatible with an earlier schema for "

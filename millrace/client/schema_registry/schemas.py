@@ -148,6 +148,7 @@ class AvroSchema(ParsedSchema):
         import fastavro
 
         self.raw = _load_json(schema.schema_str, "Avro")
+        _check_avro_shape(self.raw, "")
         # the references' named types first: this schema may use them by name
         self.named: dict[str, Any] = {}
         for dep in self.dependencies.values():
@@ -171,6 +172,34 @@ class AvroSchema(ParsedSchema):
             namespace = raw.get("namespace")
             return name if "." in name or not namespace else f"{namespace}.{name}"
         return None
+
+
+_AVRO_REQUIRED = {"record": ("fields", list), "error": ("fields", list),
+                  "enum": ("symbols", list), "fixed": ("size", int)}
+
+
+def _check_avro_shape(node: Any, path: str) -> None:
+    """What the Avro specification requires and fastavro lets pass: a record's fields, an
+    enum's symbols, a fixed's size."""
+    if isinstance(node, list):
+        for i, branch in enumerate(node):
+            _check_avro_shape(branch, f"{path}/{i}")
+    elif isinstance(node, Mapping):
+        kind = node.get("type")
+        required = _AVRO_REQUIRED.get(kind) if isinstance(kind, str) else None
+        if required is not None:
+            key, kind_of = required
+            if not isinstance(node.get(key), kind_of) or isinstance(node.get(key), bool):
+                raise InvalidSchemaError(f"invalid Avro schema: {path or '/'}: a {kind} needs "
+                                         f"\"{key}\" ({kind_of.__name__})")
+        for i, f in enumerate(node.get("fields") or ()):
+            if isinstance(f, Mapping):
+                _check_avro_shape(f.get("type"), f"{path}/fields/{i}")
+        for key in ("items", "values"):
+            if key in node:
+                _check_avro_shape(node[key], f"{path}/{key}")
+        if isinstance(kind, (Mapping, list)):
+            _check_avro_shape(kind, f"{path}/type")
 
 
 class JsonSchema(ParsedSchema):
