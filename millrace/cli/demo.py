@@ -1,5 +1,8 @@
 """``millrace demo``: order events through the broker and the Spark pipeline into a
 database, then a summary and a check of every row against a plain-Python fold.
+``--value-format avro`` writes the orders as Avro with a schema registry (started on the
+demo's broker unless ``--schema-registry-url`` names one) and evolves the schema once
+half-way (``millrace.demo.avro``).
 
 Progress (a bar while producing, a line per pipeline batch) goes to stderr; the summary
 to stdout, as tables or (``--output json``) one JSON document.  The exit code is 0 when
@@ -33,6 +36,7 @@ from millrace.demo.run import (
     DEFAULT_SEED,
     DEFAULT_TOPIC,
     SECURITY_PROFILES,
+    VALUE_FORMATS,
     DemoConfig,
     DemoError,
     DemoListener,
@@ -88,6 +92,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--spark-master", metavar="URL", default="local[2]",
                    help="where Spark runs the pipeline: local[2] (default) or a cluster, "
                         "e.g. spark://127.0.0.1:7077 from 'millrace spark up'")
+    p.add_argument("--value-format", choices=VALUE_FORMATS, default="json",
+                   help="json (default) or avro: orders in Confluent's wire format, the "
+                        "order schema registered and evolved once half-way (an optional "
+                        "coupon), read by the pipeline with the schema registry")
+    p.add_argument("--schema-registry-url", metavar="URL",
+                   help="with --value-format avro: use this registry instead of starting "
+                        "one on the demo's broker")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the event generator's seed (default {DEFAULT_SEED})")
     p.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -137,10 +148,10 @@ class ConsoleListener(DemoListener):
             self.close()
             self.console.print(f"[bold]produce[/] {sent:,} events sent and acknowledged")
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, kind: str = "fault") -> None:
         # printed through the live bar's console, so it lands above the bar
         console = self.progress.console if self.progress is not None else self.console
-        console.print(f"[bold yellow]fault[/] {text}", highlight=False)
+        console.print(f"[bold yellow]{kind}[/] {text}", highlight=False)
 
     def batch(self, progress: BatchProgress) -> None:
         self.batch_rows[progress.table] = (self.batch_rows.get(progress.table, 0)
@@ -189,7 +200,8 @@ def demo(args: argparse.Namespace) -> int:
                         bootstrap_servers=bootstrap, database=args.database,
                         fresh=args.fresh, topic=args.topic, seed=args.seed,
                         brokers=args.brokers, security=args.security, client_config=client,
-                        spark_master=args.spark_master)
+                        spark_master=args.spark_master, value_format=args.value_format,
+                        schema_registry_url=args.schema_registry_url)
     listener = ConsoleListener(Console(stderr=True, soft_wrap=True))
     try:
         result = run_demo(config, listener)
@@ -242,6 +254,12 @@ def print_summary(result: DemoResult, out: Console) -> None:
                       f"{MIN_INSYNC_REPLICAS}")
     out.print(f"topic {result.topic!r} ({result.partitions} partitions{replicated}) on {where}; "
               f"tables in {result.database}", markup=False)
+    if result.schema_registry_url:
+        out.print(f"values: Avro, subject {result.topic}-value in the schema registry "
+                  f"{result.schema_registry_url}", markup=False)
+    for change in result.schema_changes:
+        out.print(f"schema change seen by the running pipeline: {change} (queries restarted "
+                  "from their checkpoints)", markup=False)
     if result.client_properties:
         out.print(f"client settings (SCRAM user 'client'): {result.client_properties}",
                   markup=False)

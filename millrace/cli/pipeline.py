@@ -16,6 +16,11 @@ cluster manager (``spark://HOST:PORT``, the standalone cluster ``millrace spark 
 starts); ``--conf spark.key=value`` adds Spark settings, as ``spark-submit`` takes them.
 This process is the driver; the executors read their partitions from the brokers.
 
+``--value-format avro`` (or ``json-schema``, ``protobuf``) with ``--schema-registry-url``
+reads values in Confluent's wire format: the registered schema's fields are the columns,
+and a newer version that only adds fields restarts the queries with the new columns
+(docs/pipeline.md).
+
 ``--errors-tolerance none|all`` and ``--dead-letter-topic`` choose what a bad record
 (a value that does not parse, a null key, a value too large for its column) does: fail the
 run naming its partition and offset, or go to the dead-letter topic (docs/pipeline.md).
@@ -65,7 +70,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                           "ssl.*, ...), given to the source as kafka.<key> options")
     src.add_argument("--source-format", help="the Spark data source (default millrace)")
     val = p.add_argument_group("events")
-    val.add_argument("--value-format", choices=("json", "raw"), help="default json")
+    val.add_argument("--value-format", choices=("json", "raw", "avro", "json-schema", "protobuf"),
+                     help="default json; avro, json-schema, protobuf: Confluent's wire format, "
+                          "decoded with the schema registry (--schema-registry-url), the "
+                          "subject <topic>-value or --option subject=NAME")
+    val.add_argument("--schema-registry-url", metavar="URL",
+                     help="the schema registry of --value-format avro|json-schema|protobuf, "
+                          "e.g. http://127.0.0.1:8081")
     val.add_argument("--value-schema", metavar="DDL",
                      help="the JSON value's columns as Spark DDL: 'id STRING, n INT, ...'")
     val.add_argument("--transform", metavar="SQL",
@@ -154,6 +165,7 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
                       ("trigger", "trigger"), ("master", "spark_master"),
                       ("database_writes", "database_writes"),
                       ("errors_tolerance", "errors_tolerance"),
+                      ("schema_registry_url", "schema_registry_url"),
                       ("dead_letter_topic", "dead_letter_topic")):
         value = getattr(args, flag)
         if value is not None:
@@ -219,9 +231,11 @@ def summary_line(name: str, r: PipelineResult) -> str:
     per_table = ", ".join(f"{t} {n}" for t, n in r.batches_by_table.items())
     batches = (f"micro-batches per table: {per_table}" if per_table
                else f"{r.batches} sink batches")
+    changes = "".join(f"; schema change: {change}, queries restarted"
+                      for change in r.schema_changes)
     return (f"pipeline {name} {ended}: {batches}{skipped}, {r.input_rows:,} records "
             f"in {r.elapsed_s:.1f} s ({r.records_per_s:,.0f} records/s); rows upserted "
-            f"{tables}; {format_lag(r.lag)}")
+            f"{tables}; {format_lag(r.lag)}{changes}")
 
 
 def _emit(doc: dict[str, Any]) -> None:

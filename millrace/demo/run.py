@@ -61,7 +61,7 @@ from millrace.demo.fold import (
     iso_ms,
     verify,
 )
-from millrace.demo.orders import OrderEventGenerator
+from millrace.demo.orders import OrderEvent, OrderEventGenerator
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -76,6 +76,7 @@ DEFAULT_PARTITIONS = 6
 DEFAULT_TOPIC = "orders"
 DEFAULT_SEED = 42
 SECURITY_PROFILES = ("none", "sasl_ssl")
+VALUE_FORMATS = ("json", "avro")
 STATE_FILE = "demo.json"
 ORDERS_TABLE = "orders"
 REVENUE_TABLE = "revenue_per_minute"
@@ -83,7 +84,7 @@ VALUE_SCHEMA = ("order_id STRING, customer STRING, product STRING, quantity INT,
                 "price DOUBLE, status STRING, event_time TIMESTAMP")
 # what a demo data dir may contain; --fresh deletes exactly these
 SPARK_LOG = "spark.log"
-OWNED_ENTRIES = ("broker", "cluster", "checkpoints", "millrace.db", "millrace.db-journal",
+OWNED_ENTRIES = ("broker", "cluster", "registry", "checkpoints", "millrace.db", "millrace.db-journal",
                  "millrace.db-wal", "millrace.db-shm", "spark-log4j2.properties", SPARK_LOG,
                  STATE_FILE)
 PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 20, "batch.size": 256 * 1024,
@@ -121,6 +122,8 @@ class DemoConfig:
     brokers: int = 1                      # > 1: a local ZooKeeper cluster, a leader killed
     security: str = "none"                # sasl_ssl: the local cluster secured (DevSecurity)
     spark_master: str = "local[2]"        # or spark://HOST:PORT: the queries on a cluster
+    value_format: str = "json"            # avro: Confluent-framed Avro (demo/avro.py)
+    schema_registry_url: str | None = None  # avro: None starts a registry of the demo's own
     # settings for every client (security.protocol, sasl.*, ssl.*, ...): may hold a password
     client_config: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -138,8 +141,9 @@ class DemoListener:
     def produced(self, sent: int, total: int) -> None:
         """``sent`` of ``total`` events handed to the producer (every few thousand)."""
 
-    def note(self, text: str) -> None:
-        """Something happened that the user should see now (the leader kill)."""
+    def note(self, text: str, kind: str = "fault") -> None:
+        """Something happened that the user should see now: a ``fault`` (the leader kill)
+        or a ``schema`` change (the Avro run's evolution)."""
 
     def batch(self, progress: BatchProgress) -> None:
         """A micro-batch of the pipeline completed."""
@@ -158,15 +162,20 @@ class DemoState:
     runs: int = 0
     brokers: int = 1
     security: str = "none"
+    value_format: str = "json"
+    avro_evolved_at: int | None = None  # avro: the first event written with version 2
 
     @classmethod
     def load(cls, path: Path) -> DemoState | None:
         try:
             doc = json.loads(path.read_text())
+            evolved = doc.get("avro_evolved_at")
             return cls(**{k: doc[k] for k in ("seed", "topic", "bootstrap_servers",
                                                 "database", "partitions", "events", "runs")},
                        brokers=int(doc.get("brokers", 1)),
-                       security=str(doc.get("security", "none")))
+                       security=str(doc.get("security", "none")),
+                       value_format=str(doc.get("value_format", "json")),
+                       avro_evolved_at=None if evolved is None else int(evolved))
         except FileNotFoundError:
             return None
         except (ValueError, KeyError, TypeError) as e:
@@ -218,6 +227,9 @@ class DemoResult:
     client_properties: str | None = None  # sasl_ssl: the secured cluster's client settings
     # broker id -> its /metrics URL while the run lasted (the demo's own brokers only)
     metrics_urls: dict[int, str] = field(default_factory=dict)
+    value_format: str = "json"
+    schema_registry_url: str | None = None  # avro: the registry the schemas are in
+    schema_changes: list[str] = field(default_factory=list)  # restarts on a new version
 
     @property
     def produce_rate(self) -> float:
@@ -328,11 +340,13 @@ def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, s
                    count: int, progress: Callable[[int, int], None] | None = None, *,
                    extra_config: dict[str, Any] | None = None,
                    midway: Callable[[], None] | None = None,
-                   client: Mapping[str, Any] | None = None) -> float:
+                   client: Mapping[str, Any] | None = None,
+                   value_of: Callable[[int, OrderEvent], bytes] | None = None) -> float:
     """Produce events ``skip`` .. ``skip + count - 1`` of the stream, keyed by order id;
     returns the seconds from the first send to the end of ``flush``.  ``midway`` is
     called once, after half of the events were handed to the producer.  ``client``: the
-    settings of every client (security), under the demo's producer settings."""
+    settings of every client (security), under the demo's producer settings.
+    ``value_of(index in the stream, event)``: the value bytes (default: the JSON)."""
     from millrace.client.producer import KafkaProducer, ProducerRecord
 
     failures: list[BaseException] = []
@@ -350,7 +364,8 @@ def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, s
         t0 = time.perf_counter()
         sent = 0
         for event in generator.take(count, skip):
-            send(ProducerRecord(topic, event.to_json(), key=event.key), on_completion)
+            value = event.to_json() if value_of is None else value_of(skip + sent, event)
+            send(ProducerRecord(topic, value, key=event.key), on_completion)
             sent += 1
             if midway is not None and sent == count // 2:
                 midway()
@@ -367,7 +382,8 @@ def produce_events(bootstrap: str, topic: str, generator: OrderEventGenerator, s
 
 
 def pipeline_config(config: DemoConfig, bootstrap: str,
-                    client: Mapping[str, Any] | None = None) -> PipelineConfig:
+                    client: Mapping[str, Any] | None = None,
+                    registry_url: str | None = None) -> PipelineConfig:
     """The demo's pipeline job; ``client`` (security settings) become ``kafka.*`` source
     options, which reach the driver's and every executor's consumers."""
     from millrace.spark.pipeline import AggregateSink, PipelineConfig, SourceConfig, StateSink
@@ -380,8 +396,9 @@ def pipeline_config(config: DemoConfig, bootstrap: str,
             bootstrap_servers=bootstrap, subscribe=config.topic,
             options={**kafka, "startingOffsets": "earliest",
                      "maxOffsetsPerTrigger": str(config.max_offsets_per_trigger)}),
-        value_format="json",
-        value_schema=VALUE_SCHEMA,
+        value_format=config.value_format,
+        value_schema=VALUE_SCHEMA if config.value_format == "json" else None,
+        schema_registry_url=registry_url if config.value_format != "json" else None,
         transform=None,
         state_sinks=[StateSink(table=ORDERS_TABLE, key=["order_id"])],
         aggregate_sinks=[AggregateSink(
@@ -425,6 +442,15 @@ def read_tables(database_url: str) -> tuple[list[tuple[Any, ...]], list[tuple[An
         orders = db.query(f"SELECT {', '.join(ORDER_COLUMNS)} FROM {ORDERS_TABLE}")
         revenue = db.query(f"SELECT {', '.join(REVENUE_COLUMNS)} FROM {REVENUE_TABLE}")
     return [tuple(r) for r in orders], [tuple(r) for r in revenue]
+
+
+def read_coupons(database_url: str) -> dict[str, str | None]:
+    """order id -> the ``coupon`` cell of the orders table (avro runs)."""
+    from millrace.spark.sinks import open_database
+
+    with open_database(database_url) as db:
+        return {str(r[0]): r[1] for r in db.query(f"SELECT order_id, coupon FROM "
+                                                   f"{ORDERS_TABLE}")}
 
 
 def drop_tables(database_url: str) -> None:
@@ -476,7 +502,7 @@ def _check_state(state: DemoState, config: DemoConfig, state_path: Path) -> None
     wanted = {"seed": config.seed, "topic": config.topic,
               "bootstrap_servers": config.bootstrap_servers,
               "database": config.database_url, "brokers": config.brokers,
-              "security": config.security}
+              "security": config.security, "value_format": config.value_format}
     for key, value in wanted.items():
         if getattr(state, key) != value:
             raise DemoError(f"{state_path} holds a demo run with {key}={getattr(state, key)!r}, "
@@ -496,6 +522,11 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
                         "--bootstrap-server)")
     if config.security not in SECURITY_PROFILES:
         raise DemoError(f"--security {config.security}: one of {', '.join(SECURITY_PROFILES)}")
+    if config.value_format not in VALUE_FORMATS:
+        raise DemoError(f"--value-format {config.value_format}: one of "
+                        f"{', '.join(VALUE_FORMATS)}")
+    if config.schema_registry_url and config.value_format == "json":
+        raise DemoError("--schema-registry-url goes with --value-format avro")
     if config.security != "none" and config.brokers < 3:
         raise DemoError(f"--security {config.security} secures the demo's own cluster: use it "
                         "with --brokers 3 (for a secured cluster of your own, give "
@@ -513,7 +544,8 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         _check_state(state, config, state_path)
 
     embedded = config.bootstrap_servers is None
-    with _broker(config, data_dir, listener) as (bootstrap, cluster, metrics_urls):
+    with _broker(config, data_dir, listener) as (bootstrap, cluster, metrics_urls), \
+            _registry(config, data_dir, bootstrap, listener) as registry_url:
         timings["broker_start_s"] = time.perf_counter() - started
         client = _client_settings(config, cluster)
 
@@ -523,6 +555,8 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
             delete_topic(bootstrap, config.topic, client)
         if config.fresh and config.database is not None:
             drop_tables(config.database_url)
+        if config.fresh and registry_url is not None and config.schema_registry_url:
+            _delete_subject(registry_url, f"{config.topic}-value")
         stored = topic_end_offsets(bootstrap, config.topic, client)
         if state is None:
             if stored is not None:
@@ -545,7 +579,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
                              client=client)
             state = DemoState(config.seed, config.topic, config.bootstrap_servers,
                               config.database_url, config.partitions, brokers=config.brokers,
-                              security=config.security)
+                              security=config.security, value_format=config.value_format)
             state.save(state_path)
         else:
             total = None if stored is None else sum(stored.values())
@@ -567,9 +601,14 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         midway: Callable[[], None] | None = None
         if cluster is not None:
             extra, midway = _leader_kill(cluster, config.topic, listener, notes, client)
+        value_of = None
+        if registry_url is not None:
+            value_of = _avro_values(state, config, registry_url, skip, listener, notes)
+            state.save(state_path)
         produce_s = produce_events(bootstrap, config.topic, generator, skip, config.events,
                                    listener.produced, extra_config=extra,
-                                   midway=midway, client=client) if config.events else 0.0
+                                   midway=midway, client=client,
+                                   value_of=value_of) if config.events else 0.0
         state.events += config.events
         state.save(state_path)
         timings["produce_s"] = produce_s
@@ -581,7 +620,7 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         t = time.perf_counter()
         spark = demo_session(data_dir, master=config.spark_master)
         timings["spark_start_s"] = time.perf_counter() - t
-        pipeline = pipeline_config(config, bootstrap, client)
+        pipeline = pipeline_config(config, bootstrap, client, registry_url)
         pipeline_name = pipeline.name
         try:
             result = Pipeline(pipeline, spark).run(progress=listener.batch)
@@ -601,6 +640,11 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
     orders_rows, revenue_rows = read_tables(config.database_url)
     expected: ExpectedTables = fold(generator.take(state.events))
     verification = verify(expected, orders_rows, revenue_rows)
+    if config.value_format == "avro" and state.avro_evolved_at is not None:
+        from millrace.demo.avro import check_coupons
+
+        check_coupons(verification, generator.take(state.events), state.avro_evolved_at,
+                      read_coupons(config.database_url))
     by_status, by_product, top_windows = summarize(orders_rows, revenue_rows)
     timings["verify_s"] = time.perf_counter() - t
     timings["total_s"] = time.perf_counter() - started
@@ -620,7 +664,9 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
         verification=verification, timings=timings, notes=notes, brokers=config.brokers,
         spark_log=str(spark_log),
         security_protocol=str(client.get("security.protocol", "PLAINTEXT")).upper(),
-        client_properties=_client_properties_file(cluster), metrics_urls=metrics_urls)
+        client_properties=_client_properties_file(cluster), metrics_urls=metrics_urls,
+        value_format=config.value_format, schema_registry_url=registry_url,
+        schema_changes=list(result.schema_changes))
 
 
 def _client_settings(config: DemoConfig, cluster: LocalCluster | None) -> dict[str, str]:
@@ -685,6 +731,74 @@ def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener
         # the embedded broker is node 0 (node.id's default)
         urls = {0: broker.http_url} if broker.http_url is not None else {}
         yield broker.bootstrap, None, _serving(listener, urls)
+
+
+@contextmanager
+def _registry(config: DemoConfig, data_dir: Path, bootstrap: str, listener: DemoListener
+              ) -> Iterator[str | None]:
+    """The schema registry's URL for an Avro run (``config.schema_registry_url``, or a
+    ``millrace schema-registry`` of the demo's own on the broker, its files in
+    ``<data_dir>/registry``); None for JSON."""
+    if config.value_format == "json":
+        yield None
+        return
+    if config.schema_registry_url:
+        listener.phase("registry", config.schema_registry_url)
+        yield config.schema_registry_url
+        return
+    from millrace.launcher.schema_registry_process import SchemaRegistryProcess
+
+    registry_dir = data_dir / "registry"
+    registry_dir.mkdir(parents=True, exist_ok=True)
+    with SchemaRegistryProcess(bootstrap, registry_dir) as registry:
+        listener.phase("registry", f"embedded {registry.url}, logs in {registry_dir}")
+        yield registry.url
+
+
+def _delete_subject(url: str, subject: str) -> None:
+    """--fresh on a registry of one's own: the demo's subject, soft then hard."""
+    from millrace.client.schema_registry.client import SchemaRegistryClient, SchemaRegistryError
+
+    client = SchemaRegistryClient({"url": url})
+    for permanent in (False, True):
+        try:
+            client.delete_subject(subject, permanent=permanent)
+        except SchemaRegistryError as e:
+            if e.error_code not in (40401, 40404, 40405):
+                raise DemoError(f"--fresh: deleting subject {subject} at {url}: {e}") from None
+
+
+def _avro_values(state: DemoState, config: DemoConfig, url: str, skip: int,
+                 listener: DemoListener, notes: list[str]
+                 ) -> Callable[[int, OrderEvent], bytes]:
+    """The value bytes of an Avro run: version 1 of the order schema until the evolution
+    point (half-way through the first Avro run), version 2 (``coupon``) from there."""
+    from millrace.demo.avro import OrderEncoder
+
+    subject = f"{config.topic}-value"
+    encoder = OrderEncoder(url, subject)
+    if state.avro_evolved_at is None:
+        state.avro_evolved_at = skip + config.events // 2
+    evolved_at = state.avro_evolved_at
+    if skip < evolved_at:
+        schema_id = encoder.register(1)
+        listener.phase("schema", f"{subject} version 1 (id {schema_id}): the order")
+    registered: list[int] = []
+
+    def value_of(index: int, event: OrderEvent) -> bytes:
+        if index < evolved_at:
+            return encoder.encode(event, 1)
+        if not registered:
+            registered.append(encoder.register(2))
+            if index == evolved_at:  # this run evolves the schema (not an earlier one)
+                text = (f"{subject} evolved at event {index:,}: version 2 (id "
+                        f"{registered[0]}) adds an optional coupon (string or null, "
+                        "default null)")
+                notes.append(text)
+                listener.note(text, "schema")
+        return encoder.encode(event, 2)
+
+    return value_of
 
 
 def _leader_kill(cluster: LocalCluster, topic: str, listener: DemoListener, notes: list[str],
