@@ -4,6 +4,15 @@ Habits of kafka-console-producer/-consumer: lines from stdin (or ``--file``) bec
 values, ``--key-separator`` splits a key off each line (``--parse-key``), ``--header k=v``
 adds headers; the consumer prints values (optionally key, partition, offset, timestamp,
 headers) or one JSON object per record, from the committed offset or ``--from-beginning``.
+
+Schemas (``--value-format avro|json-schema|protobuf``, ``--key-format`` likewise, with
+``--schema-registry URL``): the producer reads each line (and key, with ``--parse-key``) as
+JSON, converts it to the schema of ``--value-schema-file`` and writes it in the Confluent
+wire format, the schema registered under ``<topic>-value`` (``-key``) first; a line that
+does not fit stops the command naming the line.  The consumer decodes by each record's
+schema id and prints JSON; a record that does not decode stops it naming the topic,
+partition and offset (what was printed before it is committed).  The conversions are
+``millrace.cli.schema_formats``'.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import sys
 import uuid
 from typing import Any, BinaryIO, cast
 
+from millrace.cli import schemas
 from millrace.cli.common import (
     DEFAULT_TIMEOUT_MS,
     CommandError,
@@ -34,8 +44,12 @@ from millrace.cli.common import (
 
 log = logging.getLogger(__name__)
 
+FORMAT_NAMES = ("avro", "json-schema", "protobuf")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("produce", parents=[connection_options()],
+    p = sub.add_parser("produce", parents=[connection_options(),
+                                           schemas.registry_options(prefixed=True)],
                        help="send lines from stdin or a file as records",
                        description="Each input line becomes one record (kafka-console-producer "
                                    "habits). With --output json a summary goes to stdout; "
@@ -64,9 +78,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--transaction-size", type=int, default=0, metavar="N",
                    help="with --transactional-id, commit every N records (default: the "
                         "whole input in one transaction)")
+    for side in ("value", "key"):
+        p.add_argument(f"--{side}-format", choices=FORMAT_NAMES,
+                       help=f"write each {side} (a JSON document) with this schema format "
+                            f"and the schema registry (default: the line's bytes as they are)")
+        p.add_argument(f"--{side}-schema-file", metavar="FILE",
+                       help=f"the {side} schema (.avsc, .json, .proto or a protoc "
+                            f"descriptor set), registered under <topic>-{side}")
     p.set_defaults(func=produce)
 
-    c = sub.add_parser("consume", parents=[connection_options()],
+    c = sub.add_parser("consume", parents=[connection_options(),
+                                           schemas.registry_options(prefixed=True)],
                        help="print records of a topic",
                        description="Print records as they arrive (Ctrl-C to stop); with "
                                    "--output json, one JSON object per record.")
@@ -87,6 +109,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="separator between the printed fields (default TAB)")
     c.add_argument("--consumer-property", action="append", metavar="KEY=VALUE",
                    help="any consumer config (repeatable)")
+    for side in ("value", "key"):
+        c.add_argument(f"--{side}-format", choices=FORMAT_NAMES,
+                       help=f"decode each {side} with the schema registry and print it as "
+                            "JSON (default: text, or base64: for bytes that are not UTF-8)")
     c.set_defaults(func=consume)
 
 
@@ -179,6 +205,67 @@ def _input_size(source: BinaryIO) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
+def _encoders(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(key encoder, value encoder), each None without its ``--*-format``; the schemas
+    parsed and registered now, before any line is read."""
+    from millrace.cli.schema_formats import FORMATS, RecordEncoder
+    from millrace.client.schema_registry import InvalidSchemaError
+    from millrace.client.schema_registry.client import SchemaRegistryError
+
+    for side in ("value", "key"):
+        fmt, path = getattr(args, f"{side}_format"), getattr(args, f"{side}_schema_file")
+        if fmt and not path:
+            raise CommandError(f"--{side}-format {fmt} needs --{side}-schema-file")
+        if path and not fmt:
+            raise CommandError(f"--{side}-schema-file needs --{side}-format "
+                               f"({'|'.join(FORMAT_NAMES)})")
+    if args.key_format and not args.parse_key:
+        raise CommandError("--key-format needs --parse-key (the key is split off each line)")
+    if not (args.key_format or args.value_format):
+        return None, None
+    client = schemas.registry_client(args)
+    encoders: list[Any] = []
+    for side in ("key", "value"):
+        fmt, path = getattr(args, f"{side}_format"), getattr(args, f"{side}_schema_file")
+        if not fmt:
+            encoders.append(None)
+            continue
+        option = f"--{side}-schema-file"
+        schema = schemas.read_schema_file(path, FORMATS[fmt], option=option)
+        actual = schemas.schema_type_of(path, None, option) \
+            if path.lower().endswith(tuple(schemas.EXTENSIONS)) else schema.schema_type
+        if actual != schema.schema_type:
+            raise CommandError(f"{option} {path} is a {actual} schema, not --{side}-format "
+                               f"{fmt}")
+        try:
+            parsed = client.parse(schema)
+        except InvalidSchemaError as e:
+            raise CommandError(f"{option} {path}: {e}") from None
+        encoder = RecordEncoder(client, fmt, schema, parsed, args.topic, side == "key")
+        try:
+            encoder.register()
+        except SchemaRegistryError as e:
+            raise CommandError(f"registering {option} {path} under subject "
+                               f"{encoder.subject}: {e}") from None
+        encoders.append(encoder)
+    return encoders[0], encoders[1]
+
+
+def _encode(encoder: Any, raw: bytes, line_no: int, side: str) -> bytes:
+    from millrace.cli.schema_formats import DoesNotFit
+
+    try:
+        document = json.loads(raw)
+    except ValueError as e:  # UnicodeDecodeError is a ValueError
+        raise CommandError(f"line {line_no}: the {side} is not JSON: {e}") from None
+    try:
+        data: bytes = encoder.encode(document)
+    except DoesNotFit as e:
+        raise CommandError(f"line {line_no}: the {side} does not fit the schema of subject "
+                           f"{encoder.subject}: {' '.join(str(e).split())}") from None
+    return data
+
+
 def produce(args: argparse.Namespace) -> int:
     from millrace.client.producer import KafkaProducer, ProducerRecord
 
@@ -191,8 +278,10 @@ def produce(args: argparse.Namespace) -> int:
         raise CommandError(f"--partition must not be negative, got {args.partition}")
     if args.parse_key and not separator:
         raise CommandError("--key-separator must not be empty")
+    key_encoder, value_encoder = _encoders(args)
     source: BinaryIO = open(args.file, "rb") if args.file else sys.stdin.buffer  # noqa: SIM115
     sent = 0
+    line_no = 0
     errors: list[BaseException] = []
 
     def on_done(_: Any, error: BaseException | None) -> None:
@@ -213,13 +302,20 @@ def produce(args: argparse.Namespace) -> int:
                                                     args.transaction_size))
             for line in source:
                 read += len(line)
+                line_no += 1
                 value = line[:-1] if line.endswith(b"\n") else line
+                if (key_encoder or value_encoder) and not value.strip():
+                    continue  # a blank line in a JSON lines file
                 record_key: bytes | None = None
                 if args.parse_key:
                     if separator not in value:
-                        raise CommandError(f"line {sent + 1} has no key separator "
+                        raise CommandError(f"line {line_no} has no key separator "
                                            f"{args.key_separator!r}")
                     record_key, value = value.split(separator, 1)
+                if key_encoder is not None and record_key is not None:
+                    record_key = _encode(key_encoder, record_key, line_no, "key")
+                if value_encoder is not None:
+                    value = _encode(value_encoder, value, line_no, "value")
                 txn.before_send()
                 producer.send(ProducerRecord(args.topic, value, key=record_key,
                                              partition=args.partition,
@@ -242,7 +338,9 @@ def produce(args: argparse.Namespace) -> int:
         raise CommandError(f"{len(errors)} of {sent} records failed; first: "
                            f"{error_line(errors[0])}")
     if args.output != "json":
-        print(f"sent {sent} records to {args.topic}", file=sys.stderr)
+        subjects = [e.subject for e in (key_encoder, value_encoder) if e is not None]
+        print(f"sent {sent} records to {args.topic}" +
+              (f" (schemas: {', '.join(subjects)})" if subjects else ""), file=sys.stderr)
     return 0
 
 
@@ -286,6 +384,16 @@ def consume(args: argparse.Namespace) -> int:
         raise CommandError("--max-messages must be at least 1")
     from millrace.client.cluster import TopicPartition
 
+    decoders: dict[str, Any] = {}
+    if args.key_format or args.value_format:
+        from millrace.cli.schema_formats import RecordDecoder
+
+        client = schemas.registry_client(args)
+        for side in ("key", "value"):
+            fmt = getattr(args, f"{side}_format")
+            if fmt:
+                decoders[side] = RecordDecoder(client, fmt)
+
     seen = 0
     idle_ms = 0
     printed: dict[TopicPartition | tuple[str, int], int] = {}  # next offset to commit
@@ -306,8 +414,15 @@ def consume(args: argparse.Namespace) -> int:
             for r in records:
                 if args.max_messages is not None and seen >= args.max_messages:
                     break
+                try:
+                    decoded = _decode(decoders, r)
+                except CommandError:
+                    sys.stdout.flush()
+                    if printed:  # a rerun of the group starts at the record that failed
+                        consumer.commit_sync(printed)
+                    raise
                 seen += 1
-                _print_record(args, r)
+                _print_record(args, r, decoded)
                 printed[TopicPartition(r.topic, r.partition)] = r.offset + 1
             sys.stdout.flush()
         if printed:  # commit what was printed, not the rest of the last poll
@@ -318,12 +433,43 @@ def consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_record(args: argparse.Namespace, r: Any) -> None:
+def _decode(decoders: dict[str, Any], r: Any) -> dict[str, Any]:
+    """The record's key and value decoded by their ``--*-format`` (as JSON values);
+    ``CommandError`` naming topic, partition and offset when one does not decode."""
+    from millrace.client.errors import SerializationError
+    from millrace.client.schema_registry.client import SchemaRegistryError
+
+    decoded: dict[str, Any] = {}
+    for side, decoder in decoders.items():
+        data = r.key if side == "key" else r.value
+        try:
+            decoded[side] = decoder.decode(r.topic, data)
+        except (SerializationError, SchemaRegistryError) as e:
+            raise CommandError(f"topic {r.topic} partition {r.partition} offset {r.offset}: "
+                               f"the {side} does not decode as {decoder.format}: "
+                               f"{' '.join(str(e).split())}") from None
+    return decoded
+
+
+def _shown(decoded: dict[str, Any], side: str, data: bytes | None) -> str:
+    if side in decoded:
+        return json.dumps(decoded[side], ensure_ascii=False)
+    return _text(data)
+
+
+def _print_record(args: argparse.Namespace, r: Any,
+                  decoded: dict[str, Any] | None = None) -> None:
+    decoded = decoded or {}
     if args.output == "json":
+        def field(side: str, data: bytes | None) -> Any:
+            if side in decoded:
+                return decoded[side]
+            return None if data is None else _text(data)
+
         print(json.dumps({
             "topic": r.topic, "partition": r.partition, "offset": r.offset,
-            "timestamp": r.timestamp, "key": None if r.key is None else _text(r.key),
-            "value": None if r.value is None else _text(r.value),
+            "timestamp": r.timestamp, "key": field("key", r.key),
+            "value": field("value", r.value),
             "headers": [[k, None if v is None else _text(v)] for k, v in (r.headers or [])],
         }))
         return
@@ -337,6 +483,6 @@ def _print_record(args: argparse.Namespace, r: Any) -> None:
     if args.print_headers:
         parts.append(",".join(f"{k}:{_text(v)}" for k, v in (r.headers or [])) or "NO_HEADERS")
     if args.print_key:
-        parts.append(_text(r.key))
-    parts.append(_text(r.value))
+        parts.append(_shown(decoded, "key", r.key))
+    parts.append(_shown(decoded, "value", r.value))
     print(args.key_separator.join(parts) if len(parts) > 1 else parts[0])

@@ -34,6 +34,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.cluster",
     "millrace.cli.spark",
     "millrace.cli.schema_registry",
+    "millrace.cli.schemas",
     "millrace.cli.leader_election",
     "millrace.cli.reassign_partitions",
     "millrace.cli.console",
