@@ -38,7 +38,7 @@ class ZkScramUsers(threading.Thread):
         from millrace.broker.security.credential_cache import ZkUserConfigStore
         from millrace.broker.zk.kafka_zk_client import KafkaZkClient
 
-        self._zk = KafkaZkClient(connect)
+        self._zk = KafkaZkClient(connect).start()
         self._store = ZkUserConfigStore(self._zk)
         self.credentials: dict[tuple[str, str], ScramCredential] = {}
         self._stop_event = threading.Event()

@@ -26,7 +26,6 @@ Thread ownership: the reader thread owns its consumer; the writer's producer is 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -36,6 +35,7 @@ from millrace.client.admin import KafkaAdminClient
 from millrace.client.admin.types import NewTopic, OffsetSpec
 from millrace.client.cluster import TopicPartition
 from millrace.client.consumer import KafkaConsumer
+from millrace.client.errors import KafkaTimeoutError
 from millrace.client.producer import KafkaProducer, ProducerRecord
 from millrace.common.errors import KafkaError, TopicExistsError
 from millrace.schema_registry.errors import StoreError, StoreTimeout
@@ -76,6 +76,11 @@ class KafkaStore:
         self._reader = KafkaStoreReaderThread(self.store, self.clients, self.tp)
         self._reader.start()
         self.wait_until_caught_up()
+
+    @property
+    def reading(self) -> bool:
+        """The reader thread runs (it stops only on a bug: logged)."""
+        return self._reader is not None and self._reader.is_alive()
 
     def close(self) -> None:
         if self._reader is not None:
@@ -128,6 +133,7 @@ class KafkaStoreReaderThread(threading.Thread):
         self.store = store
         self.tp = tp
         self._stop_event = threading.Event()
+        self.failure = False
         self.consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(config={
             **clients, "client.id": "schema-registry-reader", "isolation.level": "read_committed",
             "enable.auto.commit": False, "auto.offset.reset": "earliest"})
@@ -139,15 +145,21 @@ class KafkaStoreReaderThread(threading.Thread):
             while not self._stop_event.is_set():
                 try:
                     records = self.consumer.poll(200)
-                except KafkaError as e:  # retried: a leader moving, a broker restarting
+                    for record in records:
+                        self.store.apply(record.offset, record.key, record.value)
+                    # the position also moves past transaction markers and aborted records
+                    position = self.consumer.position(self.tp, timeout_ms=0)
+                except (KafkaError, KafkaTimeoutError) as e:
+                    # retried: a leader moving, a broker restarting, a position not known yet
                     log.warning("reading the schema topic: %s", e)
                     self._stop_event.wait(0.5)
                     continue
-                for record in records:
-                    self.store.apply(record.offset, record.key, record.value)
-                # not known yet (a reset in flight): the next poll tells
-                with contextlib.suppress(KafkaError):
-                    self.store.advance(self.consumer.position(self.tp, timeout_ms=0))
+                self.store.advance(position)
+        except Exception:
+            self.failure = True
+            log.exception("the schema topic's reader stopped; this instance answers 503 "
+                          "on /readyz and cannot serve writes")
+            raise
         finally:
             self.consumer.close()
 

@@ -172,6 +172,8 @@ class SchemaRegistryServer:
         reasons = []
         if not self.caught_up:
             reasons.append(f"reading {self.config.topic}")
+        elif not self.kafka_store.reading:
+            reasons.append(f"the reader of {self.config.topic} stopped (see the log)")
         if self.elector is None or self.elector.leader is None:
             reasons.append("no leader elected")
         return reasons
