@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from millrace.client.schema_registry.config import CLIENT_CONFIGS
 from millrace.client.schema_registry.schemas import (
     InvalidSchemaError,
     ParsedSchema,
@@ -51,10 +52,6 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json; "
            "qs=0.9, application/json; qs=0.5")
 
-CONFIG_NAMES = frozenset({
-    "url", "basic.auth.credentials.source", "basic.auth.user.info", "ssl.ca.location",
-    "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "timeout",
-})
 
 
 class SchemaRegistryError(MillraceError):
@@ -125,7 +122,7 @@ class SchemaRegistryClient:
                  opener: urllib.request.OpenerDirector | None = None) -> None:
         """``opener``: the ``urllib`` opener to send requests with (tests pass one whose
         handler answers in memory); by default one with the TLS context of ``conf``."""
-        unknown = sorted(k for k in conf if k not in CONFIG_NAMES)
+        unknown = sorted(k for k in conf if k not in CLIENT_CONFIGS)
         if unknown:
             raise ConfigError(f"Unknown schema registry configuration key(s): "
                               f"{', '.join(unknown)}")

@@ -36,10 +36,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from millrace.client.errors import SerializationError
-from millrace.client.schema_registry.client import (
-    CONFIG_NAMES,
-    SchemaRegistryClient,
-    SchemaRegistryError,
+from millrace.client.schema_registry.client import SchemaRegistryClient, SchemaRegistryError
+from millrace.client.schema_registry.config import (
+    DESERIALIZER_CONFIGS,
+    SERIALIZER_CONFIGS,
+    registry_client_config,
 )
 from millrace.client.schema_registry.schemas import (
     InvalidSchemaError,
@@ -51,48 +52,6 @@ from millrace.client.schema_registry.subject_name import SubjectNameStrategy, re
 from millrace.client.schema_registry.wire_format import header
 from millrace.client.serialization import Deserializer, Serializer
 from millrace.common.errors import ConfigError
-
-_REGISTRY_PREFIX = "schema.registry."
-_UNPREFIXED_REGISTRY_KEYS = ("basic.auth.user.info", "basic.auth.credentials.source")
-
-SERIALIZER_CONFIGS: dict[str, Any] = {
-    "auto.register.schemas": True,
-    "use.latest.version": False,
-    "normalize.schemas": False,
-    "subject.name.strategy": None,
-}
-DESERIALIZER_CONFIGS: dict[str, Any] = {
-    "use.latest.version": False,
-    "subject.name.strategy": None,
-}
-
-
-def is_serde_config(name: str) -> bool:
-    """Whether a producer/consumer config key is one of the schema-registry serdes' (the
-    clients' own config tables do not define them; they pass them through)."""
-    return (name.startswith(_REGISTRY_PREFIX) or name in _UNPREFIXED_REGISTRY_KEYS
-            or name in SERIALIZER_CONFIGS or name in _EXTRA_SERDE_KEYS)
-
-
-_EXTRA_SERDE_KEYS = frozenset({
-    "key.subject.name.strategy", "value.subject.name.strategy",
-    "key.serializer.schema", "value.serializer.schema",
-    "key.deserializer.schema", "value.deserializer.schema",
-    "json.fail.invalid.schema", "specific.protobuf.key.type", "specific.protobuf.value.type",
-})
-
-
-def registry_client_config(configs: Mapping[str, Any]) -> dict[str, Any]:
-    """``SchemaRegistryClient``'s config from a Kafka client's (``schema.registry.url`` ->
-    ``url``...)."""
-    out: dict[str, Any] = {}
-    for name, value in configs.items():
-        if name.startswith(_REGISTRY_PREFIX) and value is not None:
-            out[name[len(_REGISTRY_PREFIX):]] = value
-    for name in _UNPREFIXED_REGISTRY_KEYS:
-        if configs.get(name) is not None:
-            out.setdefault(name, configs[name])
-    return {k: v for k, v in out.items() if k in CONFIG_NAMES}
 
 
 def _as_bool(name: str, value: Any) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from millrace.client.errors import SerializationError
 from millrace.client.schema_registry.avro import AvroDeserializer, AvroSerializer
-from millrace.client.schema_registry.serdes import is_serde_config, registry_client_config
+from millrace.client.schema_registry.config import is_serde_config, registry_client_config
 from millrace.client.serialization import resolve_deserializer, resolve_serializer
 from millrace.common.errors import ConfigError
 from tests.unit.client.schema_registry.fake_registry import FakeRegistry
@@ -306,3 +306,11 @@ def test_which_client_configs_belong_to_the_serdes() -> None:
                                    "basic.auth.credentials.source": "USER_INFO"}) == {
         "url": "http://r", "ssl.ca.location": "/ca.pem",
         "basic.auth.credentials.source": "USER_INFO"}
+
+
+def test_a_misspelt_registry_key_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"Unknown schema registry configuration key\(s\): "
+                                          r"ssl\.ca\.locaton"):
+        resolve_serializer("avro", "value.serializer", {
+            "schema.registry.url": "http://r", "schema.registry.ssl.ca.locaton": "/ca.pem",
+            "value.serializer.schema": '"string"'}, False)
