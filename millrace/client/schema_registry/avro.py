@@ -22,8 +22,6 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import fastavro
-
 from millrace.client.errors import SerializationError
 from millrace.client.schema_registry.client import SchemaRegistryClient
 from millrace.client.schema_registry.schemas import AVRO, AvroSchema, ParsedSchema, Schema
@@ -43,6 +41,8 @@ def fastavro_schema(parsed: ParsedSchema) -> Any:
     """fastavro's parsed form of ``parsed`` with its write hint, so ``schemaless_writer``
     and ``schemaless_reader`` take it as it is (and find the references' named types)
     instead of parsing it again on every record."""
+    import fastavro  # here, not at the top: resolving "avro" by name imports this module
+
     assert isinstance(parsed, AvroSchema)
     named: dict[str, Any] = {}
     for dependency in parsed.dependencies.values():
@@ -68,8 +68,9 @@ class AvroSerializer(SchemaRegistrySerializer):
                  to_dict: Converter | None = None) -> None:
         super().__init__(client, schema_str, conf)
         self._to_dict = to_dict
-        # topic -> (header, fastavro schema, raw bytes?); written under self._lock
-        self._by_topic: dict[str, tuple[bytes, Any, bool]] = {}
+        # topic -> (header, fastavro schema, fastavro's schemaless_writer or None for a
+        # top-level "bytes" schema); written under self._lock
+        self._by_topic: dict[str, tuple[bytes, Any, Any]] = {}
 
     def serialize(self, topic: str, data: Any,
                   headers: Sequence[tuple[str, bytes | None]] | None = None) -> bytes | None:
@@ -78,10 +79,10 @@ class AvroSerializer(SchemaRegistrySerializer):
         entry = self._by_topic.get(topic)
         if entry is None:
             entry = self._prepare(topic)
-        head, schema, raw_bytes = entry
+        head, schema, write = entry
         if self._to_dict is not None:
             data = self._to_dict(data)
-        if raw_bytes:
+        if write is None:
             if not isinstance(data, bytes | bytearray | memoryview):
                 raise SerializationError(f"AvroSerializer: topic {topic!r}: a \"bytes\" "
                                          f"schema takes bytes, not a {type(data).__name__}")
@@ -89,7 +90,7 @@ class AvroSerializer(SchemaRegistrySerializer):
         out = io.BytesIO()
         out.write(head)
         try:
-            fastavro.schemaless_writer(out, schema, data)
+            write(out, schema, data)
         except Exception as e:  # ValueError, TypeError, KeyError, AttributeError, ...
             raise SerializationError(
                 f"AvroSerializer: topic {topic!r}: the {type(data).__name__} does not fit "
@@ -97,13 +98,16 @@ class AvroSerializer(SchemaRegistrySerializer):
                 f"{e}") from e
         return out.getvalue()
 
-    def _prepare(self, topic: str) -> tuple[bytes, Any, bool]:
+    def _prepare(self, topic: str) -> tuple[bytes, Any, Any]:
+        from fastavro import schemaless_writer
+
         with self._lock:
             entry = self._by_topic.get(topic)
             if entry is None:
                 schema_id, parsed = self._writer_schema(topic)
                 schema = fastavro_schema(parsed)
-                entry = (self._header(schema_id), schema, _is_raw_bytes(schema))
+                entry = (self._header(schema_id), schema,
+                         None if _is_raw_bytes(schema) else schemaless_writer)
                 self._by_topic[topic] = entry
             return entry
 
@@ -123,8 +127,9 @@ class AvroDeserializer(SchemaRegistryDeserializer):
         super().__init__(client, schema_str, conf)
         self._from_dict = from_dict
         self._reader_schema: Any = None
-        # schema id (or (topic, id) under use.latest.version) -> (writer, reader, raw bytes?)
-        self._by_id: dict[Any, tuple[Any, Any, bool]] = {}
+        # schema id (or (topic, id) under use.latest.version) -> (writer schema, reader
+        # schema, fastavro's schemaless_reader or None for a top-level "bytes" schema)
+        self._by_id: dict[Any, tuple[Any, Any, Any]] = {}
 
     def _apply(self) -> None:
         super()._apply()
@@ -141,15 +146,14 @@ class AvroDeserializer(SchemaRegistryDeserializer):
         entry = self._by_id.get(key)
         if entry is None:
             entry = self._prepare(topic, schema_id, key)
-        writer, reader, raw_bytes = entry
-        if raw_bytes:
+        writer, reader, read = entry
+        if read is None:
             value: Any = bytes(data[HEADER_SIZE:])
         else:
             source = io.BytesIO(data)
             source.seek(HEADER_SIZE)
             try:
-                value = fastavro.schemaless_reader(source, writer, reader,
-                                                   self._return_record_name)
+                value = read(source, writer, reader, self._return_record_name)
             except Exception as e:  # EOFError, SchemaResolutionError, UnicodeDecodeError, ...
                 raise SerializationError(
                     f"AvroDeserializer: topic {topic!r}: the payload does not decode with "
@@ -161,7 +165,9 @@ class AvroDeserializer(SchemaRegistryDeserializer):
                     f"({len(data)} bytes in all): not what its writer wrote")
         return value if self._from_dict is None else self._from_dict(value)
 
-    def _prepare(self, topic: str, schema_id: int, key: Any) -> tuple[Any, Any, bool]:
+    def _prepare(self, topic: str, schema_id: int, key: Any) -> tuple[Any, Any, Any]:
+        from fastavro import schemaless_reader
+
         with self._lock:
             entry = self._by_id.get(key)
             if entry is not None:
@@ -176,7 +182,7 @@ class AvroDeserializer(SchemaRegistryDeserializer):
                 if self._reader_schema is None:
                     self._reader_schema = fastavro_schema(self.client.parse(self._schema))
                 reader = self._reader_schema
-            entry = (writer, reader, _is_raw_bytes(writer))
+            entry = (writer, reader, None if _is_raw_bytes(writer) else schemaless_reader)
             self._by_id[key] = entry
             return entry
 
