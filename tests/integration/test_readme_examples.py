@@ -5,7 +5,8 @@ Every fenced block of README.md is listed in ``BLOCKS`` by its first line: run h
 not and why -- a new block fails the test until it is listed.  The text runs verbatim
 except for the addresses: ``127.0.0.1:9092`` becomes the test broker's (and the Metrics
 section's ``127.0.0.1:9644`` its HTTP listener), and the shell commands find it in
-``$MILLRACE_BOOTSTRAP`` (as a user's would in the default ``localhost:9092``).  ``.venv/bin/millrace`` is a two-line script in the working
+``$MILLRACE_BOOTSTRAP`` (as a user's would in the default ``localhost:9092``) -- and the
+test's schema registry in ``$MILLRACE_SCHEMA_REGISTRY`` (``localhost:8081``).  ``.venv/bin/millrace`` is a two-line script in the working
 directory that runs this checkout's ``millrace``.  An example passes when it exits 0 and
 prints something; the library example is also checked against the one it replaced
 (which prints nothing while the group forms: the negative control).
@@ -29,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from millrace.testing.broker_process import BrokerProcess
+from millrace.testing.schema_registry import SchemaRegistryProcess
 
 pytestmark = [pytest.mark.integration]
 
@@ -59,6 +61,8 @@ BLOCKS: dict[str, str] = {
     ".venv/bin/millrace pipeline run": "Spark and JSON order events: the demo runs this "
                                        "pipeline (tests/integration/spark/test_demo.py)",
     "curl -s http://127.0.0.1:9644/metrics": RUN,  # the test broker's HTTP listener
+    # its first line runs the registry in the foreground: the test's is in the environment
+    ".venv/bin/millrace schema-registry --bootstrap-server": RUN,
     ".venv/bin/millrace spark up --workers 2": "a Spark cluster in the foreground and the "
                                                "pipeline on it (tests/integration/"
                                                "test_spark_up.py, spark/test_cluster_*.py)",
@@ -76,8 +80,9 @@ BLOCKS: dict[str, str] = {
     "import asyncio": SECURED,
     "# the same options for spark.readStream": SECURED,
 }
-# in a block that runs, the lines that start a broker (this test started one)
-NOT_RUN_LINES = re.compile(r"^\.venv/bin/millrace broker ")
+# in a block that runs, the lines that start a broker or a schema registry (this test
+# started one of each; $MILLRACE_SCHEMA_REGISTRY names the registry)
+NOT_RUN_LINES = re.compile(r"^\.venv/bin/millrace (broker|schema-registry) ")
 COMMAND_TIMEOUT_S = 120
 
 # the README's library example before issue 16: one poll, which returns nothing while
@@ -172,8 +177,11 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
     millrace.write_text(f'#!/bin/sh\nexec {sys.executable} -m millrace.cli.main "$@"\n')
     millrace.chmod(0o755)
     with BrokerProcess(tmp_path_factory.mktemp("broker"), http=True,
-                       overrides={"group.initial.rebalance.delay.ms": "3000"}) as broker:
+                       overrides={"group.initial.rebalance.delay.ms": "3000"}) as broker, \
+            SchemaRegistryProcess(broker.bootstrap, tmp_path_factory.mktemp("registry")
+                                  ) as registry:
         env = {**os.environ, "MILLRACE_BOOTSTRAP": broker.bootstrap,
+               "MILLRACE_SCHEMA_REGISTRY": registry.url,
                "PYTHONPATH": os.pathsep.join(
                    p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
         assert broker.http_url is not None
