@@ -191,11 +191,18 @@ class SchemaRegistryClient:
 
     @staticmethod
     def _ssl_context(conf: Mapping[str, Any]) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=conf.get("ssl.ca.location") or None)
-        cert = conf.get("ssl.certificate.location")
-        if cert:
-            ctx.load_cert_chain(cert, conf.get("ssl.key.location") or None,
-                                conf.get("ssl.key.password") or None)
+        """Server verification against ``ssl.ca.location`` (default: the system's CAs), and
+        a client certificate for mutual TLS when ``ssl.certificate.location`` is set."""
+        name = "ssl.ca.location"
+        try:
+            ctx = ssl.create_default_context(cafile=conf.get(name) or None)
+            cert = conf.get(name := "ssl.certificate.location")
+            if cert:
+                ctx.load_cert_chain(cert, conf.get("ssl.key.location") or None,
+                                    conf.get("ssl.key.password") or None)
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"Invalid value {conf.get(name)} for schema registry "
+                              f"configuration {name}: {e}") from None
         return ctx
 
     @property

@@ -38,7 +38,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from millrace.client.consumer import KafkaConsumer, RecordDeserializationError
 from millrace.client.producer import KafkaProducer, ProducerRecord
 from millrace.client.schema_registry.avro import AvroDeserializer, AvroSerializer
-from millrace.client.schema_registry.client import SchemaRegistryClient
+from millrace.client.schema_registry.client import SchemaRegistryClient, SchemaRegistryError
 from millrace.client.schema_registry.json_schema import (
     JsonSchemaDeserializer,
     JsonSchemaSerializer,
@@ -262,3 +262,72 @@ def test_a_bad_record_names_topic_partition_and_offset(stack: tuple[str, str],
         assert f"offset 1 of partition {topic}-0" in str(e.value)
         assert "unknown magic byte 0x01" in str(e.value)
         assert (e.value.partition, e.value.offset) == (tp, 1)
+
+
+# ---------------------------------------------------------------------------- TLS
+
+
+def test_the_client_over_mutual_tls(tmp_path: Path) -> None:
+    """ssl.ca.location verifies the server; ssl.certificate.location and ssl.key.location
+    are the client's identity; basic auth rides inside.  A stdlib HTTPS server in a thread
+    stands for the registry (this is the client's TLS, not the registry's)."""
+    import http.server
+    import ssl
+    import threading
+
+    from millrace.common.errors import ConfigError
+    from millrace.security.certs import CertificateAuthority, write_pem
+
+    ca, other_ca = CertificateAuthority.generate(), CertificateAuthority.generate("other CA")
+    server_cert = ca.issue("registry", hosts=["127.0.0.1"])
+    client_cert = ca.issue("client")
+    for name, data in (("ca.pem", ca.cert_pem), ("other-ca.pem", other_ca.cert_pem),
+                       ("server.pem", server_cert.key_and_chain_pem),
+                       ("client.crt", client_cert.chain_pem), ("client.key", client_cert.key_pem)):
+        write_pem(tmp_path / name, data, private=name.endswith((".key", "server.pem")))
+    seen: list[tuple[str | None, Any]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            peer = self.connection.getpeercert()  # type: ignore[attr-defined]
+            seen.append((self.headers.get("Authorization"), peer and peer["subject"]))
+            body = b'["orders-value"]'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.schemaregistry.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(tmp_path / "server.pem")
+    tls.load_verify_locations(tmp_path / "ca.pem")
+    tls.verify_mode = ssl.CERT_OPTIONAL
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    try:
+        client = SchemaRegistryClient({
+            "url": url, "ssl.ca.location": str(tmp_path / "ca.pem"),
+            "ssl.certificate.location": str(tmp_path / "client.crt"),
+            "ssl.key.location": str(tmp_path / "client.key"),
+            "basic.auth.user.info": "alice:s3cret"})
+        assert client.get_subjects() == ["orders-value"]
+        auth, subject = seen[-1]
+        assert auth == "Basic YWxpY2U6czNjcmV0"
+        assert ((("commonName", "client"),) in subject)
+        # negative control: a CA that did not sign the server's certificate
+        untrusting = SchemaRegistryClient({"url": url,
+                                           "ssl.ca.location": str(tmp_path / "other-ca.pem")})
+        with pytest.raises(SchemaRegistryError, match="CERTIFICATE_VERIFY_FAILED") as e:
+            untrusting.get_subjects()
+        assert url in str(e.value)
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(ConfigError, match=r"ssl\.ca\.location"):
+        SchemaRegistryClient({"url": url, "ssl.ca.location": str(tmp_path / "missing.pem")})
