@@ -61,6 +61,7 @@ class AvroSerializer(SchemaRegistrySerializer):
     ``value.serializer.schema`` in the producer's configs."""
 
     schema_type = AVRO
+    _caches = ("_by_topic",)
 
     def __init__(self, client: SchemaRegistryClient | None = None,
                  schema_str: Schema | str | None = None,
@@ -119,6 +120,7 @@ class AvroDeserializer(SchemaRegistryDeserializer):
 
     schema_type = AVRO
     _own_keys = frozenset({"return.record.name"})
+    _caches = ("_by_id",)
 
     def __init__(self, client: SchemaRegistryClient | None = None,
                  schema_str: Schema | str | None = None,
@@ -130,6 +132,10 @@ class AvroDeserializer(SchemaRegistryDeserializer):
         # schema id (or (topic, id) under use.latest.version) -> (writer schema, reader
         # schema, fastavro's schemaless_reader or None for a top-level "bytes" schema)
         self._by_id: dict[Any, tuple[Any, Any, Any]] = {}
+
+    def _forget(self) -> None:
+        super()._forget()
+        self._reader_schema = None
 
     def _apply(self) -> None:
         super()._apply()

@@ -50,6 +50,7 @@ class JsonSchemaSerializer(SchemaRegistrySerializer):
 
     schema_type = JSON
     _own_keys = frozenset({"validate", "json.fail.invalid.schema"})
+    _caches = ("_by_topic",)
 
     def __init__(self, client: SchemaRegistryClient | None = None,
                  schema_str: Schema | str | None = None,
@@ -103,6 +104,7 @@ class JsonSchemaDeserializer(SchemaRegistryDeserializer):
 
     schema_type = JSON
     _own_keys = frozenset({"validate", "json.fail.invalid.schema"})
+    _caches = ("_by_id",)
 
     def __init__(self, client: SchemaRegistryClient | None = None,
                  schema_str: Schema | str | None = None,

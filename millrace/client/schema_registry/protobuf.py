@@ -62,6 +62,7 @@ class ProtobufSerializer(SchemaRegistrySerializer):
 
     schema_type = PROTOBUF
     _own_keys = frozenset({"skip.known.types"})
+    _caches = ("_by_type",)
 
     def __init__(self, client: SchemaRegistryClient | None = None,
                  message_type: type | None = None,
@@ -140,6 +141,7 @@ class ProtobufDeserializer(SchemaRegistryDeserializer):
     ``message_type``, or of a class built from the writer's schema when none is given."""
 
     schema_type = PROTOBUF
+    _caches = ("_classes",)
 
     def __init__(self, client: SchemaRegistryClient | None = None,
                  message_type: type | None = None,

@@ -79,6 +79,7 @@ class _SchemaSerde:
     _defaults: ClassVar[dict[str, Any]]
     _own_keys: ClassVar[frozenset[str]] = frozenset()  # a subclass's extra conf keys
     _schema_config: ClassVar[str]  # "serializer" / "deserializer"
+    _caches: ClassVar[tuple[str, ...]] = ()  # a subclass's cache dicts, by attribute name
 
     def __init__(self, client: SchemaRegistryClient | None, schema: Schema | str | None,
                  conf: Mapping[str, Any] | None) -> None:
@@ -120,6 +121,12 @@ class _SchemaSerde:
             elif self._needs_registry():
                 raise ConfigError(f"{type(self).__name__} needs schema.registry.url")
         self._apply()
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop the per-topic and per-id caches (``configure`` may change what they hold)."""
+        for name in self._caches:
+            getattr(self, name).clear()
 
     def _needs_registry(self) -> bool:
         return True
@@ -179,9 +186,14 @@ class SchemaRegistrySerializer(_SchemaSerde, Serializer[Any]):
         """(schema id, parsed schema) a topic's records are written with: the subject's
         latest version (``use.latest.version``), or ``schema`` (default: the configured
         one) registered or looked up under the subject."""
-        if self._use_latest:
-            return self._latest(topic, record_name)
         schema = schema if schema is not None else self._schema
+        if self._use_latest:
+            if record_name is None and schema is not None:
+                try:
+                    record_name = self.client.parse(schema).name()
+                except InvalidSchemaError as e:
+                    raise self._registry_error("the schema", e) from e
+            return self._latest(topic, record_name)
         if schema is None:
             raise SerializationError(
                 f"{type(self).__name__} has no schema to write topic {topic!r} with: give "

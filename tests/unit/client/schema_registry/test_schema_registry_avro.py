@@ -314,3 +314,19 @@ def test_a_misspelt_registry_key_is_an_error() -> None:
         resolve_serializer("avro", "value.serializer", {
             "schema.registry.url": "http://r", "schema.registry.ssl.ca.locaton": "/ca.pem",
             "value.serializer.schema": '"string"'}, False)
+
+
+def test_use_latest_version_with_the_record_name_strategy(registry: FakeRegistry) -> None:
+    v1 = registry.client().register_schema("shop.Order", registry_schema(ORDER))
+    serializer = AvroSerializer(registry.client(), json.dumps(ORDER), conf={
+        "use.latest.version": True, "subject.name.strategy": "RecordNameStrategy"})
+    assert serializer.serialize("orders", RECORD)[:5] == struct.pack(">bI", 0, v1)
+    assert registry.count("GET", "/subjects/shop.Order/versions/latest") == 1
+
+
+def test_configure_again_drops_the_caches(registry: FakeRegistry) -> None:
+    serializer = AvroSerializer(registry.client(), json.dumps(ORDER))
+    serializer.serialize("orders", RECORD)
+    serializer.configure({}, is_key=True)  # the same instance, now a key serializer
+    serializer.serialize("orders", RECORD)
+    assert sorted(registry.subjects) == ["orders-key", "orders-value"]
