@@ -2,9 +2,9 @@
 real ``millrace schema-registry`` (one each for the module), as a user runs them: register,
 evolve, check compatible and incompatible changes (with the registry's reason), fetch by
 id, set the compatibility level, delete soft and permanently; Avro lines produced and
-consumed back as the same JSON; a line that does not fit the schema; and a record with a
-bad magic byte that makes consume stop naming its offset (the negative control: the same
-topic without that record reads to the end)."""
+consumed back as the same JSON; Protobuf values with JSON Schema keys; a line that does
+not fit the schema; and a record with a bad magic byte that makes consume stop naming its
+offset (the negative control: read as bytes, the topic reads to the end)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import descriptor_pb2
 
 from millrace.testing.broker_process import BrokerProcess
 from millrace.testing.schema_registry import SchemaRegistryProcess
+from tests.unit.client.schema_registry.protos import order_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -212,3 +214,34 @@ def test_consume_stops_at_a_record_that_does_not_decode(env: Env) -> None:
                 kafka=True)
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 3, r.stderr
     assert r.stdout.splitlines()[1] == '{"not": "avro"}'
+
+
+def test_protobuf_values_with_json_schema_keys(env: Env) -> None:
+    """The other two formats, both sides: a protoc descriptor set for the values (its
+    int64 read back as a number), a JSON Schema for the keys; each under its subject."""
+    values = env.tmp / "order.desc"
+    values.write_bytes(descriptor_pb2.FileDescriptorSet(file=[order_file()])
+                       .SerializeToString())
+    keys = env.schema_file("key.json", {"type": "object", "properties": {
+        "region": {"type": "string"}}, "required": ["region"]})
+    order = {"id": 2 ** 40, "customer": "ada", "amount": 2.5, "lines": [{"sku": "a", "qty": 2}]}
+    options = ["--value-format", "protobuf", "--value-schema-file", str(values),
+               "--key-format", "json-schema", "--key-schema-file", keys, "--parse-key"]
+    r = env.cli("produce", "--topic", "pb-orders", *options,
+                stdin=json.dumps({"region": "eu"}) + "\t" + json.dumps(order) + "\n",
+                kafka=True)
+    assert r.returncode == 0, r.stderr
+    r = env.cli("schemas", "list", "--prefix", "pb-orders", "-o", "json")
+    assert json.loads(r.stdout) == ["pb-orders-key", "pb-orders-value"]
+    r = env.cli("consume", "--topic", "pb-orders", "--from-beginning", "--max-messages", "1",
+                "--value-format", "protobuf", "--key-format", "json-schema", "-o", "json",
+                kafka=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert (got["key"], got["value"]) == ({"region": "eu"}, order)
+    r = env.cli("produce", "--topic", "pb-orders", *options,
+                stdin=json.dumps({"zone": "eu"}) + "\t" + json.dumps(order) + "\n",
+                kafka=True)
+    assert r.returncode == 1
+    assert _error(r) == ("Error: line 1: the key does not fit the schema of subject "
+                         "pb-orders-key: at /: 'region' is a required property")
