@@ -445,9 +445,12 @@ def _decode(decoders: dict[str, Any], r: Any) -> dict[str, Any]:
         try:
             decoded[side] = decoder.decode(r.topic, data)
         except (SerializationError, SchemaRegistryError) as e:
+            cause = e if isinstance(e, SchemaRegistryError) else e.__cause__
+            unreachable = isinstance(cause, SchemaRegistryError) and cause.http_status is None
+            what = (f"its {decoder.format} schema could not be fetched" if unreachable
+                    else f"the {side} does not decode as {decoder.format}")
             raise CommandError(f"topic {r.topic} partition {r.partition} offset {r.offset}: "
-                               f"the {side} does not decode as {decoder.format}: "
-                               f"{' '.join(str(e).split())}") from None
+                               f"{what}: {' '.join(str(e).split())}") from None
     return decoded
 
 

@@ -333,5 +333,10 @@ def test_a_record_that_does_not_decode_names_topic_partition_offset(
     record.value = b"\x00\x00\x00\x00\x09\x02"  # a schema id the registry does not know
     with pytest.raises(CommandError, match=r"offset 41: .*schema id 9 is not known"):
         _decode(decoders, record)
+    registry.unreachable.add("registry.test")  # not the record's fault: said so
+    with pytest.raises(CommandError, match=r"offset 41: its avro schema could not be "
+                                           r"fetched: .*no schema registry reachable: "
+                                           r"http://registry\.test:8081"):
+        _decode(decoders, record)
     record.value = None  # a tombstone decodes to null
     assert _decode(decoders, record) == {"value": None}
