@@ -330,3 +330,23 @@ def test_configure_again_drops_the_caches(registry: FakeRegistry) -> None:
     serializer.configure({}, is_key=True)  # the same instance, now a key serializer
     serializer.serialize("orders", RECORD)
     assert sorted(registry.subjects) == ["orders-key", "orders-value"]
+
+
+def test_threads_racing_on_the_first_record_register_once(registry: FakeRegistry) -> None:
+    import threading
+
+    serializer = AvroSerializer(registry.client(), json.dumps(ORDER))
+    start = threading.Barrier(8)
+    out: list[bytes | None] = []
+
+    def send() -> None:
+        start.wait()
+        out.append(serializer.serialize("orders", RECORD))
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(out) == 8 and len(set(out)) == 1
+    assert registry.count("POST") == 1
