@@ -25,8 +25,14 @@ whose path is printed -- pass it to any command with ``--command-config``.
 ``client`` user then needs ACLs, granted as admin, before it can do anything
 (``admin.properties``, next to ``client.properties``, holds admin's settings).
 
+Schemas.  A schema registry (``millrace schema-registry``, Confluent's REST API, its state
+in the cluster's ``_schemas`` topic) runs next to the brokers on ``--schema-registry-port``
+(default 8081, Confluent's; ``--no-schema-registry`` leaves it out), under
+``--dir/schema-registry``.  On a secured cluster it connects as ``admin`` and asks HTTP
+basic credentials of the cluster's SCRAM users.
+
 Stopping.  The children run in sessions of their own, so the terminal's Ctrl-C reaches
-only this process; on SIGINT or SIGTERM it stops the brokers one at a time with SIGTERM
+only this process; on SIGINT or SIGTERM it stops the registry, then the brokers one at a time with SIGTERM
 (each does a controlled shutdown: the controller moves its leaderships to the others
 first) and ZooKeeper last, which is the order that lets every broker leave cleanly.  A
 second signal while stopping kills whatever is left (SIGKILL).  A broker that dies on its
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,10 +65,12 @@ from millrace.cli.foreground import (
 
 if TYPE_CHECKING:
     from millrace.launcher.local_cluster import LocalCluster
+    from millrace.launcher.schema_registry_process import SchemaRegistryProcess
 
 DEFAULT_CLUSTER_DIR = "./data/cluster"
 DEFAULT_BASE_PORT = 9092
 DEFAULT_HTTP_BASE_PORT = 9644
+DEFAULT_SCHEMA_REGISTRY_PORT = 8081
 # the internal topics' replication factor: Kafka's 3, or every broker of a smaller cluster
 INTERNAL_TOPIC_RF_KEYS = ("offsets.topic.replication.factor",
                           "transaction.state.log.replication.factor")
@@ -102,6 +111,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help="turn on the ACL authorizer (kafka.security.authorizer.AclAuthorizer)"
                          " with admin as super user; needs --security sasl_ssl. The client "
                          "user then has no access until ACLs are granted to it as admin")
+    up.add_argument("--schema-registry-port", type=int, default=DEFAULT_SCHEMA_REGISTRY_PORT,
+                    metavar="PORT",
+                    help=f"the schema registry's port (default {DEFAULT_SCHEMA_REGISTRY_PORT}, "
+                         "Confluent's)")
+    up.add_argument("--no-schema-registry", dest="schema_registry", action="store_false",
+                    help="do not start a schema registry")
     up.add_argument("--override", action="append", metavar="KEY=VALUE",
                     help="set one broker config key on every broker (repeatable)")
     up.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -136,7 +151,8 @@ def up_overrides(brokers: int, given: dict[str, str]) -> dict[str, str]:
 
 def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None, *,
                        security: str = "none", authorizer: bool = False,
-                       http_base_port: int | None = None) -> None:
+                       http_base_port: int | None = None,
+                       schema_registry_port: int | None = None) -> None:
     """Refuse, as one line, what would fail half-way or mean nothing: a bad count, the
     authorizer on a PLAINTEXT cluster, no ZooKeeper, a port that is not free or asked for
     twice.  ``http_base_port`` None: no HTTP listeners."""
@@ -174,10 +190,19 @@ def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None,
                                else f"--zookeeper-port {zookeeper_port} is one of the HTTP "
                                     f"ports {http_ports[0]}..{http_ports[-1]}")
         wanted.insert(0, ("ZooKeeper", zookeeper_port))
+    if schema_registry_port is not None:
+        if not 1 <= schema_registry_port <= 65535:
+            raise CommandError(f"--schema-registry-port {schema_registry_port}: expected a "
+                               "port, 1 to 65535")
+        if any(port == schema_registry_port for _, port in wanted):
+            raise CommandError(f"--schema-registry-port {schema_registry_port} is taken by "
+                               "another of the cluster's servers")
+        wanted.append(("the schema registry", schema_registry_port))
     for who, port in wanted:
         if port_in_use(port):
             flags = ("--http-base-port (or --no-http)" if "HTTP" in who
-                     else "--base-port / --zookeeper-port")
+                     else "--schema-registry-port (or --no-schema-registry)"
+                     if "registry" in who else "--base-port / --zookeeper-port")
             raise CommandError(f"port {port} (for {who}) is already in use on 127.0.0.1 -- "
                                f"another cluster still running? Choose others with {flags}")
 
@@ -209,16 +234,45 @@ def _describe_up(cluster: LocalCluster, directory: Path,
     }
 
 
-def _children(cluster: LocalCluster) -> list[Child]:
-    """The brokers one at a time (SIGTERM: a controlled shutdown), then ZooKeeper (the JVM
-    exits with 143, 128 + SIGTERM, after its shutdown hooks ran): the order that lets every
-    broker leave cleanly."""
-    children = [Child(f"broker {i}", b, b.log_path,
-                      stopping_note=" (controlled shutdown)")
-                for i, b in sorted(cluster.brokers.items())]
+def _children(cluster: LocalCluster,
+              registry: SchemaRegistryProcess | None = None) -> list[Child]:
+    """The schema registry, then the brokers one at a time (SIGTERM: a controlled
+    shutdown), then ZooKeeper (the JVM exits with 143, 128 + SIGTERM, after its shutdown
+    hooks ran): the order that lets every broker leave cleanly."""
+    children = [Child("schema registry", registry, registry.log_path)] if registry else []
+    children += [Child(f"broker {i}", b, b.log_path,
+                       stopping_note=" (controlled shutdown)")
+                 for i, b in sorted(cluster.brokers.items())]
     zookeeper = cluster.zookeeper
     children.append(Child("ZooKeeper", zookeeper, zookeeper.log_path, (0, 143)))
     return children
+
+
+def schema_registry_for(cluster: LocalCluster, directory: Path,
+                        port: int) -> SchemaRegistryProcess:
+    """A registry on the cluster: as admin over SASL_SSL with basic auth against the
+    cluster's SCRAM users when it is secured."""
+    from millrace.launcher.dev_security import ADMIN_USER
+    from millrace.launcher.schema_registry_process import SchemaRegistryProcess
+
+    properties: dict[str, str] = {}
+    if cluster.security is not None:
+        properties = {f"kafkastore.{k}": v
+                      for k, v in cluster.client_properties(ADMIN_USER).items()
+                      if k != "bootstrap.servers"}
+        properties["authentication.method"] = "BASIC"
+        properties["authentication.scram.zookeeper.connect"] = cluster.zookeeper_connect
+    return SchemaRegistryProcess(cluster.bootstrap, directory / "schema-registry", port,
+                                 properties=properties, new_session=True)
+
+
+def _kill_all(cluster: LocalCluster,
+              registry: SchemaRegistryProcess | None) -> Callable[[], None]:
+    def kill() -> None:
+        if registry is not None:
+            registry.kill()
+        cluster.kill_all()
+    return kill
 
 
 def up_command(args: argparse.Namespace) -> int:
@@ -227,9 +281,10 @@ def up_command(args: argparse.Namespace) -> int:
 
     overrides = up_overrides(args.brokers, parse_configs(args.override, "--override"))
     http_base_port = args.http_base_port if args.http else None
+    registry_port = args.schema_registry_port if args.schema_registry else None
     check_up_arguments(args.brokers, args.base_port, args.zookeeper_port,
                        security=args.security, authorizer=args.authorizer,
-                       http_base_port=http_base_port)
+                       http_base_port=http_base_port, schema_registry_port=registry_port)
     directory = args.dir.resolve()
     security = DevSecurity.create(directory) if args.security == "sasl_ssl" else None
     cluster = LocalCluster(directory, args.brokers, base_port=args.base_port,
@@ -243,8 +298,18 @@ def up_command(args: argparse.Namespace) -> int:
             security.write_client_properties(cluster.bootstrap)
             if cluster.authorizer:
                 security.write_client_properties(cluster.bootstrap, ADMIN_USER)
+        registry = None
+        if registry_port is not None:
+            registry = schema_registry_for(cluster, directory, registry_port)
+            say(f"starting the schema registry on port {registry_port} ...")
+            start_or_explain(registry.start, cluster.kill_all, "the schema registry",
+                             directory)
         prometheus = cluster.write_prometheus_config() if cluster.http_urls() else None
         info = _describe_up(cluster, directory, prometheus)
+        info["schema_registry"] = ({"url": registry.url, "pid": registry.pid,
+                                    "log": str(registry.log_path),
+                                    "basic_auth": security is not None}
+                                   if registry is not None else None)
         if args.output == "json":
             print(json.dumps(info), flush=True)
         else:
@@ -255,6 +320,9 @@ def up_command(args: argparse.Namespace) -> int:
             print(f"bootstrap servers: {info['bootstrap_servers']}")
             if prometheus is not None:
                 print(f"Prometheus scrape config: {prometheus}")
+            if registry is not None:
+                auth = " (basic auth: the cluster's SCRAM users)" if security else ""
+                print(f"schema registry {registry.url}{auth} (log {registry.log_path})")
             if security is not None:
                 print(f"security: SASL_SSL with SCRAM-SHA-512 on every listener; client "
                       f"settings in {info['client_properties']} (--command-config)")
@@ -263,6 +331,7 @@ def up_command(args: argparse.Namespace) -> int:
                       f"{info['super_users'][0]} (settings in {info['admin_properties']}); "
                       f"User:{CLIENT_USER} may do nothing until granted ACLs by admin")
             print("Ctrl-C stops the cluster.", flush=True)
-        clean = serve_until_signal(_children(cluster), signals, cluster.kill_all)
+        clean = serve_until_signal(_children(cluster, registry), signals,
+                                   _kill_all(cluster, registry))
     say("stopped" if clean else "stopped (not cleanly; see the logs)")
     return 0 if clean else 1

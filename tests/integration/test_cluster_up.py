@@ -36,6 +36,7 @@ if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient  # noqa: E402
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: E402
 
 
 def free_port_range(count: int) -> int:
@@ -53,6 +54,8 @@ class ClusterUp:
                  *extra: str, http_base_port: int | None = None) -> None:
         # the HTTP ports from a free range too, never the default 9644 another run may hold
         http = ["--http-base-port", str(http_base_port or free_port_range(brokers))]
+        if "--no-schema-registry" not in extra and "--schema-registry-port" not in extra:
+            http += ["--schema-registry-port", str(free_port())]  # never 8081 another holds
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "millrace.cli.main", "cluster", "up", "--brokers",
              str(brokers), "--dir", str(directory), "--base-port", str(base_port),
@@ -68,7 +71,9 @@ class ClusterUp:
         self.info: dict[str, Any] = json.loads(line)
 
     def pids(self) -> list[int]:
-        return [self.info["zookeeper"]["pid"]] + [b["pid"] for b in self.info["brokers"]]
+        registry = self.info.get("schema_registry")
+        return [self.info["zookeeper"]["pid"]] + [b["pid"] for b in self.info["brokers"]] + \
+            ([registry["pid"]] if registry else [])
 
     def stop(self) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGTERM)
@@ -211,6 +216,9 @@ def test_cluster_up_serves_stops_cleanly_and_restarts_with_its_data(tmp_path: Pa
         assert [b["id"] for b in up.info["brokers"]] == [1, 2, 3]
         check_metrics(up.info, http_base)
         create_topic(bootstrap, "events")
+        registry_url = up.info["schema_registry"]["url"]
+        with SchemaRegistryClient({"url": registry_url}) as registry:
+            schema_id = registry.register_schema("events-value", Schema('"string"', "AVRO"))
         producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all",
                                              "enable.idempotence": True})
         for i in range(20):
@@ -221,6 +229,7 @@ def test_cluster_up_serves_stops_cleanly_and_restarts_with_its_data(tmp_path: Pa
         code, err = up.stop()
         assert code == 0, err
         assert "stopping broker 1 (controlled shutdown)" in err
+        assert err.index("stopping schema registry") < err.index("stopping broker 1")
         assert err.rstrip().endswith("stopped"), err
         deadline = time.monotonic() + 10
         while any(alive(p) for p in up.pids()) and time.monotonic() < deadline:
@@ -233,6 +242,8 @@ def test_cluster_up_serves_stops_cleanly_and_restarts_with_its_data(tmp_path: Pa
     try:
         assert again.info["bootstrap_servers"] == bootstrap
         check_metrics(again.info, http_base)  # the same URLs, prometheus.yml still right
+        with SchemaRegistryClient({"url": again.info["schema_registry"]["url"]}) as registry:
+            assert registry.get_latest_version("events-value").schema_id == schema_id
         values = consume(bootstrap, "events", 20)
         assert sorted(values) == sorted(f"v{i}".encode() for i in range(20))
         code, err = again.stop()
