@@ -339,29 +339,34 @@ def _file_descriptor_proto(text: str) -> Any:
 
 
 def _compile_proto_text(text: str) -> Any:
-    """``.proto`` text to a FileDescriptorProto with protoc from grpcio-tools."""
+    """``.proto`` text to a FileDescriptorProto with protoc from grpcio-tools, run as a child
+    process so that its error message (on stderr) can be quoted."""
+    import importlib.util
     import os
+    import subprocess
+    import sys
     import tempfile
 
     from google.protobuf import descriptor_pb2
 
-    try:
-        from grpc_tools import protoc
-    except ImportError:
+    if importlib.util.find_spec("grpc_tools") is None:
         raise InvalidSchemaError(
             "PROTOBUF schemas are accepted as base64 of a serialized FileDescriptorProto "
-            "(what Confluent's serializers send); .proto text needs grpcio-tools installed"
-        ) from None
+            "(what Confluent's serializers send); .proto text needs grpcio-tools installed "
+            "(pip install 'millrace[proto-text]')")
     with tempfile.TemporaryDirectory(prefix="millrace-proto-") as tmp:
         source = os.path.join(tmp, "schema.proto")
         out = os.path.join(tmp, "out.pb")
         with open(source, "w", encoding="utf-8") as f:
             f.write(text)
-        include = os.path.join(os.path.dirname(protoc.__file__), "_proto")
-        code = protoc.main(["protoc", f"-I{tmp}", f"-I{include}",
-                            f"--descriptor_set_out={out}", "schema.proto"])
-        if code != 0 or not os.path.exists(out):
-            raise InvalidSchemaError("invalid Protobuf schema: protoc could not compile it")
+        result = subprocess.run(
+            [sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}",
+             f"--descriptor_set_out={out}", "schema.proto"],
+            capture_output=True, text=True, timeout=60, check=False)
+        if result.returncode != 0 or not os.path.exists(out):
+            why = result.stderr.strip().replace(tmp + os.sep, "").splitlines()
+            raise InvalidSchemaError("invalid Protobuf schema: " + ("; ".join(why[:3]) or
+                                                                     "protoc failed"))
         with open(out, "rb") as f:
             files = descriptor_pb2.FileDescriptorSet.FromString(f.read())
     return files.file[0]
