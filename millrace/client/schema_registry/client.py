@@ -309,11 +309,12 @@ class SchemaRegistryClient:
             return self.get_latest_version(subject)
         key = (subject, int(version))
         cached = self._by_version.get(key)
-        if cached is not None:
+        if cached is not None and not deleted:
             return cached
         registered = self._version(subject, int(version), deleted)
-        with self._lock:
-            self._by_version[key] = registered
+        if not deleted:  # a soft-deleted version must not answer a plain look-up later
+            with self._lock:
+                self._by_version[key] = registered
         return registered
 
     def _version(self, subject: str, version: int | str, deleted: bool = False
