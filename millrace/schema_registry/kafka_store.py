@@ -72,10 +72,14 @@ class KafkaStore:
 
     def start(self) -> None:
         self._admin = KafkaAdminClient({**self.clients, "client.id": "schema-registry-admin"})
-        self._ensure_topic()
-        self._reader = KafkaStoreReaderThread(self.store, self.clients, self.tp)
-        self._reader.start()
-        self.wait_until_caught_up()
+        try:
+            self._ensure_topic()
+            self._reader = KafkaStoreReaderThread(self.store, self.clients, self.tp)
+            self._reader.start()
+            self.wait_until_caught_up()
+        except BaseException:
+            self.close()  # no sockets or threads left behind by a start that failed
+            raise
 
     @property
     def reading(self) -> bool:
