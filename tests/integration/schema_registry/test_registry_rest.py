@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -200,3 +201,22 @@ def test_basic_auth_accepts_the_brokers_plain_users_only(
         status, _ = http(r.url + "/readyz")
         assert status == 200  # probes need no credentials
     assert "alice-secret" not in r.logs()
+
+
+def test_https_listener_with_the_clusters_certificates(
+        broker: BrokerProcess, tmp_path: Path,
+        clients: Callable[..., SchemaRegistryClient]) -> None:
+    from millrace.launcher.dev_security import DevSecurity
+
+    security = DevSecurity.create(tmp_path / "tls")
+    props = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(security.keystore_path),
+             "kafkastore.topic": "_schemas_tls", "schema.registry.group.id": "sr-tls"}
+    trust = ssl.create_default_context(cafile=str(security.ca_path))
+    with SchemaRegistryProcess(broker.bootstrap, tmp_path / "https", properties=props,
+                               scheme="https", tls_context=trust) as r:
+        assert r.url.startswith("https://")
+        client = clients({"url": r.url, "ssl.ca.location": str(security.ca_path)})
+        assert client.register_schema("tls-value", Schema(ORDER_V1, "AVRO")) >= 1
+        with pytest.raises(urllib.error.URLError):  # a client that does not trust the CA
+            urllib.request.urlopen(r.url + "/subjects", timeout=30,
+                                   context=ssl.create_default_context())
