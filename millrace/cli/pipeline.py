@@ -264,8 +264,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"pipeline {config.name}: {config.source.subscribe} -> "
               f"{', '.join(config.sink_tables())} in {config.database} "
               f"(trigger {config.trigger})", file=sys.stderr, flush=True)
+    def on_schema_change(change: str) -> None:
+        if as_json:
+            _emit({"event": "schema_change", "change": change})
+        else:
+            print(f"schema change: {change}; restarting the queries from their checkpoints",
+                  flush=True)
+
     result = Pipeline(config).run(on_batch, until_caught_up=args.until_caught_up,
-                                  timeout_s=args.timeout)
+                                  timeout_s=args.timeout, on_schema_change=on_schema_change)
     if as_json:
         _emit({"event": "summary", "name": config.name, **dataclasses.asdict(result)})
     else:

@@ -219,8 +219,11 @@ class Pipeline:
 
     # ------------------------------------------------------------------ run
     def run(self, progress: Callable[[BatchProgress], None] | None = None, *,
-            until_caught_up: bool = False, timeout_s: float | None = None) -> PipelineResult:
-        """Run every sink query (see the module doc); ``timeout_s`` stops it after that long."""
+            until_caught_up: bool = False, timeout_s: float | None = None,
+            on_schema_change: Callable[[str], None] | None = None) -> PipelineResult:
+        """Run every sink query (see the module doc); ``timeout_s`` stops it after that long.
+        ``on_schema_change``: told what changed when a newer registered version restarts
+        the queries (registry formats)."""
         _check_reachable(self.config.source.client_config())
         own_session = self.spark is None
         spark = self.spark
@@ -247,6 +250,8 @@ class Pipeline:
                     if evolution.partial is not None:
                         results.append(evolution.partial)
                     changes.append(self._evolve(evolution))
+                    if on_schema_change is not None:
+                        on_schema_change(changes[-1])
         finally:
             restore()
             if own_session:
