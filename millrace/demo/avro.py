@@ -14,7 +14,6 @@ its latest event when that event was written with version 2 (``coupon_for``), el
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -53,35 +52,30 @@ def datum(event: OrderEvent, version: int) -> dict[str, Any]:
 
 
 class OrderEncoder:
-    """Events -> Confluent-framed Avro values, with the subject's schemas registered
-    (``register``: the id of a version's schema under the subject)."""
+    """Events -> Confluent-framed Avro values, by millrace's ``AvroSerializer`` (one per
+    schema version; each registers its schema under ``<topic>-value`` on first use)."""
 
-    def __init__(self, registry_url: str, subject: str) -> None:
+    def __init__(self, registry_url: str, topic: str) -> None:
+        from millrace.client.schema_registry.avro import AvroSerializer
         from millrace.client.schema_registry.client import SchemaRegistryClient
 
         self.client = SchemaRegistryClient({"url": registry_url})
-        self.subject = subject
-        self._writers: dict[int, tuple[bytes, Any]] = {}
+        self.topic = topic
+        self._serializers = {version: AvroSerializer(self.client, json.dumps(schema))
+                             for version, schema in ((1, ORDER_V1), (2, ORDER_V2))}
 
     def register(self, version: int) -> int:
-        import fastavro
-
-        from millrace.client.schema_registry import wire_format
+        """Register version ``version``'s schema now (the serializer's first record finds
+        it registered: the same id); its id."""
         from millrace.client.schema_registry.schemas import Schema
 
         schema = ORDER_V2 if version >= 2 else ORDER_V1
-        schema_id = self.client.register_schema(self.subject, Schema(json.dumps(schema)))
-        self._writers[version] = (wire_format.header(schema_id), fastavro.parse_schema(schema))
-        return schema_id
+        return self.client.register_schema(f"{self.topic}-value", Schema(json.dumps(schema)))
 
     def encode(self, event: OrderEvent, version: int) -> bytes:
-        import fastavro
-
-        header, parsed = self._writers[version]
-        out = io.BytesIO()
-        out.write(header)
-        fastavro.schemaless_writer(out, parsed, datum(event, version))
-        return out.getvalue()
+        value = self._serializers[version].serialize(self.topic, datum(event, version))
+        assert value is not None
+        return value
 
 
 def check_coupons(verification: Verification, events: Iterable[OrderEvent], evolved_at: int,

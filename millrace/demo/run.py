@@ -776,7 +776,7 @@ def _avro_values(state: DemoState, config: DemoConfig, url: str, skip: int,
     from millrace.demo.avro import OrderEncoder
 
     subject = f"{config.topic}-value"
-    encoder = OrderEncoder(url, subject)
+    encoder = OrderEncoder(url, config.topic)
     if state.avro_evolved_at is None:
         state.avro_evolved_at = skip + config.events // 2
     evolved_at = state.avro_evolved_at

@@ -447,3 +447,43 @@ def test_source_options_for_registry_formats() -> None:
     for message, opts in bad.items():
         with pytest.raises(ConfigError, match=message):
             SourceOptions.parse(opts, streaming=True)
+
+
+# ---------------------------------------------------------------------------- tables, demo
+def test_a_table_gains_added_columns_only_when_asked(tmp_path: Any) -> None:
+    from millrace.spark.sinks import open_database
+    from millrace.spark.sinks.table import Column, TableSpec
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    old = TableSpec("orders", (Column("order_id", "string"), Column("offset", "bigint")),
+                    key=("order_id",), mode="latest", order=("offset",))
+    new = TableSpec("orders", (*old.columns, Column("coupon", "string")), key=("order_id",),
+                    mode="latest", order=("offset",))
+    with open_database(url) as db:
+        assert db.ensure_table(old) == []
+        db.query("INSERT INTO orders VALUES ('o1', 1)")
+        with pytest.raises(ConfigError, match=r"exists without column\(s\) coupon"):
+            db.ensure_table(new)  # control: not asked to add
+        assert db.ensure_table(new, add_columns=True) == ["coupon"]
+        assert db.query("SELECT order_id, coupon, \"offset\" FROM orders") == [("o1", None, 1)]
+        assert db.ensure_table(new, add_columns=True) == []
+
+
+def test_the_demo_checks_coupons_against_the_events() -> None:
+    from millrace.demo.avro import COUPON, check_coupons, coupon_for
+    from millrace.demo.fold import Verification
+    from millrace.demo.orders import OrderEventGenerator
+
+    events = list(OrderEventGenerator(3).take(400))
+    evolved_at = 200
+    latest = {e.order_id: (i, e) for i, e in enumerate(events)}
+    right = {o: coupon_for(e) if i >= evolved_at else None for o, (i, e) in latest.items()}
+    assert COUPON in right.values() and None in right.values()
+    passed = Verification(0, 0, 0, 0)
+    check_coupons(passed, events, evolved_at, right)
+    assert passed.passed
+    # control: a coupon on an order whose latest event was written with version 1
+    old = next(o for o, (i, _) in latest.items() if i < evolved_at)
+    failed = Verification(0, 0, 0, 0)
+    check_coupons(failed, events, evolved_at, {**right, old: COUPON})
+    assert failed.mismatch_count == 1 and failed.mismatches[0].key == old
