@@ -29,7 +29,7 @@ PYTHONPATH="$PWD" .venv/bin/python tests/integration/spark/restart_soak.py \
     --dir "$out/soak" --rounds "$rounds" --chunk "${CHUNK:-3000}" \
     --demo-events "${DEMO_EVENTS:-20000}"
 echo "== tests: MILLRACE_SOAK_ROUNDS=$rounds ($out/tests)"
-MILLRACE_SOAK_ROUNDS="$rounds" PYTHONPATH="$PWD" .venv/bin/python -m pytest -q -x \
+MILLRACE_TESTS=all MILLRACE_SOAK_ROUNDS="$rounds" PYTHONPATH="$PWD" .venv/bin/python -m pytest -q -x \
     -p no:cacheprovider --basetemp "$out/tests" \
     tests/integration/spark/test_cluster_restarts.py
 echo "== passed ($out)"

@@ -1,8 +1,9 @@
 """The test profiles: CI's bounded one (the default) and the long one.
 
 Tests marked ``long`` repeat, at length, what faster tests and the long scripts cover:
-the randomized fault scenarios whose long profile is ``scripts/faults.sh``, and the demo
-on a Spark cluster that ``scripts/pipeline-soak.sh`` runs.  They are deselected -- and
+the randomized fault scenarios whose long profile is ``scripts/faults.sh``, the demo on a
+Spark cluster and the driver kill's unguarded control that ``scripts/pipeline-soak.sh``
+runs, and the SQLite case of the pipeline's kill-twice test (CI runs the PostgreSQL one).  They are deselected -- and
 counted in the summary line -- unless ``MILLRACE_TESTS=all`` (``MILLRACE_TESTS=all bash
 scripts/test.sh`` runs everything), so the test command stays within CI's time budget.
 """

@@ -122,6 +122,10 @@ def killed_after(cluster: SparkStandaloneCluster, args: list[str], log: Path,
 
 
 # ---------------------------------------------------------------------------- demo
+# long profile: scripts/pipeline-soak.sh runs the demo on three brokers and a Spark cluster
+# at length; CI runs the demo on three brokers (test_demo_cluster.py) and the pipeline on
+# this cluster (the tests above)
+@pytest.mark.long
 def test_demo_on_three_brokers_a_spark_cluster_and_postgresql(
         cluster: SparkStandaloneCluster, postgres: PostgresServer,
         tmp_path: Path) -> None:
@@ -171,6 +175,9 @@ def test_driver_killed_after_a_commit_resumes_exactly_once(
     wait_application_gone(cluster, app_name(tag))
 
 
+# long profile (MILLRACE_TESTS=all): the negative control of the driver-kill test above;
+# CI keeps the fold checker's own control (test_cluster_faults.py) within its time budget
+@pytest.mark.long
 def test_without_the_guard_the_same_kill_doubles_a_batch(
         cluster: SparkStandaloneCluster, kafka: LocalCluster,
         postgres: PostgresServer, tmp_path: Path) -> None:
