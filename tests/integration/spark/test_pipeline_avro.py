@@ -5,6 +5,7 @@ pipeline's schema evolution, against a real broker, a real registry and real Spa
   subject, the old records resolved to the new one), names an undecodable record by
   topic, partition and offset (FAILFAST) or keeps it as a ``decodeError`` row
   (PERMISSIVE); the sink's Avro is read by confluent-kafka's ``AvroDeserializer``.
+- The source reads confluent-kafka's ``JSONSerializer`` and ``ProtobufSerializer`` too.
 - ``millrace pipeline run --value-format avro`` in a child process (processing-time
   trigger): version 1 records reach the table; version 2 (an added optional ``coupon``)
   is registered and written while the query runs -> the query restarts from its
@@ -189,6 +190,53 @@ def check_source_and_sink(spark: SparkSession, broker: BrokerProcess,
         ("o1", 1, None), ("o2", 2, None), ("o3", 3, "C3")]
     assert written[0]["event_time"] == order(1)["event_time"]
     assert avro.client.get_latest_version(f"{out}-value").version == 1
+
+
+def test_source_reads_confluent_json_schema_and_protobuf(
+        spark: SparkSession, broker: BrokerProcess, registry: SchemaRegistryProcess) -> None:
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    document = {"type": "object", "title": "Order", "required": ["order_id"], "properties": {
+        "order_id": {"type": "string"}, "quantity": {"type": "integer"},
+        "at": {"type": "string", "format": "date-time"}}}
+    fdp = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop",
+                                             syntax="proto3")
+    message = fdp.message_type.add(name="Order")
+    F = descriptor_pb2.FieldDescriptorProto
+    message.field.add(name="order_id", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    message.field.add(name="quantity", number=2, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    order_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    with ConfluentAvro(registry.url, "json-orders") as confluent:
+        for topic, fmt in (("json-orders", "json-schema"), ("proto-orders", "protobuf")):
+            create_topic(broker.bootstrap, topic, 1)
+            context = SerializationContext(topic, MessageField.VALUE)
+            if fmt == "json-schema":
+                to_json = JSONSerializer(json.dumps(document), confluent.client)
+                values = [to_json({"order_id": f"o{n}", "quantity": n,
+                                   "at": f"2026-01-01T09:00:0{n}Z"}, context)
+                          for n in (1, 2)]
+                expected = [("o1", 1), ("o2", 2)]
+            else:
+                to_proto = ProtobufSerializer(order_class, confluent.client,
+                                              {"use.deprecated.format": False})
+                values = [to_proto(order_class(order_id=f"p{n}", quantity=n), context)
+                          for n in (1, 2)]
+                expected = [("p1", 1), ("p2", 2)]
+            produce(broker.bootstrap, topic, values)
+            frame = (spark.read.format("millrace")
+                     .option("kafka.bootstrap.servers", broker.bootstrap)
+                     .option("subscribe", topic).option("valueFormat", fmt)
+                     .option("schema.registry.url", registry.url).load())
+            got = frame.select("value.*").orderBy("value.order_id").collect()
+            assert [(r.order_id, r.quantity) for r in got] == expected, fmt
+            if fmt == "json-schema":
+                assert got[1].at.replace(tzinfo=dt.UTC) == dt.datetime(2026, 1, 1, 9, 0, 2,
+                                                                       tzinfo=dt.UTC)
 
 
 # ---------------------------------------------------------------------------- pipeline
