@@ -115,7 +115,8 @@ DEFAULT_POLL_TIMEOUT_MS = 120_000
 # ---------------------------------------------------------------------------- secrets
 HIDDEN = "[hidden]"
 # what Spark's spark.redaction.regex hides by name, and the JAAS text that holds a password
-_SECRET_NAME = re.compile(r"(?i)secret|password|token|jaas")
+# (and the schema registry's basic.auth.user.info, "user:password")
+_SECRET_NAME = re.compile(r"(?i)secret|password|token|jaas|user\.info")
 
 
 @functools.cache

@@ -80,8 +80,11 @@ column), ``kafka.*`` for the millrace producer (``acks=all`` unless set; key/val
 serializers and ``transactional.id`` refused), ``deliveryGuarantee`` (``at-least-once``,
 the default, or ``exactly-once`` for ``writeStream``: a fenced transaction per micro-batch
 and task, see ``exactly_once.py``), ``transactionalIdPrefix`` (exactly once; default
-``millrace-spark-<query id>``).  Input columns: ``value`` (required,
-binary or string), ``key``, ``topic``, ``partition``, ``headers``.
+``millrace-spark-<query id>``), ``valueFormat=avro`` with ``schema.registry.url``
+(``value`` of any type encoded as Avro under a schema derived from it and registered under
+``subject``, default ``<topic>-value``; ``schema.version``: a registered version instead;
+``recordName``).  Input columns: ``value`` (required, binary or string unless
+``valueFormat``), ``key``, ``topic``, ``partition``, ``headers``.
 
 Theory of operation: a streaming position is ``{TopicPartition: next offset}`` (Spark's
 checkpoint holds it as ``{"topic":{"0":123}}``).  On the driver, ``latestOffset`` looks up

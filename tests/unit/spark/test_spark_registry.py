@@ -487,3 +487,11 @@ def test_the_demo_checks_coupons_against_the_events() -> None:
     failed = Verification(0, 0, 0, 0)
     check_coupons(failed, events, evolved_at, {**right, old: COUPON})
     assert failed.mismatch_count == 1 and failed.mismatches[0].key == old
+
+
+def test_the_registry_credentials_are_hidden_in_the_pipeline_config() -> None:
+    from millrace.spark.pipeline.config import SourceConfig
+
+    source = SourceConfig("127.0.0.1:9092", "orders", options={
+        "schema.registry.basic.auth.user.info": "user:s3cr3t", "subject": "orders-value"})
+    assert "s3cr3t" not in repr(source) and "orders-value" in repr(source)
