@@ -527,6 +527,12 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
                         f"{', '.join(VALUE_FORMATS)}")
     if config.schema_registry_url and config.value_format == "json":
         raise DemoError("--schema-registry-url goes with --value-format avro")
+    secured = config.security != "none" or str(config.client_config.get(
+        "security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT"
+    if config.value_format == "avro" and not config.schema_registry_url and secured:
+        raise DemoError("--value-format avro on a secured cluster: give --schema-registry-url "
+                        "(the demo starts its own registry on a PLAINTEXT cluster only; "
+                        "millrace cluster up starts one next to a secured cluster)")
     if config.security != "none" and config.brokers < 3:
         raise DemoError(f"--security {config.security} secures the demo's own cluster: use it "
                         "with --brokers 3 (for a secured cluster of your own, give "
