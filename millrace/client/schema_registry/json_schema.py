@@ -99,8 +99,9 @@ class JsonSchemaSerializer(SchemaRegistrySerializer):
 
 class JsonSchemaDeserializer(SchemaRegistryDeserializer):
     """``JsonSchemaDeserializer(client, schema_str=None, conf={"validate": True},
-    from_dict=None)``: validates against ``schema_str`` when given, else against the
-    writer's schema (only with ``validate``)."""
+    from_dict=None)``: with ``validate``, checks each value against ``schema_str`` when
+    given, the subject's latest version under ``use.latest.version``, else the writer's
+    schema."""
 
     schema_type = JSON
     _own_keys = frozenset({"validate", "json.fail.invalid.schema"})
@@ -112,7 +113,8 @@ class JsonSchemaDeserializer(SchemaRegistryDeserializer):
                  from_dict: Converter | None = None) -> None:
         super().__init__(client, schema_str, conf)
         self._from_dict = from_dict
-        self._by_id: dict[int, Any] = {}  # schema id -> validator or None
+        # schema id (or (topic, id) under use.latest.version) -> validator or None
+        self._by_id: dict[Any, Any] = {}
 
     def _apply(self) -> None:
         super()._apply()
@@ -125,10 +127,11 @@ class JsonSchemaDeserializer(SchemaRegistryDeserializer):
         if len(data) < HEADER_SIZE or data[0] != 0:
             split(data)  # raises, naming the problem
         schema_id = _ID.unpack_from(data, 1)[0]
-        if schema_id in self._by_id:
-            validator = self._by_id[schema_id]
+        key = (topic, schema_id) if self._use_latest else schema_id
+        if key in self._by_id:
+            validator = self._by_id[key]
         else:
-            validator = self._prepare(topic, schema_id)
+            validator = self._prepare(topic, schema_id, key)
         try:
             value = json.loads(data[HEADER_SIZE:])
         except (ValueError, UnicodeDecodeError) as e:
@@ -142,15 +145,20 @@ class JsonSchemaDeserializer(SchemaRegistryDeserializer):
                     f"{schema_id}) does not validate {_validation_message(error)}")
         return value if self._from_dict is None else self._from_dict(value)
 
-    def _prepare(self, topic: str, schema_id: int) -> Any:
+    def _prepare(self, topic: str, schema_id: int, key: Any) -> Any:
         with self._lock:
-            if schema_id in self._by_id:
-                return self._by_id[schema_id]
+            if key in self._by_id:
+                return self._by_id[key]
             writer = self._writer(topic, schema_id)  # an unknown id fails here
             validator = None
             if self._validate:
-                parsed = self.client.parse(self._schema) if self._schema is not None else writer
+                if self._use_latest:
+                    parsed = self._latest(topic, writer.name())[1]
+                elif self._schema is not None:
+                    parsed = self.client.parse(self._schema)
+                else:
+                    parsed = writer
                 assert isinstance(parsed, JsonSchema)
                 validator = parsed.validator
-            self._by_id[schema_id] = validator
+            self._by_id[key] = validator
             return validator

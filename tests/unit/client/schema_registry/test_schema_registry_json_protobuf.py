@@ -16,6 +16,7 @@ from millrace.client.schema_registry.json_schema import (
     JsonSchemaSerializer,
 )
 from millrace.client.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from millrace.client.schema_registry.schemas import JSON, Schema
 from millrace.client.serialization import resolve_deserializer, resolve_serializer
 from tests.unit.client.schema_registry import protos
 from tests.unit.client.schema_registry.fake_registry import FakeRegistry
@@ -62,6 +63,19 @@ def test_json_validation_on_read_is_optional(registry: FakeRegistry) -> None:
     strict = JsonSchemaDeserializer(registry.client(), conf={"validate": True})
     with pytest.raises(SerializationError, match=r"schema id 1.*'id' is a required property"):
         strict.deserialize("orders", data)
+
+
+def test_json_validation_against_the_latest_version(registry: FakeRegistry) -> None:
+    data = JsonSchemaSerializer(registry.client(), json.dumps(ORDER_JSON)).serialize(
+        "orders", {"id": 1})
+    stricter = {**ORDER_JSON, "required": ["id", "customer"]}
+    registry.client().register_schema("orders-value", Schema(json.dumps(stricter), JSON))
+    latest = JsonSchemaDeserializer(registry.client(), conf={"validate": True,
+                                                             "use.latest.version": True})
+    with pytest.raises(SerializationError, match="'customer' is a required property"):
+        latest.deserialize("orders", data)
+    writer = JsonSchemaDeserializer(registry.client(), conf={"validate": True})
+    assert writer.deserialize("orders", data) == {"id": 1}  # control: the writer's schema
 
 
 def test_json_record_name_is_the_title(registry: FakeRegistry) -> None:
