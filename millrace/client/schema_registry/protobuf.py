@@ -12,7 +12,9 @@ its file (``[0]``: the first top-level message, written as one 0 byte).
 
 Reading needs no generated code: without a ``message_type`` the deserializer builds the
 class from the writer's registered schema (a descriptor pool per schema, one class per
-schema id and message index), so any topic decodes to ``Message`` objects.
+schema id and message index), so any topic decodes to ``Message`` objects.  Protobuf
+decodes by field number, so ``use.latest.version`` changes nothing on the read side: a
+field the class does not know stays in the message's unknown fields.
 """
 
 from __future__ import annotations
