@@ -495,3 +495,27 @@ def test_the_registry_credentials_are_hidden_in_the_pipeline_config() -> None:
     source = SourceConfig("127.0.0.1:9092", "orders", options={
         "schema.registry.basic.auth.user.info": "user:s3cr3t", "subject": "orders-value"})
     assert "s3cr3t" not in repr(source) and "orders-value" in repr(source)
+
+
+def test_keys_decode_with_their_own_subject(fake: FakeRegistry) -> None:
+    key_id = fake.register_schema("orders-key", avro_schema("string"))
+    v1 = fake.register_schema("orders-value", avro_schema(ORDER_V1))
+    key_spec = spec("orders-key")
+    decoding = Decoding(key=RegistryDecoder(key_spec, resolve_reader(key_spec)),
+                        value=RegistryDecoder(spec(), resolve_reader(spec())), permissive=True)
+    value_type = avro_spark_type(fastavro.parse_schema(ORDER_V1))[0]
+    builder = _BatchBuilder(arrow_schema(source_schema(False, StringType(), value_type,
+                                                       permissive=True)), "orders", 1,
+                            decoding)
+
+    class Record:
+        def __init__(self, offset: int, key: bytes) -> None:
+            self.key, self.value, self.offset = key, avro_frame(v1, ORDER_V1, order(offset)), offset
+            self.timestamp, self.timestamp_type, self.headers = 0, 0, None
+
+    builder.add([Record(0, avro_frame(key_id, "string", "o0")), Record(1, b"\x00\x00")])
+    rows = builder.build().to_pylist()
+    assert rows[0]["key"] == "o0" and rows[0]["value"]["order_id"] == "o0"
+    assert rows[1]["key"] is None and rows[1]["value"] is None
+    assert rows[1]["decodeError"]["reason"].startswith("key does not decode: 2 bytes is too "
+                                                        "short")
