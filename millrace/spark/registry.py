@@ -292,6 +292,10 @@ class _DecoderState:
         from millrace.client.schema_registry.schemas import AvroSchema
 
         assert isinstance(writer, AvroSchema) and isinstance(self.reader_parsed, AvroSchema)
+        if _raw_bytes(writer.raw) and _raw_bytes(self.reader_parsed.raw):
+            # Confluent's one exception: a top-level "bytes" value is the bytes as they
+            # are, without Avro's length prefix
+            return bytes
         writer_schema = writer.parsed
         reader_schema = None if same else self.reader_parsed.parsed
         convert = self._convert
@@ -360,6 +364,11 @@ class _DecoderState:
             return protobuf_to_python(message, reader_message)
 
         return read
+
+
+def _raw_bytes(schema: Any) -> bool:
+    return schema == "bytes" or (isinstance(schema, dict) and schema.get("type") == "bytes"
+                                 and "logicalType" not in schema)
 
 
 # ---------------------------------------------------------------------------- encoding

@@ -519,3 +519,12 @@ def test_keys_decode_with_their_own_subject(fake: FakeRegistry) -> None:
     assert rows[1]["key"] is None and rows[1]["value"] is None
     assert rows[1]["decodeError"]["reason"].startswith("key does not decode: 2 bytes is too "
                                                         "short")
+
+
+def test_a_top_level_bytes_schema_is_the_bytes_as_they_are(fake: FakeRegistry) -> None:
+    schema_id = fake.register_schema("raw-value", avro_schema("bytes"))
+    s = spec("raw-value")
+    decoder = RegistryDecoder(s, resolve_reader(s))
+    # as Confluent's AvroSerializer writes it: no Avro length prefix
+    assert decoder.decode(struct.pack(">bI", 0, schema_id) + b"\x01\x02abc", where) == \
+        b"\x01\x02abc"
