@@ -188,6 +188,12 @@ class _BatchBuilder:
             else None
         self._key_type = schema.field("key").type
         self._value_type = schema.field("value").type
+        # what decoded values are collected as (registry.RegistryDecoder.arrow_type)
+        self._key_raw, self._value_raw = self._key_type, self._value_type
+        if decoding is not None and decoding.key is not None:
+            self._key_raw = decoding.key.arrow_type(self._key_type)
+        if decoding is not None and decoding.value is not None:
+            self._value_raw = decoding.value.arrow_type(self._value_type)
         self._error_type = schema.field("decodeError").type if "decodeError" in schema.names \
             else None
 
@@ -250,9 +256,16 @@ class _BatchBuilder:
     def build(self) -> pa.RecordBatch:
         pa = self._pa
         n = self.rows
+        keys = pa.array(self._keys, self._key_raw)
+        values = pa.array(self._values, self._value_raw)
+        decoding = self._decoding
+        if decoding is not None and decoding.key is not None:
+            keys = decoding.key.finish(keys, self._key_type)
+        if decoding is not None and decoding.value is not None:
+            values = decoding.value.finish(values, self._value_type)
         columns = [
-            pa.array(self._keys, self._key_type),
-            pa.array(self._values, self._value_type),
+            keys,
+            values,
             pa.repeat(self._topic, n),
             pa.repeat(self._partition, n),
             pa.array(self._offsets, pa.int64()),

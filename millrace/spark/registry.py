@@ -44,9 +44,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from millrace.client.errors import SerializationError
 from millrace.common.errors import ConfigError, MillraceError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql.types import DataType
 
     from millrace.client.schema_registry.client import SchemaRegistryClient
@@ -193,18 +195,40 @@ class RegistryDecoder:
         return self._state
 
     def decode(self, data: bytes | None, where: Callable[[], str]) -> Any:
-        """The decoded value (None for None); ``DecodeError`` for bytes that do not decode,
-        ``NewerSchemaError`` for a newer writer version (``where``: the record's
-        coordinates, computed only then)."""
+        """The decoded value (None for None) -- an Avro record's top-level dates and
+        timestamps as numbers (``arrow_type``/``finish`` make them Arrow's); ``DecodeError``
+        for bytes that do not decode, ``NewerSchemaError`` for a newer writer version
+        (``where``: the record's coordinates, computed only then)."""
         if data is None:
             return None
         return self._get().decode(data, where)
 
+    def arrow_type(self, target: pa.DataType) -> pa.DataType:
+        """The Arrow type ``decode``'s values are collected in for a column of ``target``
+        (dates and timestamps of an Avro record as numbers: ``finish`` casts them)."""
+        times = self._get().times
+        if not times:
+            return target
+        from millrace.spark.schemas import arrow_time_types
+
+        return arrow_time_types(target, times)
+
+    def finish(self, array: pa.Array, target: pa.DataType) -> pa.Array:
+        """An array of ``arrow_type(target)`` as ``target``."""
+        times = self._get().times
+        if not times:
+            return array
+        from millrace.spark.schemas import arrow_times
+
+        return arrow_times(array, target, times)
+
 
 class _DecoderState:
     def __init__(self, spec: RegistryFormat, reader: ReaderSchema) -> None:
+        from millrace.client.schema_registry import wire_format
         from millrace.spark.schemas import avro_converter, json_converter
 
+        self._split = wire_format.split  # per record: no import on the way
         self.spec = spec
         self.reader = reader
         self.client = spec.client()
@@ -212,22 +236,23 @@ class _DecoderState:
         self.data_type, _ = parsed_spark_type(self.reader_parsed)
         # writer id -> bytes -> value (after the checks that need the registry)
         self._by_id: dict[int, Callable[[memoryview], Any]] = {}
+        # Avro: the record's top-level dates and timestamps, read as numbers (schemas.py)
+        self.times: dict[str, str] = {}
         if spec.format == "avro":
             from millrace.client.schema_registry.schemas import AvroSchema
+            from millrace.spark.schemas import avro_time_fields
 
             assert isinstance(self.reader_parsed, AvroSchema)
             self._convert = avro_converter(self.reader_parsed.parsed, self.reader_parsed.named)
+            self.times = avro_time_fields(self.reader_parsed.raw)
         elif spec.format == "json-schema":
             self._convert = json_converter(self.data_type)
         else:
             self._convert = None
 
     def decode(self, data: bytes, where: Callable[[], str]) -> Any:
-        from millrace.client.errors import SerializationError
-        from millrace.client.schema_registry import wire_format
-
         try:
-            schema_id, payload = wire_format.split(data)
+            schema_id, payload = self._split(data)
         except SerializationError as e:
             raise DecodeError(str(e)) from None
         read = self._by_id.get(schema_id)
@@ -296,18 +321,35 @@ class _DecoderState:
             # Confluent's one exception: a top-level "bytes" value is the bytes as they
             # are, without Avro's length prefix
             return bytes
-        writer_schema = writer.parsed
-        reader_schema = None if same else self.reader_parsed.parsed
+        # fastavro's form with its write hint: taken as it is, not parsed again per record
+        from millrace.client.schema_registry.avro import fastavro_schema
+        from millrace.spark.schemas import avro_time_fields, strip_time_fields, time_number
+
+        times = self.times
+        writer_times = avro_time_fields(writer.raw)
+        numbers: dict[str, str] = {}  # fields read as datetimes and made numbers here
+        if times and all(writer_times.get(n, k) == k for n, k in times.items()):
+            # the writer stores the same kinds: both read as the numbers they are
+            stripped = [n for n in times if n in writer_times]
+            writer_schema = _fastavro(strip_time_fields(writer.raw, stripped), writer)
+            reader_schema = None if same else _fastavro(
+                strip_time_fields(self.reader_parsed.raw, times), self.reader_parsed)
+        else:
+            writer_schema = fastavro_schema(writer)
+            reader_schema = None if same else fastavro_schema(self.reader_parsed)
+            numbers = times
         convert = self._convert
         schemaless_reader = fastavro.schemaless_reader
 
         def read(payload: memoryview) -> Any:
             stream = io.BytesIO(payload)
-            datum = schemaless_reader(stream, writer_schema, reader_schema)
+            datum: Any = schemaless_reader(stream, writer_schema, reader_schema)
             left = len(payload) - stream.tell()
             if left:
                 raise DecodeError(f"{left} byte(s) left after the Avro datum: not a datum "
                                   "of its schema")
+            for name, kind in numbers.items():
+                datum[name] = time_number(datum.get(name), kind)
             return datum if convert is None else convert(datum)
 
         return read
@@ -364,6 +406,20 @@ class _DecoderState:
             return protobuf_to_python(message, reader_message)
 
         return read
+
+
+def _fastavro(raw: Any, parsed: ParsedSchema) -> Any:
+    """fastavro's parsed form of ``raw`` (a variant of ``parsed``'s schema) with the named
+    types of ``parsed``'s references."""
+    import fastavro
+
+    from millrace.client.schema_registry.schemas import AvroSchema
+
+    named: dict[str, Any] = {}
+    for dependency in parsed.dependencies.values():
+        if isinstance(dependency, AvroSchema):
+            named.update(dependency.named)
+    return fastavro.parse_schema(raw, named_schemas=named)
 
 
 def _raw_bytes(schema: Any) -> bool:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark.sql.types import (
@@ -658,3 +658,97 @@ def _proto_value(value: Any, field: Any) -> Any:
     if inner.full_name in _WRAPPERS:
         return value.value
     return protobuf_to_python(value, inner)
+
+
+# ---------------------------------------------------------------------------- fast times
+# A record's top-level dates and timestamps are read as the numbers Avro stores and made
+# dates and timestamps by Arrow, column at a time: fastavro's per-value datetime objects,
+# and Arrow's taking them in again, were half of a record's decoding time.
+_TIME_KINDS = {("long", "timestamp-millis"): "ms-utc", ("long", "timestamp-micros"): "us-utc",
+               ("long", "local-timestamp-millis"): "ms",
+               ("long", "local-timestamp-micros"): "us", ("int", "date"): "date"}
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_UTC = _EPOCH.replace(tzinfo=dt.UTC)
+
+
+def _time_kind(field_type: Any) -> str | None:
+    if isinstance(field_type, list):
+        rest = [b for b in field_type if b != "null"]
+        if len(rest) != 1 or len(field_type) != 2:
+            return None
+        field_type = rest[0]
+    if not isinstance(field_type, dict):
+        return None
+    return _TIME_KINDS.get((str(field_type.get("type")), str(field_type.get("logicalType"))))
+
+
+def avro_time_fields(raw: Any) -> dict[str, str]:
+    """A record schema's (as JSON) top-level date and timestamp fields, nullable or not:
+    field name -> ``ms-utc``, ``us-utc``, ``ms``, ``us`` or ``date``."""
+    if not isinstance(raw, dict) or raw.get("type") not in ("record", "error"):
+        return {}
+    out = {}
+    for field in raw.get("fields", []):
+        kind = _time_kind(field.get("type"))
+        if kind is not None:
+            out[str(field["name"])] = kind
+    return out
+
+
+def strip_time_fields(raw: dict[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    """A copy of a record schema (as JSON) whose fields ``names`` lost their logical type:
+    fastavro then reads the plain long (int) Avro stores."""
+    wanted = set(names)
+
+    def plain(field_type: Any) -> Any:
+        if isinstance(field_type, list):
+            return [plain(b) for b in field_type]
+        if isinstance(field_type, dict) and "logicalType" in field_type:
+            return {k: v for k, v in field_type.items() if k != "logicalType"}
+        return field_type
+
+    fields = [{**f, "type": plain(f["type"])} if f.get("name") in wanted else f
+              for f in raw.get("fields", [])]
+    return {**raw, "fields": fields}
+
+
+def time_number(value: Any, kind: str) -> int | None:
+    """A date or datetime as the number ``avro_time_fields``' kind stores (for a writer
+    whose field has another logical type than the reader's)."""
+    if value is None or isinstance(value, int):
+        return value
+    if kind == "date":
+        return int((value - dt.date(1970, 1, 1)).days)
+    if isinstance(value, dt.datetime):
+        delta = value - (_EPOCH_UTC if value.tzinfo is not None else _EPOCH)
+        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return micros // 1000 if kind in ("ms", "ms-utc") else micros
+    raise ValueError(f"{value!r} is not a date or a timestamp")
+
+
+def arrow_time_types(target: Any, times: Mapping[str, str]) -> Any:
+    """The Arrow struct type the numbers of ``times`` are collected in (``target`` with
+    int64 for timestamps and int32 for dates)."""
+    import pyarrow as pa
+
+    return pa.struct([pa.field(f.name, pa.int32() if times[f.name] == "date" else pa.int64(),
+                               f.nullable) if f.name in times else f for f in target])
+
+
+def arrow_times(array: Any, target: Any, times: Mapping[str, str]) -> Any:
+    """A struct array of ``arrow_time_types`` as ``target``: the numbers cast to dates and
+    timestamps (milliseconds scaled to Spark's microseconds)."""
+    import pyarrow as pa
+
+    children = []
+    for i, field in enumerate(target):
+        child = array.field(i)
+        kind = times.get(field.name)
+        if kind == "date":
+            child = child.cast(pa.date32())
+        elif kind is not None:
+            unit = "ms" if kind.startswith("ms") else "us"
+            child = child.cast(pa.timestamp(unit, tz="UTC" if kind.endswith("utc") else None))
+            child = child.cast(field.type)
+        children.append(child)
+    return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())

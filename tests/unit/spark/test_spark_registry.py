@@ -151,6 +151,18 @@ def where() -> str:
     return "orders-0@7"
 
 
+def decoded(decoder: RegistryDecoder, data: bytes) -> Any:
+    """What the source's column holds for ``data``: ``decode`` then its Arrow type (dates
+    and timestamps of a record come out of ``decode`` as numbers)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    value = decoder.decode(data, where)
+    target = to_arrow_type(registry.spark_type(decoder.spec, decoder.reader.schema)[0],
+                           timezone="UTC")
+    return decoder.finish(pa.array([value], decoder.arrow_type(target)), target).to_pylist()[0]
+
+
 # ---------------------------------------------------------------------------- mapping
 def test_avro_types_map_to_spark_types() -> None:
     schema = fastavro.parse_schema({"type": "record", "name": "R", "fields": [
@@ -261,8 +273,8 @@ def test_old_and_new_records_decode_with_the_latest_version(fake: FakeRegistry) 
     reader = resolve_reader(spec())
     assert (reader.version, reader.schema_id) == (2, v2)
     decoder = RegistryDecoder(spec(), reader)
-    assert decoder.decode(avro_frame(v1, ORDER_V1, order(1)), where) == order(1, coupon=None)
-    assert decoder.decode(avro_frame(v2, ORDER_V2, order(2, coupon="X")), where) == \
+    assert decoded(decoder, avro_frame(v1, ORDER_V1, order(1))) == order(1, coupon=None)
+    assert decoded(decoder, avro_frame(v2, ORDER_V2, order(2, coupon="X"))) == \
         order(2, coupon="X")
     assert decoder.decode(None, where) is None
 
@@ -282,14 +294,14 @@ def test_a_newer_version_than_the_query_reads_stops_it(fake: FakeRegistry) -> No
     assert match is not None and match.groups() == ("2", "orders-value", str(v2), "orders-0@7", "1")
     # control: a query pinned to version 1 reads the same record, resolved to version 1
     pinned = RegistryDecoder(spec(version=1), resolve_reader(spec(version=1)))
-    assert pinned.decode(record, where) == order(3)
+    assert decoded(pinned, record) == order(3)
 
 
 def test_bytes_that_do_not_decode_say_why(fake: FakeRegistry) -> None:
     v1 = fake.register_schema("orders-value", avro_schema(ORDER_V1))
     decoder = RegistryDecoder(spec(), resolve_reader(spec()))
     good = avro_frame(v1, ORDER_V1, order(4))
-    assert decoder.decode(good, where) == order(4)  # control
+    assert decoded(decoder, good) == order(4)  # control
     cases = {
         b'{"order_id": "o1"}': "unknown magic byte 0x7b",
         b"\x00\x00": "too short",
@@ -408,8 +420,7 @@ def test_the_sink_encoder_registers_a_derived_schema(fake: FakeRegistry) -> None
     data = encoder.encode({"id": "a", "amount": decimal.Decimal("1.25"), "at": at})
     assert data is not None and data[:5] == struct.pack(">bI", 0, encoder.schema_id)
     s = spec("out-value")
-    decoded = RegistryDecoder(s, resolve_reader(s)).decode(data, where)
-    assert decoded == {"id": "a", "amount": decimal.Decimal("1.25"),
+    assert decoded(RegistryDecoder(s, resolve_reader(s)), data) == {"id": "a", "amount": decimal.Decimal("1.25"),
                        "at": at.replace(tzinfo=dt.UTC)}
     assert encoder.encode(None) is None
 
@@ -528,3 +539,27 @@ def test_a_top_level_bytes_schema_is_the_bytes_as_they_are(fake: FakeRegistry) -
     # as Confluent's AvroSerializer writes it: no Avro length prefix
     assert decoder.decode(struct.pack(">bI", 0, schema_id) + b"\x01\x02abc", where) == \
         b"\x01\x02abc"
+
+
+def test_dates_and_timestamps_of_every_kind_reach_arrow_right(fake: FakeRegistry) -> None:
+    def times(ts_kind: str) -> dict[str, Any]:
+        return {"type": "record", "name": "T", "fields": [
+            {"name": "id", "type": "string"},
+            {"name": "ts", "type": ["null", {"type": "long", "logicalType": ts_kind}],
+             "default": None},
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+            {"name": "local", "type": {"type": "long",
+                                       "logicalType": "local-timestamp-micros"}}]}
+
+    micros_id = fake.register_schema("t-value", avro_schema(times("timestamp-micros")))
+    millis_id = fake.register_schema("t-value", avro_schema(times("timestamp-millis")))
+    decoder = RegistryDecoder(spec("t-value"), resolve_reader(spec("t-value")))
+    at = dt.datetime(2026, 3, 1, 12, 30, 15, 250_000, tzinfo=dt.UTC)
+    datum = {"id": "a", "ts": at, "day": dt.date(2026, 3, 1),
+             "local": dt.datetime(2026, 3, 1, 8, 0, 0, 1)}
+    # same kinds as the reader (read as numbers), and a writer whose ts is in micros
+    # (read as a datetime and made the reader's number): the same values either way
+    for schema_id, kind in ((millis_id, "timestamp-millis"), (micros_id, "timestamp-micros")):
+        assert decoded(decoder, avro_frame(schema_id, times(kind), datum)) == datum, kind
+    assert decoded(decoder, avro_frame(millis_id, times("timestamp-millis"),
+                                       {**datum, "ts": None}))["ts"] is None
