@@ -46,7 +46,7 @@ import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -66,6 +66,15 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 MAX_BODY = 16 * 1024 * 1024
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Authenticate = Callable[[str | None], Awaitable[str | None]]
+F = TypeVar("F", bound=Callable[..., Any])
+Authorize = Callable[[str, bool], bool]  # (user, the request changes the registry) -> allowed
+
+
+def changes_registry(handler: F) -> F:
+    """Marks a route that writes (register, delete, config, mode): the one authorization
+    asks about."""
+    handler.changes_registry = True  # type: ignore[attr-defined]
+    return handler
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -85,12 +94,14 @@ class RestApp:
     def __init__(self, registry: SchemaRegistry, elector: LeaderElector | None, *,
                  metrics: Callable[[], bytes] | None = None,
                  authenticate: Authenticate | None = None, failed_auth_delay_s: float = 0.1,
+                 authorize: Authorize | None = None,
                  forward_tls: ssl.SSLContext | None = None, leader_wait_s: float = 30.0,
                  ready: Callable[[], list[str]] | None = None) -> None:
         self.registry = registry
         self.elector = elector
         self.metrics = metrics
         self.authenticate = authenticate
+        self.authorize = authorize
         self.failed_auth_delay_s = failed_auth_delay_s
         self.forward_tls = forward_tls
         self.leader_wait_s = leader_wait_s
@@ -144,6 +155,12 @@ class RestApp:
                     "WWW-Authenticate": 'Basic realm="millrace-schema-registry"'},
                     body=json.dumps({"error_code": 401, "message": "Unauthorized"}).encode(),
                     content_type=CONTENT_TYPE)
+            if self.authorize is not None and \
+                    not self.authorize(user, getattr(handler, "changes_registry", False)):
+                # before the handler looks anything up: a denial says nothing of what exists
+                self._count(40301)
+                return _json({"error_code": 40301, "message": f"User {user} is not "
+                              "authorized to change the schema registry"}, 403)
         try:
             return await handler(request)
         except errors.RegistryError as e:
@@ -293,6 +310,7 @@ class RestApp:
                              deleted=_flag(request, "deleted"))
         return _json(v.to_json())
 
+    @changes_registry
     async def _register(self, request: web.Request) -> web.Response:
         raw = await request.read() if request.can_read_body else b""
         forwarded = await self._leader_or_forward(request, raw)
@@ -311,6 +329,7 @@ class RestApp:
                              schema_id=schema_id, version=version)
         return _json(v.to_json())
 
+    @changes_registry
     async def _delete_subject(self, request: web.Request) -> web.Response:
         forwarded = await self._leader_or_forward(request)
         if forwarded is not None:
@@ -319,6 +338,7 @@ class RestApp:
                                    permanent=_flag(request, "permanent"))
         return _json(deleted)
 
+    @changes_registry
     async def _delete_version(self, request: web.Request) -> web.Response:
         forwarded = await self._leader_or_forward(request)
         if forwarded is not None:
@@ -354,6 +374,7 @@ class RestApp:
                                     default_to_global=_flag(request, "defaultToGlobal"))
         return _json({"compatibilityLevel": level})
 
+    @changes_registry
     async def _put_config(self, request: web.Request) -> web.Response:
         forwarded = await self._leader_or_forward(request)
         if forwarded is not None:
@@ -368,6 +389,7 @@ class RestApp:
                                 level.upper())
         return _json({"compatibility": done})
 
+    @changes_registry
     async def _delete_config(self, request: web.Request) -> web.Response:
         forwarded = await self._leader_or_forward(request)
         if forwarded is not None:
@@ -381,6 +403,7 @@ class RestApp:
         return _json({"mode": self.registry.mode(
             subject, default_to_global=_flag(request, "defaultToGlobal"))})
 
+    @changes_registry
     async def _put_mode(self, request: web.Request) -> web.Response:
         forwarded = await self._leader_or_forward(request)
         if forwarded is not None:
@@ -393,6 +416,7 @@ class RestApp:
                                 mode.upper(), force=_flag(request, "force"))
         return _json({"mode": done})
 
+    @changes_registry
     async def _delete_mode(self, request: web.Request) -> web.Response:
         forwarded = await self._leader_or_forward(request)
         if forwarded is not None:

@@ -24,6 +24,9 @@ Configuration uses the names of Confluent's ``schema-registry.properties``:
     authentication.jaas.config            a JAAS entry of PLAIN users (``user_<name>``)
                                           for BASIC, or
     authentication.scram.zookeeper.connect  SCRAM users from the brokers' ZooKeeper
+    authorization.write.users             with BASIC: the users who may change the registry
+                                          (register, delete, config, mode), comma-separated;
+                                          unset: every authenticated user; the others read
     ssl.keystore.location / .password / .type, ssl.key.password    https listener
     ssl.truststore.location / .password / .type                   forwarding over https
 """
@@ -62,6 +65,7 @@ DEFAULTS: dict[str, str] = {
 }
 KNOWN = {*DEFAULTS, "kafkastore.bootstrap.servers", "kafkastore.topic.replication.factor",
          "host.name", "authentication.jaas.config", "authentication.scram.zookeeper.connect",
+         "authorization.write.users",
          "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type",
          "ssl.key.password", "ssl.truststore.location", "ssl.truststore.password",
          "ssl.truststore.type", "ssl.endpoint.identification.algorithm"}
@@ -107,6 +111,12 @@ class RegistryConfig:
                                     or merged.get("authentication.scram.zookeeper.connect")):
             raise ConfigError("authentication.method=BASIC needs authentication.jaas.config (a JAAS "
                               "entry of PLAIN users) or authentication.scram.zookeeper.connect")
+        writers = merged.get("authorization.write.users")
+        self.write_users = frozenset(u.strip() for u in writers.split(",") if u.strip()) \
+            if writers is not None else None
+        if self.write_users is not None and not self.basic_auth:
+            raise ConfigError("authorization.write.users needs authentication.method=BASIC: "
+                              "without credentials every request is anonymous")
         self.clients = client_config(merged["kafkastore.bootstrap.servers"], {
             k.removeprefix("kafkastore."): v for k, v in merged.items()
             if k.startswith("kafkastore.") and k not in KNOWN and k not in DEFAULTS})
@@ -204,7 +214,8 @@ class SchemaRegistryServer:
         try:
             self.metrics = RegistryMetrics(self)
             app = RestApp(self.registry, self.elector, metrics=self.metrics.render,
-                          authenticate=authenticate, forward_tls=self.config.forward_tls(),
+                          authenticate=authenticate, authorize=self._authorizer(),
+                          forward_tls=self.config.forward_tls(),
                           ready=self.readiness, leader_wait_s=self.config.timeout_s)
             self.metrics.app = app
             runner = web.AppRunner(app.app, access_log=None, handle_signals=False)
@@ -221,6 +232,12 @@ class SchemaRegistryServer:
                 await runner.cleanup()
         finally:
             await loop.run_in_executor(None, self.stop_store)
+
+    def _authorizer(self) -> Any:
+        writers = self.config.write_users
+        if writers is None:
+            return None
+        return lambda user, changes: not changes or user in writers
 
     def _authenticator(self) -> Any:
         if not self.config.basic_auth:

@@ -30,7 +30,7 @@ ORDER_V2 = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "
 ORDER_BAD = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
     {"name": "id", "type": "string"}, {"name": "amount", "type": "double"}]})
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              'user_alice="alice-secret";')
+              'user_alice="alice-secret" user_bob="bob-secret";')
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +187,7 @@ def test_basic_auth_accepts_the_brokers_plain_users_only(
         broker: BrokerProcess, tmp_path: Path,
         clients: Callable[..., SchemaRegistryClient]) -> None:
     props = {"authentication.method": "BASIC", "authentication.jaas.config": PLAIN_JAAS,
+             "authorization.write.users": "alice",
              "kafkastore.topic": "_schemas_auth", "schema.registry.group.id": "sr-auth"}
     with SchemaRegistryProcess(broker.bootstrap, tmp_path / "auth", properties=props) as r:
         good = clients({"url": r.url, "basic.auth.user.info": "alice:alice-secret"})
@@ -200,7 +201,22 @@ def test_basic_auth_accepts_the_brokers_plain_users_only(
         assert status == 401
         status, _ = http(r.url + "/readyz")
         assert status == 200  # probes need no credentials
-    assert "alice-secret" not in r.logs()
+        # bob reads but may not change anything, whether the subject exists or not
+        bob = {"Authorization": "Basic " + base64.b64encode(b"bob:bob-secret").decode()}
+        assert http(r.url + "/subjects", headers=bob) == (200, ["a-value"])
+        for method, path, body in (
+                ("POST", "/subjects/a-value/versions", json.dumps({"schema": ORDER_V2})),
+                ("POST", "/subjects/nope/versions", json.dumps({"schema": ORDER_V2})),
+                ("DELETE", "/subjects/a-value", None), ("DELETE", "/subjects/nope", None),
+                ("PUT", "/config", '{"compatibility": "NONE"}'),
+                ("PUT", "/mode/a-value", '{"mode": "READONLY"}')):
+            status, answer = http(r.url + path, method, body.encode() if body else None, bob)
+            assert (status, answer["error_code"]) == (403, 40301), (method, path, answer)
+        lookup = http(r.url + "/subjects/a-value", "POST",
+                      json.dumps({"schema": ORDER_V1}).encode(), bob)
+        assert lookup[0] == 200  # a lookup is a read
+        assert good.get_versions("a-value") == [1]
+    assert "alice-secret" not in r.logs() and "bob-secret" not in r.logs()
 
 
 def test_https_listener_with_the_clusters_certificates(
