@@ -24,6 +24,7 @@ from millrace.client.common_client_configs import (
     METRICS_CONFIGS,
     post_process_retry_backoff,
 )
+from millrace.client.schema_registry.config import is_serde_config
 from millrace.common.config import ConfigDef, at_least, one_of
 from millrace.common.errors import ConfigError
 
@@ -78,7 +79,11 @@ class ConsumerConfig:
     def __init__(self, props: Mapping[str, Any]) -> None:
         props = dict(props)
         self.originals = props
-        self.values = CONSUMER_CONFIG.parse(props, ignore=CLASS_KEYS)
+        # the schema-registry serializers' own keys (schema.registry.url, ...) pass through
+        # to their configure(); a misspelt one is still an error (is_serde_config)
+        serde = {k: v for k, v in props.items() if is_serde_config(k)}
+        self.values = CONSUMER_CONFIG.parse(props, ignore=(*CLASS_KEYS, *serde))
+        self.values.update(serde)
         v = self.values
         v["key.deserializer"] = props.get("key.deserializer")
         v["value.deserializer"] = props.get("value.deserializer")

@@ -14,6 +14,7 @@ from typing import ClassVar
 
 from millrace.client.cluster import TopicPartition
 from millrace.client.consumer.consumer_record import OffsetAndMetadata
+from millrace.client.errors import SerializationError
 from millrace.common.errors import CorruptRecordError, KafkaError, MillraceError
 
 __all__ = [
@@ -100,8 +101,9 @@ class WakeupError(MillraceError):
     """``KafkaConsumer.wakeup()`` interrupted a blocking call (Java ``WakeupException``)."""
 
 
-class RecordDeserializationError(KafkaError):
-    """A deserializer failed; the position stays on the record, so ``seek(partition,
+class RecordDeserializationError(KafkaError, SerializationError):
+    """A deserializer failed (a ``SerializationError`` naming the topic, partition and
+    offset); the position stays on the record, so ``seek(partition,
     offset + 1)`` skips it."""
 
     name: ClassVar[str] = "RECORD_DESERIALIZATION"

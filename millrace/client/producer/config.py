@@ -32,6 +32,7 @@ from millrace.client.common_client_configs import (
     METRICS_CONFIGS,
     post_process_retry_backoff,
 )
+from millrace.client.schema_registry.config import is_serde_config
 from millrace.common.config import INT_MAX, LONG_MAX, ConfigDef, at_least, between, one_of
 from millrace.common.errors import ConfigError
 from millrace.record import CompressionType
@@ -87,7 +88,11 @@ class ProducerConfig:
     def __init__(self, props: Mapping[str, Any]) -> None:
         props = dict(props)
         self.originals = props
-        self.values = PRODUCER_CONFIG.parse(props, ignore=CLASS_KEYS)
+        # the schema-registry serializers' own keys (schema.registry.url, ...) pass through
+        # to their configure(); a misspelt one is still an error (is_serde_config)
+        serde = {k: v for k, v in props.items() if is_serde_config(k)}
+        self.values = PRODUCER_CONFIG.parse(props, ignore=(*CLASS_KEYS, *serde))
+        self.values.update(serde)
         for key in CLASS_KEYS:
             self.values[key] = props.get(key)
         if self.values["metric.reporters"] is None:

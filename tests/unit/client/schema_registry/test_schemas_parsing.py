@@ -36,7 +36,7 @@ def test_avro_references_load_the_named_types_of_another_subject() -> None:
     parsed = parse_schema(order, resolve_address)
     assert isinstance(parsed, AvroSchema) and parsed.name() == "shop.Order"
     assert "shop.Address" in parsed.named
-    with pytest.raises(InvalidSchemaError, match="shop.Address"):
+    with pytest.raises(InvalidSchemaError, match=r"shop\.Address"):
         parse_schema(Schema(order.schema_str))  # the same text without its reference
 
 
