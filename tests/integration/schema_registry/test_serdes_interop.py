@@ -331,3 +331,31 @@ def test_the_client_over_mutual_tls(tmp_path: Path) -> None:
         server.server_close()
     with pytest.raises(ConfigError, match=r"ssl\.ca\.location"):
         SchemaRegistryClient({"url": url, "ssl.ca.location": str(tmp_path / "missing.pem")})
+
+
+def test_serializers_by_name_from_the_clients_configs_alone(stack: tuple[str, str]) -> None:
+    """``value.serializer=avro`` with the registry's keys in the producer's config (as a
+    properties file would give them), read back by ``value.deserializer=avro``."""
+    bootstrap, url = stack
+    topic = unique("by-name")
+    with KafkaProducer({"bootstrap.servers": bootstrap, "value.serializer": "avro",
+                        "schema.registry.url": url,
+                        "value.serializer.schema": ORDER_AVRO}) as producer:
+        for order in ORDERS[:5]:
+            producer.send(ProducerRecord(topic, order))
+        producer.flush()
+    consumer: KafkaConsumer[Any, Any] = KafkaConsumer(config={
+        "bootstrap.servers": bootstrap, "value.deserializer": "avro",
+        "schema.registry.url": url, "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 60
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += [r.value for r in consumer.poll(1000)]
+    finally:
+        consumer.close()
+    assert got == ORDERS[:5]
+    with pytest.raises(Exception, match=r"needs schema\.registry\.url"):  # a misspelt key
+        KafkaProducer({"bootstrap.servers": bootstrap, "value.serializer": "avro",
+                       "schema.registry.ulr": url})
