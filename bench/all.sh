@@ -14,7 +14,8 @@
 # The rows: broker_ingest 1 KiB / mock, broker_fetch 1 KiB window / mock, producers 100 B
 # acks=1 and acks=all / confluent-kafka (only those two clients run here), partitions
 # 1,000 / 1 (--quick: without the 10,000-partition memory case), replication 1 KiB
-# (--quick: the ingest cases only), pipeline topic / file, security SASL_SSL / plaintext.
+# (--quick: the ingest cases only), pipeline topic / file, security SASL_SSL / plaintext;
+# and issue 27's: Avro serialize + produce / confluent-kafka's AvroSerializer.
 set -u
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -78,6 +79,7 @@ else
 fi
 run pipeline "${q[@]}" "${rep[@]}" --json "$out/pipeline.json"
 run security "${q[@]}" "${rep[@]}" --json "$out/security.json"
+run avro_produce "${q[@]}" "${rep[@]}" --json "$out/avro_produce.json"
 echo "all benchmarks: $((SECONDS - start)) s"
 
 "$py" bench/ratios.py --dir "$out" --plot "$out/ratios.png" --json "$out/ratios.json"

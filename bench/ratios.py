@@ -102,6 +102,9 @@ ROWS = (
     Row("pipeline, topic source / file source", "pipeline.json", 1.0, pipeline_ratio),
     Row("SASL_SSL / plaintext, 1 KiB ingest", "security.json", 0.5,
         table_ratio("1KiB acks=1", "sasl_ssl", "plaintext", "ratio_vs_plaintext", "ingest")),
+    Row("Avro serialize + produce, millrace / confluent-kafka", "avro_produce.json", 1.0,
+        table_ratio("serialize+produce", "millrace", "confluent-kafka",
+                    "ratio_vs_confluent_kafka")),
 )
 
 
