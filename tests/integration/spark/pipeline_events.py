@@ -11,10 +11,16 @@ pipeline wrote.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,3 +174,40 @@ def pipeline_args(bootstrap: str, topic: str, name: str, database: str, checkpoi
             "--aggregate", "revenue=sum(quantity * price)", "--aggregate", "orders=count(*)",
             "--where", "status = 'paid'", "--database", database,
             "--checkpoint", str(checkpoint), "--trigger", trigger, "--output", "json"]
+
+
+class PipelineChild:
+    """One ``millrace pipeline run`` child process in its own process group."""
+
+    def __init__(self, args: list[str], log: Path) -> None:
+        self.log = log
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "millrace.cli.main", "pipeline", "run", *args],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL to the whole group, and wait until every member is gone."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+        raise AssertionError("the pipeline's process group outlived SIGKILL")
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"pipeline did not finish in {timeout}s:\n"
+                                 f"{self.output()}") from None

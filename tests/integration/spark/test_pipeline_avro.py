@@ -18,11 +18,9 @@ pipeline's schema evolution, against a real broker, a real registry and real Spa
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -31,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
-from pipeline_events import create_topic
+from pipeline_events import PipelineChild, create_topic
 
 from millrace.client.consumer import KafkaConsumer
 from millrace.client.producer import KafkaProducer, ProducerRecord
@@ -242,26 +240,6 @@ def test_source_reads_confluent_json_schema_and_protobuf(
 
 
 # ---------------------------------------------------------------------------- pipeline
-class PipelineChild:
-    """``millrace pipeline run`` in a process group of its own."""
-
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.log = log
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "millrace.cli.main", "pipeline", "run", *args],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-
-
 def rows(database: str, sql: str) -> list[tuple[Any, ...]]:
     with open_database(database) as db:
         try:

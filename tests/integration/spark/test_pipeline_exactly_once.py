@@ -11,12 +11,8 @@ share a checkpoint.  The same test runs against SQLite and against PostgreSQL.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +21,7 @@ import pytest
 from pipeline_events import (
     VALUE_SCHEMA,
     Event,
+    PipelineChild,
     assert_tables,
     create_topic,
     events,
@@ -42,43 +39,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BATCH = 200  # maxOffsetsPerTrigger: many small batches per run
 SEEDS = {"sqlite": 21, "postgresql": 22}
 WAIT_S = 300.0
-
-
-class PipelineChild:
-    """One ``millrace pipeline run`` child process in its own process group."""
-
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.log = log
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "millrace.cli.main", "pipeline", "run", *args],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def kill(self) -> None:
-        """SIGKILL to the whole group, and wait until every member is gone."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
-        raise AssertionError("the pipeline's process group outlived SIGKILL")
-
-    def wait(self, timeout: float) -> int:
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"pipeline did not finish in {timeout}s:\n"
-                                 f"{self.output()}") from None
 
 
 def committed(database: str, name: str) -> int:
