@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from millrace.broker.metrics.http_server import BadRequestFilter
 from millrace.common.errors import ConfigError
 from millrace.schema_registry.kafka_store import KafkaStore, KafkaStoreWriter, client_config
 from millrace.schema_registry.leader import Identity, LeaderElector
@@ -52,6 +53,10 @@ from millrace.schema_registry.rest import RestApp
 from millrace.schema_registry.store import SchemaStore
 
 log = logging.getLogger(__name__)
+# a client's malformed request is one INFO line naming the error class, never a traceback
+# with the request's bytes (they may hold an Authorization header): the broker's filter
+_request_log = logging.getLogger(__name__ + ".requests")
+_request_log.addFilter(BadRequestFilter())
 
 DEFAULTS: dict[str, str] = {
     "listeners": "http://127.0.0.1:8081",
@@ -218,7 +223,8 @@ class SchemaRegistryServer:
                           forward_tls=self.config.forward_tls(),
                           ready=self.readiness, leader_wait_s=self.config.timeout_s)
             self.metrics.app = app
-            runner = web.AppRunner(app.app, access_log=None, handle_signals=False)
+            runner = web.AppRunner(app.app, access_log=None, handle_signals=False,
+                                   logger=_request_log)
             await runner.setup()
             site = web.SockSite(runner, self.sock, ssl_context=self.config.server_tls())
             await site.start()

@@ -58,7 +58,7 @@ Authorize = Callable[[str, str], bool]  # (user, client host) -> may Describe th
 PROBES = frozenset({"/healthz", "/readyz"})
 
 
-class _BadRequestFilter(logging.Filter):
+class BadRequestFilter(logging.Filter):
     """A client's malformed request (an ``HttpProcessingError`` aiohttp answered with
     400) becomes one INFO line without traceback or request bytes (module docstring)."""
 
@@ -73,7 +73,7 @@ class _BadRequestFilter(logging.Filter):
 
 
 _request_log = logging.getLogger(__name__ + ".requests")
-_request_log.addFilter(_BadRequestFilter())
+_request_log.addFilter(BadRequestFilter())
 
 
 class HttpBindError(Exception):

@@ -236,3 +236,18 @@ def test_https_listener_with_the_clusters_certificates(
         with pytest.raises(urllib.error.URLError):  # a client that does not trust the CA
             urllib.request.urlopen(r.url + "/subjects", timeout=30,
                                    context=ssl.create_default_context())
+
+
+def test_a_malformed_request_is_400_and_its_bytes_are_not_logged(
+        registry: SchemaRegistryProcess) -> None:
+    import socket
+
+    secret = "Basic c2VjcmV0LXRva2VuLTQyOnB3"  # any credentials in a request aiohttp rejects
+    with socket.create_connection(("127.0.0.1", registry.port), timeout=30) as sock:
+        # the bad character is in the Authorization line: the line aiohttp would quote
+        sock.sendall(b"GET /subjects HTTP/1.1\r\nHost: x\r\nAuthorization: " +
+                     secret.encode() + b"\x01\r\n\r\n")
+        answer = sock.recv(4096)
+    assert answer.split(b" ")[1] == b"400"
+    assert http(registry.url + "/subjects")[0] == 200  # and it serves on
+    assert secret not in registry.logs() and "c2VjcmV0" not in registry.logs()
