@@ -8,7 +8,8 @@ The process owns one directory for its log (``schema-registry.log``, appended ac
 restarts).  Ready means ``/readyz`` answers 200: the ``_schemas`` topic has been read to its
 end and a leader is elected.  ``kill`` is SIGKILL (a crash at any instant), ``stop`` SIGTERM.
 ``properties`` are registry settings (Confluent's names, e.g. ``kafkastore.security.protocol``
-or ``authentication.method``), passed as ``--override``.
+or ``authentication.method``), written to ``schema-registry.properties`` (0600) in the
+directory and passed as ``--config``: never on the command line, where any user sees them.
 
 Thread ownership: one instance is driven from one thread.
 """
@@ -48,13 +49,28 @@ class SchemaRegistryProcess(ChildProcess):
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self.port}"
 
-    def command(self) -> list[str]:
-        args = [sys.executable, "-m", "millrace.cli.main", "schema-registry",
-                "--bootstrap-server", self.bootstrap_servers,
-                "--listen", f"{self.scheme}://127.0.0.1:{self.port}"]
+    @property
+    def config_path(self) -> Path:
+        return self.directory / "schema-registry.properties"
+
+    def write_config(self) -> None:
+        """The properties in a 0600 file, never on the command line (they may hold the
+        registry's Kafka password, and every user can read a process's arguments)."""
         for key, value in self.properties.items():
-            args += ["--override", f"{key}={value}"]
-        return args
+            if "\n" in value or "\r" in value or value.endswith("\\"):
+                raise ValueError(f"{key}: a value with a line break or a trailing backslash "
+                                 "does not fit a properties line")
+        fd = os.open(self.config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("# written by SchemaRegistryProcess at every start\n")
+            for key, value in self.properties.items():
+                f.write(f"{key}={value}\n")
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "millrace.cli.main", "schema-registry",
+                "--bootstrap-server", self.bootstrap_servers,
+                "--listen", f"{self.scheme}://127.0.0.1:{self.port}",
+                "--config", str(self.config_path)]
 
     def ready(self) -> bool:
         try:
@@ -66,5 +82,6 @@ class SchemaRegistryProcess(ChildProcess):
 
     def start(self) -> SchemaRegistryProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.write_config()
         self.launch(self.command(), env, self.ready, cwd=self.directory)
         return self

@@ -166,6 +166,10 @@ def test_the_writer_killed_mid_registration_loses_nothing(fresh_cluster: Cluster
     with SchemaRegistryProcess(cluster.bootstrap, tmp_path / "a", properties=props) as a, \
             SchemaRegistryProcess(cluster.bootstrap, tmp_path / "b", properties=props) as b:
         api = {a: Api(a.url, f"client:{password}"), b: Api(b.url, f"client:{password}")}
+        # the registry's own Kafka password is in a 0600 file, not on its command line
+        admin_password = cluster.security.passwords["admin"]
+        assert admin_password not in Path(f"/proc/{a.pid}/cmdline").read_text()
+        assert a.config_path.stat().st_mode & 0o077 == 0
         # credentials are the brokers' SCRAM users: a wrong password or none is 401
         assert Api(a.url, "client:wrong").call("/subjects")[0] == 401
         assert api[a].call("/subjects", auth=False)[0] == 401
