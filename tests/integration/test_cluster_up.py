@@ -384,6 +384,14 @@ def test_cluster_up_with_sasl_ssl_prints_a_working_client_properties(tmp_path: P
         finally:
             consumer.close()
         assert sorted(got) == [f"s{i}".encode() for i in range(5)]
+        # the registry asks the cluster's SCRAM users for basic credentials
+        registry = up.info["schema_registry"]
+        assert registry["basic_auth"]
+        user_info = f"{props['sasl.username']}:{props['sasl.password']}"
+        with SchemaRegistryClient({"url": registry["url"],
+                                   "basic.auth.user.info": user_info}) as client:
+            assert client.register_schema("secured-value", Schema('"string"', "AVRO")) >= 1
+        assert get(registry["url"] + "/subjects")[0] == 401
         # the port speaks TLS only: a PLAINTEXT client never gets metadata
         plain = AdminClient({"bootstrap.servers": props[
             "bootstrap.servers"]})
