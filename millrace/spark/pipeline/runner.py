@@ -240,6 +240,7 @@ class Pipeline:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         results: list[PipelineResult] = []
         changes: list[str] = []
+        restarted_for: set[tuple[str, int, int]] = set()
         try:
             while True:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -249,6 +250,13 @@ class Pipeline:
                 except SchemaEvolution as evolution:
                     if evolution.partial is not None:
                         results.append(evolution.partial)
+                    seen = (evolution.subject, evolution.version, evolution.reader_version)
+                    if seen in restarted_for:  # the restart did not widen the query
+                        raise PipelineError(
+                            f"pipeline {self.config.name}: {evolution} again after a "
+                            "restart for it; stopping rather than restarting in a loop"
+                        ) from None
+                    restarted_for.add(seen)
                     changes.append(self._evolve(evolution))
                     if on_schema_change is not None:
                         on_schema_change(changes[-1])

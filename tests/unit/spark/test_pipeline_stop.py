@@ -61,3 +61,32 @@ def test_a_query_that_never_reports_is_stopped_after_the_grace() -> None:
     _stop_when_reported(tracked(query, [0]), grace_s=0.2)
     assert not query.isActive and query.reported_when_stopped is None
     assert time.monotonic() - started < 10          # bounded, not a timing assertion
+
+
+def test_a_schema_change_that_recurs_after_its_restart_stops_the_run(monkeypatch: Any) -> None:
+    """A restart for a newer version must widen the query; if the same version stops it
+    again, the run fails instead of restarting forever."""
+    import pytest
+
+    from millrace.spark.pipeline import runner
+    from millrace.spark.pipeline.config import PipelineConfig, SourceConfig, StateSink
+
+    config = PipelineConfig(
+        name="orders",
+        source=SourceConfig(bootstrap_servers="127.0.0.1:9", subscribe="orders"),
+        value_format="avro", schema_registry_url="http://127.0.0.1:9",
+        state_sinks=[StateSink(table="orders", key=["id"])],
+        database="sqlite:///unused.db", checkpoint_dir="/tmp/unused-ck")
+    pipeline = runner.Pipeline(config, spark=object())  # type: ignore[arg-type]
+    attempts: list[int] = []
+
+    def run_once(*args: Any) -> Any:
+        attempts.append(1)
+        raise runner.SchemaEvolution("orders-value", 2, 7, "orders-0@5", 1)
+
+    monkeypatch.setattr(runner, "_check_reachable", lambda config: None)
+    monkeypatch.setattr(pipeline, "_run_once", run_once)
+    monkeypatch.setattr(pipeline, "_evolve", lambda evolution: "added coupon")
+    with pytest.raises(runner.PipelineError, match="again after a restart"):
+        pipeline.run()
+    assert len(attempts) == 2  # the first restart was allowed, the second refused
