@@ -23,7 +23,8 @@ the checks see every earlier write, and it returns once the store has applied it
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from millrace.client.schema_registry.schemas import (
@@ -176,18 +177,26 @@ class SchemaRegistry:
                      versions=[v.version for v in found])
 
     # ------------------------------------------------------------------ writes
-    def _write(self, batch: list[tuple[bytes, bytes | None]]) -> None:
-        if self.writer is None:
+    @contextmanager
+    def _writing(self) -> Iterator[KafkaStoreWriter]:
+        """Every write's preamble: this instance is the writer, it holds the writer's lock,
+        and its store has read the topic to its end (the checks see every earlier write)."""
+        writer = self.writer
+        if writer is None:
             raise errors.UnknownLeader("this instance is not the leader")
+        with writer.lock:
+            self._catch_up()
+            yield writer
+
+    def _write(self, batch: list[tuple[bytes, bytes | None]]) -> None:
+        """Append ``batch``; called inside ``_writing`` (which checked the writer)."""
+        assert self.writer is not None
         self.writer.write(batch)
 
     def register(self, subject: str, schema: Schema, *, schema_id: int | None = None,
                  version: int | None = None) -> SchemaVersion:
-        if self.writer is None:
-            raise errors.UnknownLeader("this instance is not the leader")
         check_subject(subject)
-        with self.writer.lock:
-            self._catch_up()
+        with self._writing():
             mode = self.mode(subject)
             if mode in ("READONLY", "READONLY_OVERRIDE"):
                 raise errors.OperationNotPermitted(f"Subject {subject} is in read-only mode")
@@ -238,10 +247,7 @@ class SchemaRegistry:
         return requested
 
     def delete_version(self, subject: str, version: str | int, *, permanent: bool) -> int:
-        if self.writer is None:
-            raise errors.UnknownLeader("this instance is not the leader")
-        with self.writer.lock:
-            self._catch_up()
+        with self._writing():
             self._refuse_if_read_only(subject)
             number = parse_version(version)
             every = self.store.versions(subject, deleted=True)
@@ -277,10 +283,7 @@ class SchemaRegistry:
             return number
 
     def delete_subject(self, subject: str, *, permanent: bool) -> list[int]:
-        if self.writer is None:
-            raise errors.UnknownLeader("this instance is not the leader")
-        with self.writer.lock:
-            self._catch_up()
+        with self._writing():
             self._refuse_if_read_only(subject)
             every = self.store.versions(subject, deleted=True)
             if not every:
@@ -324,28 +327,32 @@ class SchemaRegistry:
                 f"Invalid compatibility level. Valid values are {', '.join(LEVELS)}")
         if subject is not None:
             check_subject(subject)
-        self._write([(records.config_key(subject), records.config_value(level))])
+        with self._writing():
+            self._write([(records.config_key(subject), records.config_value(level))])
         return level
 
     def delete_level(self, subject: str | None) -> str:
-        previous = self.level(subject, default_to_global=subject is None)
-        self._write([(records.config_key(subject), None)])
+        with self._writing():
+            previous = self.level(subject, default_to_global=subject is None)
+            self._write([(records.config_key(subject), None)])
         return previous
 
     def set_mode(self, subject: str | None, mode: str, *, force: bool = False) -> str:
         if mode not in MODES:
             raise errors.InvalidMode(f"Invalid mode. Valid values are {', '.join(MODES)}")
-        if mode == "IMPORT" and not force:
-            has = self.store.versions(subject) if subject else self.store.subject_names()
-            if has:
-                raise errors.OperationNotPermitted(
-                    "Cannot import since found existing subjects")
-        self._write([(records.mode_key(subject), records.mode_value(mode))])
+        with self._writing():
+            if mode == "IMPORT" and not force:
+                has = self.store.versions(subject) if subject else self.store.subject_names()
+                if has:
+                    raise errors.OperationNotPermitted(
+                        "Cannot import since found existing subjects")
+            self._write([(records.mode_key(subject), records.mode_value(mode))])
         return mode
 
     def delete_mode(self, subject: str) -> str:
-        previous = self.mode(subject, default_to_global=False)
-        self._write([(records.mode_key(subject), None)])
+        with self._writing():
+            previous = self.mode(subject, default_to_global=False)
+            self._write([(records.mode_key(subject), None)])
         return previous
 
 
