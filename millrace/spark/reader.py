@@ -165,6 +165,20 @@ class Decoding:
     permissive: bool = False
 
 
+class _RecordAt:
+    """``topic-partition@offset`` of the record being decoded, computed only when a decoder
+    names it in an error."""
+
+    __slots__ = ("offset", "partition")
+
+    def __init__(self, partition: str) -> None:
+        self.partition = partition
+        self.offset = -1
+
+    def __call__(self) -> str:
+        return f"{self.partition}@{self.offset}"
+
+
 class _BatchBuilder:
     """ConsumerRecords of one partition -> Arrow record batches of the source's schema.
 
@@ -231,10 +245,9 @@ class _BatchBuilder:
 
         key_decoder, value_decoder = decoding.key, decoding.value
         keys, values, errors = self._keys, self._values, self._errors
+        where = _RecordAt(self._where)  # one object, moved along: no closure per record
         for r in records:
-            def where(r: Any = r) -> str:
-                return f"{self._where}@{r.offset}"
-
+            where.offset = r.offset
             column = "key"
             try:
                 key = r.key if key_decoder is None else key_decoder.decode(r.key, where)
