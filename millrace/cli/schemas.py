@@ -244,11 +244,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 # ---------------------------------------------------------------------- helpers
-def _request(client: SchemaRegistryClient, method: str, path: str) -> Any:
-    """A REST call the client has no method for (subjects with a prefix, config with the
-    global fallback, a schema's subjects)."""
-    return client._request(method, path)
-
 
 def _quote(text: str) -> str:
     import urllib.parse
@@ -285,7 +280,7 @@ def list_(args: argparse.Namespace) -> int:
     if args.prefix:
         query.append(f"subjectPrefix={_quote(args.prefix)}")
     path = "subjects" + ("?" + "&".join(query) if query else "")
-    subjects = [str(s) for s in _request(registry_client(args), "GET", path)]
+    subjects = [str(s) for s in registry_client(args).request("GET", path)]
     if args.output == "json":
         print_json(subjects)
     else:
@@ -300,7 +295,7 @@ def get(args: argparse.Namespace) -> int:
         if args.subject is not None:
             raise CommandError("give a subject or --id, not both")
         schema = client.get_schema(args.id)
-        used = _request(client, "GET", f"schemas/ids/{args.id}/versions")
+        used = client.request("GET", f"schemas/ids/{args.id}/versions")
         if args.output == "json":
             print_json({**_registered_json(None, None, args.id, schema),
                         "versions": used})
@@ -329,7 +324,7 @@ def versions(args: argparse.Namespace) -> int:
     path = f"subjects/{_quote(args.subject)}/versions" + ("?deleted=true" if args.deleted
                                                           else "")
     rows = []
-    for number in _request(client, "GET", path):
+    for number in client.request("GET", path):
         registered = client.get_version(args.subject, int(number), deleted=args.deleted)
         rows.append({"version": registered.version, "id": registered.id,
                      "schemaType": registered.schema.schema_type})
@@ -396,7 +391,7 @@ def config(args: argparse.Namespace) -> int:
         done = f"Set the compatibility level ({where}) to {level}."
     elif args.delete:
         path = f"config/{_quote(subject)}" if subject is not None else "config"
-        body = _request(client, "DELETE", path)
+        body = client.request("DELETE", path)
         level = str(body.get("compatibilityLevel") or body.get("compatibility"))
         done = f"Deleted the compatibility level ({where}); it was {level}."
     else:
@@ -427,7 +422,7 @@ def mode(args: argparse.Namespace) -> int:
             raise CommandError("--force goes with --set")
         path = f"mode/{_quote(subject)}?defaultToGlobal=true" if subject is not None \
             else "mode"
-        value = str(_request(client, "GET", path)["mode"])
+        value = str(client.request("GET", path)["mode"])
         done = f"{value} ({where})"
     if args.output == "json":
         print_json({"subject": subject, "mode": value})

@@ -211,7 +211,9 @@ class SchemaRegistryClient:
         return list(self._urls)
 
     # ------------------------------------------------------------------ HTTP
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One call of the REST API (``path`` relative, e.g. ``subjects?deleted=true``): what
+        the methods use, and for routes without a method of their own."""
         data = None if body is None else json.dumps(body).encode("utf-8")
         headers = {"Accept": _ACCEPT}
         if data is not None:
@@ -264,7 +266,7 @@ class SchemaRegistryClient:
         schema_id = self._id_by_schema.get(key)
         if schema_id is not None:
             return schema_id
-        body = self._request("POST", f"subjects/{_quote(subject)}/versions?normalize="
+        body = self.request("POST", f"subjects/{_quote(subject)}/versions?normalize="
                              f"{_bool_param(normalize)}", schema.to_json())
         schema_id = int(body["id"])
         with self._lock:
@@ -279,7 +281,7 @@ class SchemaRegistryClient:
         cached = self._registered_by_schema.get(key)
         if cached is not None and not deleted:
             return cached
-        body = self._request("POST", f"subjects/{_quote(subject)}?normalize="
+        body = self.request("POST", f"subjects/{_quote(subject)}?normalize="
                              f"{_bool_param(normalize)}&deleted={_bool_param(deleted)}",
                              schema.to_json())
         registered = _registered(body, subject)
@@ -294,7 +296,7 @@ class SchemaRegistryClient:
         schema = self._schema_by_id.get(schema_id)
         if schema is not None:
             return schema
-        schema = _schema_of(self._request("GET", f"schemas/ids/{int(schema_id)}"))
+        schema = _schema_of(self.request("GET", f"schemas/ids/{int(schema_id)}"))
         with self._lock:
             self._schema_by_id[schema_id] = schema
         return schema
@@ -320,27 +322,27 @@ class SchemaRegistryClient:
     def _version(self, subject: str, version: int | str, deleted: bool = False
                  ) -> RegisteredSchema:
         query = "?deleted=true" if deleted else ""
-        registered = _registered(self._request(
+        registered = _registered(self.request(
             "GET", f"subjects/{_quote(subject)}/versions/{version}{query}"), subject)
         with self._lock:
             self._schema_by_id.setdefault(registered.id, registered.schema)
         return registered
 
     def get_versions(self, subject: str) -> list[int]:
-        return [int(v) for v in self._request("GET", f"subjects/{_quote(subject)}/versions")]
+        return [int(v) for v in self.request("GET", f"subjects/{_quote(subject)}/versions")]
 
     def get_subjects(self) -> list[str]:
-        return [str(s) for s in self._request("GET", "subjects")]
+        return [str(s) for s in self.request("GET", "subjects")]
 
     def delete_subject(self, subject: str, permanent: bool = False) -> list[int]:
         """Delete every version (soft; ``permanent`` after a soft delete); the versions."""
-        versions = self._request("DELETE", f"subjects/{_quote(subject)}" +
+        versions = self.request("DELETE", f"subjects/{_quote(subject)}" +
                                  ("?permanent=true" if permanent else ""))
         self._forget(subject)
         return [int(v) for v in versions]
 
     def delete_version(self, subject: str, version: int | str, permanent: bool = False) -> int:
-        deleted = self._request("DELETE", f"subjects/{_quote(subject)}/versions/{version}" +
+        deleted = self.request("DELETE", f"subjects/{_quote(subject)}/versions/{version}" +
                                 ("?permanent=true" if permanent else ""))
         self._forget(subject)
         return int(deleted)
@@ -376,7 +378,7 @@ class SchemaRegistryClient:
     def test_compatibility_verbose(self, subject: str, schema: Schema,
                                    version: int | str = "latest") -> CompatibilityResult:
         """Whether ``schema`` is compatible, and the registry's reasons when it is not."""
-        body = self._request("POST", f"compatibility/subjects/{_quote(subject)}/versions/"
+        body = self.request("POST", f"compatibility/subjects/{_quote(subject)}/versions/"
                              f"{version}?verbose=true", schema.to_json())
         messages = body.get("messages") or ()
         return CompatibilityResult(bool(body.get("is_compatible")),
@@ -384,27 +386,27 @@ class SchemaRegistryClient:
 
     def get_compatibility(self, subject: str | None = None) -> str:
         path = f"config/{_quote(subject)}" if subject is not None else "config"
-        body = self._request("GET", path)
+        body = self.request("GET", path)
         return str(body.get("compatibilityLevel") or body.get("compatibility"))
 
     def set_compatibility(self, subject: str | None = None, level: str | None = None) -> str:
         if not level:
             raise ValueError("set_compatibility needs a level (BACKWARD, FULL, NONE, ...)")
         path = f"config/{_quote(subject)}" if subject is not None else "config"
-        body = self._request("PUT", path, {"compatibility": level.upper()})
+        body = self.request("PUT", path, {"compatibility": level.upper()})
         return str(body.get("compatibility"))
 
     def get_mode(self, subject: str | None = None) -> str:
         path = f"mode/{_quote(subject)}" if subject is not None else "mode"
-        return str(self._request("GET", path)["mode"])
+        return str(self.request("GET", path)["mode"])
 
     def set_mode(self, mode: str, subject: str | None = None, force: bool = False) -> str:
         path = f"mode/{_quote(subject)}" if subject is not None else "mode"
-        body = self._request("PUT", f"{path}?force={_bool_param(force)}", {"mode": mode})
+        body = self.request("PUT", f"{path}?force={_bool_param(force)}", {"mode": mode})
         return str(body["mode"])
 
     def get_schema_types(self) -> list[str]:
-        return [str(t) for t in self._request("GET", "schemas/types")]
+        return [str(t) for t in self.request("GET", "schemas/types")]
 
     def close(self) -> None:
         """Nothing to release: every request opens and closes its own connection."""
