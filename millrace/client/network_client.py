@@ -674,6 +674,15 @@ class _MetadataUpdater:
             if response.body is None:
                 self._metadata.failed_update(response.received_ms)
                 return
+            if not response.body.brokers:
+                # A broker the controller has not sent its first UpdateMetadata yet (it
+                # listens before it knows the cluster) answers with no brokers at all.
+                # Taking that as the cluster would leave no node to ask again; like
+                # Java's client, keep what we had and retry after the backoff.
+                log.debug("ignoring a metadata response without brokers from node %d",
+                          node.id)
+                self._metadata.failed_update(response.received_ms)
+                return
             self._metadata.update(response.body, request_version, response.received_ms, topics)
 
         request = ClientRequest(node.id, body, on_response, created_ms=now_ms,

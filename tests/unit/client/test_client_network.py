@@ -192,6 +192,36 @@ def test_metadata_is_refreshed_when_it_gets_old() -> None:
     assert sum(1 for r in cluster.requests if r[1] == "Metadata") == 2
 
 
+def test_a_metadata_response_without_brokers_is_ignored_and_asked_again() -> None:
+    # A broker that listens before the controller's first UpdateMetadata reached it
+    # answers Metadata with no brokers; the client must keep its bootstrap node (or it
+    # has nobody left to ask) and ask again after the backoff, as Java's client does.
+    cluster = FakeCluster(nodes=1, topics={"t": 2})
+    client, _, clock = client_for(cluster)
+    answer = cluster._handle_Metadata
+    answered: list[Any] = []
+
+    def no_brokers_first(node_id: int, version: int, body: Any) -> Any:
+        response = answer(node_id, version, body)
+        if not answered:
+            response.brokers = []
+        answered.append(response)
+        return response
+
+    cluster._handle_Metadata = no_brokers_first  # type: ignore[method-assign]
+    for _ in range(6):
+        client.poll(0, clock.milliseconds())
+    assert len(answered) == 1
+    cluster_now = client._metadata.fetch()
+    assert cluster_now.is_bootstrap and len(cluster_now.nodes) == 1  # still someone to ask
+    assert client.least_loaded_node(clock.milliseconds()) is not None
+    clock.sleep(1000)  # past the refresh backoff
+    for _ in range(6):
+        client.poll(0, clock.milliseconds())
+    assert len(answered) == 2
+    assert client._metadata.fetch().nodes == [N0]
+
+
 def test_a_response_that_does_not_decode_closes_the_connection() -> None:
     cluster = FakeCluster(nodes=1)
     client, selector, clock = client_for(cluster)
