@@ -53,6 +53,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time as _time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -100,6 +101,7 @@ request_log = logging.getLogger("millrace.request")
 MAX_QUEUED = 64
 PRE_AUTH_QUEUED = 2  # frames waiting before authentication: reading pauses beyond this
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+_BACKLOG = 512  # a listener's accept queue
 
 
 class _Frame:
@@ -585,7 +587,7 @@ class SocketServer:
             try:
                 srv = await loop.create_server(
                     lambda name=listener.name: BrokerConnection(self, name), host=host,
-                    port=listener.port, reuse_address=True, backlog=512,
+                    port=listener.port, reuse_address=True, backlog=_BACKLOG,
                     start_serving=False)
             except OSError as e:
                 for bound in self._servers:
@@ -595,6 +597,15 @@ class SocketServer:
                 raise ListenerBindError(
                     f"cannot listen on {listener.name}://{listener.host or '0.0.0.0'}:"
                     f"{listener.port} (listeners): {e.strerror or e}") from e
+            # Listen now, accept from start_serving on, as Kafka's acceptors do: the
+            # broker is registered in ZooKeeper in between, and a controller that dials
+            # it then waits in the backlog for its first UpdateMetadata to be read
+            # instead of being refused and retrying.
+            for ts in srv.sockets:  # asyncio's wrappers have no listen()
+                sock = socket.socket(ts.family, ts.type, ts.proto,
+                                     fileno=ts.fileno())
+                sock.listen(_BACKLOG)
+                sock.detach()  # the fd stays asyncio's
             self._servers.append(srv)
             self._server_listeners.append(listener.name)
 
