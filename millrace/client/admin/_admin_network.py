@@ -174,6 +174,11 @@ class AdminNetwork:
         api_name = ApiKey(REQUEST_CLASS_TO_API[type(body)].key).name
         started = self.now()
         target: Node | None = None
+        if node is None:
+            # Like Java's LeastLoadedNodeProvider: a call for any node waits for the
+            # first metadata, so it goes to a broker the cluster lists, not to a
+            # bootstrap address that may be a broker still waiting for the controller.
+            self.cluster(deadline_ms)
         while True:
             now = self.now()
             if now >= deadline_ms:
