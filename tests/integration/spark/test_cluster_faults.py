@@ -52,7 +52,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from pipeline_events import (
@@ -78,6 +78,8 @@ COPY_CHILD = Path(__file__).with_name("cluster_copy_child.py")
 BATCH = 200  # the pipeline's maxOffsetsPerTrigger: many micro-batches per run
 WAIT_S = 300.0
 KILL_ATTEMPTS = 4
+
+T = TypeVar("T")
 
 
 # ------------------------------------------------------------------ processes
@@ -199,16 +201,19 @@ def lost_task(driver: Driver, executor_id: str) -> bool:
                      rf"{re.escape(executor_id)}\)", driver.output()) is not None
 
 
-def kill_executor_mid_task(cluster: SparkStandaloneCluster, driver: Driver, app: str
-                           ) -> str:
+def kill_executor_mid_task(cluster: SparkStandaloneCluster, driver: Driver, app: str,
+                           progress: Callable[[], T]) -> tuple[str, T]:
     """SIGKILL the JVM of an executor while it runs a task; return the executor's id once
-    the driver has reported one of its tasks lost."""
+    the driver has reported one of its tasks lost, with what ``progress()`` said just
+    before that kill (the job's progress at the kill, not after the recovery: a lost task
+    of the last batch is rerun and committed while the loss is being confirmed)."""
     for _ in range(KILL_ATTEMPTS):
         executor = until(lambda: busy_executor(driver, app), "an executor running a task",
                          driver)
         pid = executor_pid(cluster, executor)
         if pid is None:  # it was just lost (an earlier attempt) or not yet seen under /proc
             continue
+        at_kill = progress()
         os.kill(pid, signal.SIGKILL)
         until(functools.partial(dropped, driver, app, executor),
               f"the driver to drop executor {executor}", driver)
@@ -217,7 +222,7 @@ def kill_executor_mid_task(cluster: SparkStandaloneCluster, driver: Driver, app:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if lost_task(driver, executor):
-                return executor
+                return executor, at_kill
             time.sleep(0.1)
     raise AssertionError(f"{KILL_ATTEMPTS} executor kills never landed on a running task:\n"
                          f"{driver.output()[-5000:]}")
@@ -253,9 +258,9 @@ def test_executor_killed_mid_batch_the_tables_equal_the_fold(
         until(lambda: committed(database, topic) >= 1, "the first committed batch", driver)
         # executors, not the driver, run the tasks: the master gave the app both cores
         assert app_cores(cluster, app) == 2, cluster.applications()
-        kill_executor_mid_task(cluster, driver, app)
-        assert committed(database, topic) < len(produced) // BATCH, \
-            "the kill came after the last batch"
+        _, at_kill = kill_executor_mid_task(cluster, driver, app,
+                                            lambda: committed(database, topic))
+        assert at_kill < len(produced) // BATCH, "the kill came after the last batch"
         driver.wait()
     finally:
         driver.kill()
@@ -375,8 +380,9 @@ def test_executor_killed_mid_batch_the_output_topic_is_exactly_once(
         app = driver.app_id()
         until(lambda: any(f.name.isdigit() for f in (checkpoint / "commits").glob("*")),
               "the first committed batch", driver)
-        kill_executor_mid_task(cluster, driver, app)
-        assert "copy finished" not in driver.output()
+        _, finished = kill_executor_mid_task(cluster, driver, app,
+                                             lambda: "copy finished" in driver.output())
+        assert not finished, "the kill came after the copy finished"
         driver.wait()
     finally:
         driver.kill()
