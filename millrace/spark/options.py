@@ -397,7 +397,7 @@ def _registry_format(opts: dict[str, str], column: str, topics: tuple[str, ...] 
     from millrace.spark.registry import FORMATS, RegistryFormat
 
     fmt = raw.strip().lower()
-    allowed = ("avro",) if sink else tuple(FORMATS)
+    allowed = ("avro", "json-schema") if sink else tuple(FORMATS)
     if fmt not in allowed:
         raise ConfigError(f"Invalid value '{raw}' for option '{column}Format': one of "
                           f"{', '.join(allowed)} (or binary: the bytes as they are)")
@@ -649,8 +649,8 @@ class SinkOptions:
     kafka_params: KafkaParams = field(default_factory=KafkaParams, hash=False)
     exactly_once: bool = False  # deliveryGuarantee=exactly-once (exactly_once.py)
     transactional_id_prefix: str | None = None
-    value_format: Any = None  # registry.RegistryFormat: valueFormat=avro
-    record_name: str = "topLevelRecord"  # the derived Avro schema's record name
+    value_format: Any = None  # registry.RegistryFormat: valueFormat=avro|json-schema
+    record_name: str = "topLevelRecord"  # the derived schema's record name / title
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -684,7 +684,8 @@ class SinkOptions:
         topic = topic.strip() if topic else None
         value_format = _registry_format(opts, "value", (topic,) if topic else None, sink=True)
         if "schema.registry.url" in opts and value_format is None:
-            raise ConfigError("Option 'schema.registry.url' needs 'valueFormat' (avro)")
+            raise ConfigError("Option 'schema.registry.url' needs 'valueFormat' (avro, "
+                              "json-schema)")
         record_name = (opts.get("recordname") or "topLevelRecord").strip()
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", record_name):
             raise ConfigError(f"Invalid value '{record_name}' for option 'recordName': an "

@@ -429,7 +429,8 @@ def _raw_bytes(schema: Any) -> bool:
 
 # ---------------------------------------------------------------------------- encoding
 class RegistryEncoder:
-    """Values of one Spark type -> Avro with the wire header (the sink's ``valueFormat``).
+    """Values of one Spark type -> Avro or JSON with the wire header (the sink's
+    ``valueFormat``).
 
     ``prepare()`` runs on the driver: it registers the schema (or looks up the version
     given) and keeps the id; ``encode`` runs in the tasks."""
@@ -448,19 +449,28 @@ class RegistryEncoder:
     def prepare(self) -> None:
         from millrace.client.schema_registry.client import SchemaRegistryError
         from millrace.client.schema_registry.schemas import Schema
-        from millrace.spark.schemas import spark_to_avro
+        from millrace.spark.schemas import spark_to_avro, spark_to_json_schema
 
-        if self.spec.format != "avro":
+        if self.spec.format not in ("avro", "json-schema"):
             raise ConfigError(f"valueFormat {self.spec.format}: the millrace sink encodes avro "
-                              "only")
+                              "and json-schema")
         client = self.spec.client()
         try:
             if self.spec.version is not None:
                 found = client.get_version(self.spec.subject, self.spec.version)
+                if found.schema.schema_type != self.spec.schema_type:
+                    raise ConfigError(
+                        f"schema registry {self.spec.url}, subject {self.spec.subject} "
+                        f"version {self.spec.version} is {found.schema.schema_type}, not "
+                        f"{self.spec.schema_type} (valueFormat {self.spec.format})")
                 self.schema_id, self.schema_str = found.id, found.schema.schema_str
             else:
-                schema_str = json.dumps(spark_to_avro(self.data_type, self.record_name))
-                self.schema_id = client.register_schema(self.spec.subject, Schema(schema_str))
+                derived = (spark_to_avro(self.data_type, self.record_name)
+                           if self.spec.format == "avro"
+                           else spark_to_json_schema(self.data_type, self.record_name))
+                schema_str = json.dumps(derived)
+                self.schema_id = client.register_schema(
+                    self.spec.subject, Schema(schema_str, self.spec.schema_type))
                 self.schema_str = schema_str
         except SchemaRegistryError as e:
             raise ConfigError(f"schema registry {self.spec.url}, subject {self.spec.subject}: "
@@ -474,12 +484,26 @@ class RegistryEncoder:
         return self._write(value)
 
     def _writer(self) -> Callable[[Any], bytes]:
-        import fastavro
-
         from millrace.client.schema_registry import wire_format
-        from millrace.spark.schemas import spark_to_avro_converter
 
         assert self.schema_id is not None and self.schema_str is not None
+        if self.spec.format == "json-schema":
+            from millrace.spark.schemas import spark_to_json_converter
+
+            prefix = wire_format.header(self.schema_id)
+            to_json = spark_to_json_converter(self.data_type)
+            dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
+                                     allow_nan=False).encode
+
+            def write_json(value: Any) -> bytes:
+                return prefix + dumps(to_json(value) if to_json is not None
+                                      else value).encode()
+
+            return write_json
+        import fastavro
+
+        from millrace.spark.schemas import spark_to_avro_converter
+
         parsed = fastavro.parse_schema(json.loads(self.schema_str))
         header = wire_format.header(self.schema_id)
         convert = spark_to_avro_converter(self.data_type)

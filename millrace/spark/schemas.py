@@ -39,6 +39,8 @@ non-null types, an object without properties) is kept as its JSON text in a stri
 
 ``spark_to_avro(struct, name)`` goes the other way for the sink: a record whose fields
 are the columns, a nullable column ``["null", T]`` with default null.
+``spark_to_json_schema(struct, title)`` likewise: an object whose properties are the
+columns, the non-nullable ones required, a nullable one admitting ``null``.
 """
 
 from __future__ import annotations
@@ -530,6 +532,95 @@ def spark_to_avro_converter(data_type: DataType) -> Converter | None:
         return None if item is None else (lambda a: None if a is None else [item(x) for x in a])
     if isinstance(data_type, MapType):
         value = spark_to_avro_converter(data_type.valueType)
+        if value is None:
+            return lambda m: None if m is None else dict(m)
+        return lambda m: None if m is None else {k: value(v) for k, v in dict(m).items()}
+    return None
+
+
+# ---------------------------------------------------------------------------- Spark -> JSON
+def spark_to_json_schema(data_type: DataType, title: str = "record") -> dict[str, Any]:
+    """A JSON Schema (draft 7, what Confluent's serializers write by default) for
+    ``data_type``: a struct is an ``object`` titled ``title`` whose non-nullable fields are
+    ``required`` and which allows no other properties; a nullable part admits ``null``.
+    Timestamps and dates are ISO strings (``format`` ``date-time`` / ``date``, read back
+    as such by the source), decimals exact decimal strings, binary base64 strings, maps
+    objects of their values."""
+
+    def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+        kind = schema.get("type")
+        if isinstance(kind, str):
+            return {**schema, "type": [kind, "null"]}
+        return {"oneOf": [{"type": "null"}, schema]}
+
+    def convert(t: DataType) -> dict[str, Any]:
+        if isinstance(t, StructType):
+            props = {f.name: nullable(convert(f.dataType)) if f.nullable
+                     else convert(f.dataType) for f in t.fields}
+            return {"type": "object", "properties": props,
+                    "required": [f.name for f in t.fields if not f.nullable],
+                    "additionalProperties": False}
+        if isinstance(t, ArrayType):
+            item = convert(t.elementType)
+            return {"type": "array", "items": nullable(item) if t.containsNull else item}
+        if isinstance(t, MapType):
+            if not isinstance(t.keyType, StringType):
+                raise SchemaMappingError(f"map keys of type {t.keyType.simpleString()}: "
+                                         "JSON objects have string keys")
+            value = convert(t.valueType)
+            return {"type": "object",
+                    "additionalProperties": nullable(value) if t.valueContainsNull else value}
+        if isinstance(t, TimestampType):
+            return {"type": "string", "format": "date-time"}
+        if isinstance(t, TimestampNTZType):
+            return {"type": "string"}  # no zone: not an RFC 3339 date-time
+        if isinstance(t, DateType):
+            return {"type": "string", "format": "date"}
+        if isinstance(t, DecimalType):
+            return {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?$"}
+        if isinstance(t, BinaryType):
+            return {"type": "string", "contentEncoding": "base64"}
+        if isinstance(t, BooleanType):
+            return {"type": "boolean"}
+        if isinstance(t, StringType):
+            return {"type": "string"}
+        if isinstance(t, IntegerType | LongType) or t.simpleString() in ("tinyint",
+                                                                         "smallint"):
+            return {"type": "integer"}
+        if isinstance(t, FloatType | DoubleType):
+            return {"type": "number"}
+        raise SchemaMappingError(f"Spark type {t.simpleString()} has no JSON Schema here")
+
+    schema = convert(data_type)
+    return {"$schema": "http://json-schema.org/draft-07/schema#", "title": title, **schema}
+
+
+def spark_to_json_converter(data_type: DataType) -> Converter | None:
+    """Arrow's ``to_pylist`` value for ``data_type`` -> the JSON-able value
+    ``spark_to_json_schema`` describes; None when it already is."""
+    if isinstance(data_type, TimestampType):
+        return lambda v: None if v is None else (
+            v if v.tzinfo is not None else v.replace(tzinfo=dt.UTC)).isoformat()
+    if isinstance(data_type, TimestampNTZType | DateType):
+        return lambda v: None if v is None else v.isoformat()
+    if isinstance(data_type, DecimalType):
+        return lambda v: None if v is None else format(v, "f")
+    if isinstance(data_type, BinaryType):
+        import base64
+
+        return lambda v: None if v is None else base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(data_type, StructType):
+        converters = {f.name: c for f in data_type.fields
+                      if (c := spark_to_json_converter(f.dataType)) is not None}
+        if not converters:
+            return None
+        return lambda d: None if d is None else {
+            k: (converters[k](v) if k in converters else v) for k, v in d.items()}
+    if isinstance(data_type, ArrayType):
+        item = spark_to_json_converter(data_type.elementType)
+        return None if item is None else (lambda a: None if a is None else [item(x) for x in a])
+    if isinstance(data_type, MapType):
+        value = spark_to_json_converter(data_type.valueType)
         if value is None:
             return lambda m: None if m is None else dict(m)
         return lambda m: None if m is None else {k: value(v) for k, v in dict(m).items()}

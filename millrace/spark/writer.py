@@ -1,10 +1,10 @@
 """Writing DataFrames to Kafka: ``df.write.format("millrace")`` and ``writeStream``.
 
 The input columns follow Spark's Kafka sink: ``value`` (required, binary or string; any
-type with ``valueFormat=avro``: encoded with a registered schema, ``registry.py``),
-``key`` (binary or string), ``topic`` (string; the ``topic`` option, when set, wins),
-``partition`` (int) and ``headers`` (array<struct<key: string, value: binary>>); other
-columns are ignored.  ``SinkColumns.of(schema)`` checks them on the driver, before any
+type with ``valueFormat=avro`` or ``json-schema``: encoded with a registered schema,
+``registry.py``), ``key`` (binary or string), ``topic`` (string; the ``topic`` option,
+when set, wins), ``partition`` (int) and ``headers`` (array<struct<key: string, value:
+binary>>); other columns are ignored.  ``SinkColumns.of(schema)`` checks them on the driver, before any
 task runs.
 
 Each Spark task runs ``write_batches`` with its own millrace ``KafkaProducer`` (``kafka.*``
@@ -63,7 +63,8 @@ class SinkColumns:
     has_topic: bool = False
     has_partition: bool = False
     has_headers: bool = False
-    # valueFormat=avro: registry.RegistryEncoder, prepared (schema registered) on the driver
+    # valueFormat=avro|json-schema: registry.RegistryEncoder, prepared (schema registered) on
+    # the driver
     encoder: Any = None
 
     @classmethod

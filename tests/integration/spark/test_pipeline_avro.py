@@ -5,7 +5,8 @@ pipeline's schema evolution, against a real broker, a real registry and real Spa
   subject, the old records resolved to the new one), names an undecodable record by
   topic, partition and offset (FAILFAST) or keeps it as a ``decodeError`` row
   (PERMISSIVE); the sink's Avro is read by confluent-kafka's ``AvroDeserializer``.
-- The source reads confluent-kafka's ``JSONSerializer`` and ``ProtobufSerializer`` too.
+- The source reads confluent-kafka's ``JSONSerializer`` and ``ProtobufSerializer`` too;
+  the sink's JSON Schema values are read by its ``JSONDeserializer``.
 - ``millrace demo --value-format avro`` on the module's broker and registry: the order
   schema evolved half-way, the tables (coupons included) verified against the events.
 - ``millrace pipeline run --value-format avro`` in a child process (processing-time
@@ -237,6 +238,33 @@ def test_source_reads_confluent_json_schema_and_protobuf(
             if fmt == "json-schema":
                 assert got[1].at.replace(tzinfo=dt.UTC) == dt.datetime(2026, 1, 1, 9, 0, 2,
                                                                        tzinfo=dt.UTC)
+                check_json_schema_sink(broker, registry, confluent, frame)
+
+
+def check_json_schema_sink(broker: BrokerProcess, registry: SchemaRegistryProcess,
+                           confluent: ConfluentAvro, frame: Any) -> None:
+    """The sink's JSON Schema values, read by confluent-kafka's JSONDeserializer (which
+    validates each against the schema registered for the subject)."""
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    out = "json-sink"
+    create_topic(broker.bootstrap, out, 1)
+    (frame.selectExpr("value").write.format("millrace").mode("append")
+     .option("kafka.bootstrap.servers", broker.bootstrap)
+     .option("topic", out).option("valueFormat", "json-schema")
+     .option("recordName", "Order")
+     .option("schema.registry.url", registry.url).save())
+    registered = confluent.client.get_latest_version(f"{out}-value")
+    assert registered.schema.schema_type == "JSON" and registered.version == 1
+    document = json.loads(registered.schema.schema_str)
+    deserialize = JSONDeserializer(json.dumps(document), schema_registry_client=confluent.client)
+    context = SerializationContext(out, MessageField.VALUE)
+    written = sorted((deserialize(r.value, context) for r in read_topic(broker.bootstrap, out)),
+                     key=lambda d: d["order_id"])
+    assert written == [
+        {"order_id": "o1", "quantity": 1, "at": "2026-01-01T09:00:01+00:00"},
+        {"order_id": "o2", "quantity": 2, "at": "2026-01-01T09:00:02+00:00"}]
 
 
 # ---------------------------------------------------------------------------- pipeline

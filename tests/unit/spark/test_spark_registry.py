@@ -425,6 +425,61 @@ def test_the_sink_encoder_registers_a_derived_schema(fake: FakeRegistry) -> None
     assert encoder.encode(None) is None
 
 
+def test_the_sink_encoder_writes_json_schema_the_source_reads_back(fake: FakeRegistry) -> None:
+    import base64
+
+    import jsonschema
+
+    address = StructType([StructField("city", StringType(), False),
+                          StructField("zip", StringType())])
+    row_type = StructType([
+        StructField("id", StringType(), False), StructField("quantity", LongType(), False),
+        StructField("price", DoubleType()), StructField("paid", BooleanType()),
+        StructField("at", TimestampType()), StructField("day", DateType()),
+        StructField("tags", ArrayType(StringType(), False)),
+        StructField("ship_to", address), StructField("amount", DecimalType(6, 2)),
+        StructField("blob", BinaryType()), StructField("extra", MapType(StringType(),
+                                                                        LongType()))])
+    encoder = RegistryEncoder(spec("out-value", fmt="json-schema"), row_type, "Order")
+    encoder.prepare()
+    assert fake.subjects["out-value"] == [encoder.schema_id]
+    registered = fake.by_id[encoder.schema_id]
+    assert registered.schema_type == "JSON"
+    document = json.loads(registered.schema_str)
+    assert document["title"] == "Order" and document["required"] == ["id", "quantity"]
+    at = dt.datetime(2026, 1, 1, 9, 30)  # Arrow hands Spark's timestamps without a zone
+    row = {"id": "a", "quantity": 3, "price": 2.5, "paid": True, "at": at,
+           "day": dt.date(2026, 1, 2), "tags": ["x", "y"],
+           "ship_to": {"city": "Lyon", "zip": None}, "amount": decimal.Decimal("1.20"),
+           "blob": b"\x00\xff", "extra": {"n": 1}}
+    data = encoder.encode(row)
+    assert data is not None and data[:5] == struct.pack(">bI", 0, encoder.schema_id)
+    payload = json.loads(data[5:])
+    jsonschema.Draft7Validator(document).validate(payload)  # an independent judge
+    assert payload["amount"] == "1.20" and base64.b64decode(payload["blob"]) == b"\x00\xff"
+    assert payload["at"] == "2026-01-01T09:30:00+00:00"
+    # the negative control: the schema refuses what it must
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(document).validate({**payload, "quantity": None})
+    s = spec("out-value", fmt="json-schema")
+    back = decoded(RegistryDecoder(s, resolve_reader(s)), data)
+    assert back["id"] == "a" and back["quantity"] == 3 and back["price"] == 2.5
+    assert back["at"] == at.replace(tzinfo=dt.UTC) and back["day"] == dt.date(2026, 1, 2)
+    assert back["tags"] == ["x", "y"] and back["ship_to"] == {"city": "Lyon", "zip": None}
+    assert encoder.encode(None) is None
+
+
+def test_the_sink_encodes_avro_and_json_schema_only(fake: FakeRegistry) -> None:
+    row_type = StructType([StructField("id", StringType(), False)])
+    with pytest.raises(ConfigError, match="encodes avro and json-schema"):
+        RegistryEncoder(spec("out-value", fmt="protobuf"), row_type, "Row").prepare()
+    fake.register_schema("out-value", avro_schema({"type": "record", "name": "Row", "fields": [
+        {"name": "id", "type": "string"}]}))
+    pinned = RegistryFormat("json-schema", URL, "out-value", 1)
+    with pytest.raises(ConfigError, match="version 1 is AVRO, not JSON"):
+        RegistryEncoder(pinned, row_type, "Row").prepare()
+
+
 # ---------------------------------------------------------------------------- options
 def options(**extra: str) -> dict[str, str]:
     return {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "orders", **extra}
