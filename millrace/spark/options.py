@@ -383,8 +383,8 @@ REGISTRY_OPTIONS = frozenset({
 DECODE_MODES = ("FAILFAST", "PERMISSIVE")
 
 
-def _registry_format(opts: dict[str, str], column: str, topics: tuple[str, ...] | None,
-                     *, sink: bool = False) -> Any:
+def _registry_format(opts: dict[str, str], column: str, topics: tuple[str, ...] | None
+                     ) -> Any:
     """The ``RegistryFormat`` of ``column`` (key or value), or None when not set."""
     prefix = "" if column == "value" else "key."
     name = f"{column}format"
@@ -397,10 +397,9 @@ def _registry_format(opts: dict[str, str], column: str, topics: tuple[str, ...] 
     from millrace.spark.registry import FORMATS, RegistryFormat
 
     fmt = raw.strip().lower()
-    allowed = ("avro", "json-schema") if sink else tuple(FORMATS)
-    if fmt not in allowed:
+    if fmt not in FORMATS:
         raise ConfigError(f"Invalid value '{raw}' for option '{column}Format': one of "
-                          f"{', '.join(allowed)} (or binary: the bytes as they are)")
+                          f"{', '.join(FORMATS)} (or binary: the bytes as they are)")
     url = (opts.get("schema.registry.url") or "").strip()
     if not url:
         raise ConfigError(f"Option '{column}Format' needs the option 'schema.registry.url' "
@@ -649,7 +648,7 @@ class SinkOptions:
     kafka_params: KafkaParams = field(default_factory=KafkaParams, hash=False)
     exactly_once: bool = False  # deliveryGuarantee=exactly-once (exactly_once.py)
     transactional_id_prefix: str | None = None
-    value_format: Any = None  # registry.RegistryFormat: valueFormat=avro|json-schema
+    value_format: Any = None  # registry.RegistryFormat of valueFormat
     record_name: str = "topLevelRecord"  # the derived schema's record name / title
 
     @classmethod
@@ -682,10 +681,10 @@ class SinkOptions:
             raise ConfigError("Option 'transactionalIdPrefix' needs "
                               "deliveryGuarantee=exactly-once")
         topic = topic.strip() if topic else None
-        value_format = _registry_format(opts, "value", (topic,) if topic else None, sink=True)
+        value_format = _registry_format(opts, "value", (topic,) if topic else None)
         if "schema.registry.url" in opts and value_format is None:
             raise ConfigError("Option 'schema.registry.url' needs 'valueFormat' (avro, "
-                              "json-schema)")
+                              "json-schema, protobuf)")
         record_name = (opts.get("recordname") or "topLevelRecord").strip()
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*", record_name):
             raise ConfigError(f"Invalid value '{record_name}' for option 'recordName': an "

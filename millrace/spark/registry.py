@@ -36,6 +36,7 @@ version given.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -429,7 +430,7 @@ def _raw_bytes(schema: Any) -> bool:
 
 # ---------------------------------------------------------------------------- encoding
 class RegistryEncoder:
-    """Values of one Spark type -> Avro or JSON with the wire header (the sink's
+    """Values of one Spark type -> Avro, JSON or Protobuf with the wire header (the sink's
     ``valueFormat``).
 
     ``prepare()`` runs on the driver: it registers the schema (or looks up the version
@@ -449,11 +450,8 @@ class RegistryEncoder:
     def prepare(self) -> None:
         from millrace.client.schema_registry.client import SchemaRegistryError
         from millrace.client.schema_registry.schemas import Schema
-        from millrace.spark.schemas import spark_to_avro, spark_to_json_schema
+        from millrace.spark.schemas import spark_to_avro, spark_to_json_schema, spark_to_protobuf
 
-        if self.spec.format not in ("avro", "json-schema"):
-            raise ConfigError(f"valueFormat {self.spec.format}: the millrace sink encodes avro "
-                              "and json-schema")
         client = self.spec.client()
         try:
             if self.spec.version is not None:
@@ -465,10 +463,14 @@ class RegistryEncoder:
                         f"{self.spec.schema_type} (valueFormat {self.spec.format})")
                 self.schema_id, self.schema_str = found.id, found.schema.schema_str
             else:
-                derived = (spark_to_avro(self.data_type, self.record_name)
-                           if self.spec.format == "avro"
-                           else spark_to_json_schema(self.data_type, self.record_name))
-                schema_str = json.dumps(derived)
+                if self.spec.format == "avro":
+                    schema_str = json.dumps(spark_to_avro(self.data_type, self.record_name))
+                elif self.spec.format == "json-schema":
+                    schema_str = json.dumps(spark_to_json_schema(self.data_type,
+                                                                 self.record_name))
+                else:
+                    file = spark_to_protobuf(self.data_type, self.record_name)
+                    schema_str = base64.standard_b64encode(file.SerializeToString()).decode()
                 self.schema_id = client.register_schema(
                     self.spec.subject, Schema(schema_str, self.spec.schema_type))
                 self.schema_str = schema_str
@@ -500,6 +502,8 @@ class RegistryEncoder:
                                       else value).encode()
 
             return write_json
+        if self.spec.format == "protobuf":
+            return self._protobuf_writer(wire_format.header(self.schema_id))
         import fastavro
 
         from millrace.spark.schemas import spark_to_avro_converter
@@ -517,6 +521,30 @@ class RegistryEncoder:
 
         return write
 
+
+    def _protobuf_writer(self, header: bytes) -> Callable[[Any], bytes]:
+        """The registered file's first message, filled from each value: the header, the
+        message index ``[0]``, the message's bytes."""
+        from google.protobuf import message_factory
+
+        from millrace.client.schema_registry.schemas import ProtobufSchema, Schema, parse_schema
+        from millrace.client.schema_registry.wire_format import encode_message_indexes
+        from millrace.spark.schemas import protobuf_filler
+
+        assert self.schema_str is not None
+        parsed = parse_schema(Schema(self.schema_str, "PROTOBUF"))
+        assert isinstance(parsed, ProtobufSchema)
+        descriptor = parsed.message([0])
+        make = message_factory.GetMessageClass(descriptor)
+        fill = protobuf_filler(descriptor)
+        prefix = header + encode_message_indexes([0])
+
+        def write_protobuf(value: Any) -> bytes:
+            message = make()
+            fill(message, value)
+            return prefix + message.SerializeToString()
+
+        return write_protobuf
 
 # ---------------------------------------------------------------------------- evolution
 def check_widening(spec: RegistryFormat, old: ReaderSchema, new_version: int

@@ -40,7 +40,8 @@ non-null types, an object without properties) is kept as its JSON text in a stri
 ``spark_to_avro(struct, name)`` goes the other way for the sink: a record whose fields
 are the columns, a nullable column ``["null", T]`` with default null.
 ``spark_to_json_schema(struct, title)`` likewise: an object whose properties are the
-columns, the non-nullable ones required, a nullable one admitting ``null``.
+columns, the non-nullable ones required, a nullable one admitting ``null``; and
+``spark_to_protobuf(struct, name)`` a proto3 message, a nullable scalar ``optional``.
 """
 
 from __future__ import annotations
@@ -750,6 +751,163 @@ def _proto_value(value: Any, field: Any) -> Any:
         return value.value
     return protobuf_to_python(value, inner)
 
+
+
+# ---------------------------------------------------------------------------- Spark -> Protobuf
+_TIMESTAMP_FILE = "google/protobuf/timestamp.proto"
+
+
+def spark_to_protobuf(data_type: DataType, name: str = "record",
+                      package: str = "millrace") -> Any:
+    """A proto3 ``FileDescriptorProto`` whose one top-level message ``name`` holds the
+    struct ``data_type``'s fields, numbered from 1 in column order; nested structs are
+    nested messages, arrays repeated fields, maps map fields, timestamps
+    ``google.protobuf.Timestamp``, and a nullable scalar is an ``optional`` field (read
+    back as nullable).  Dates, decimals and zone-less timestamps are strings (ISO, exact);
+    tinyint and smallint are int32.  Only a struct has a message; an array or map of
+    nullable elements cannot carry a null (refused when one comes)."""
+    from google.protobuf import descriptor_pb2
+
+    if not isinstance(data_type, StructType):
+        raise SchemaMappingError(f"Spark type {data_type.simpleString()}: a Protobuf value "
+                                 "is a message, so the value column must be a struct")
+    F = descriptor_pb2.FieldDescriptorProto
+    scalars = {"string": F.TYPE_STRING, "bigint": F.TYPE_INT64, "int": F.TYPE_INT32,
+               "smallint": F.TYPE_INT32, "tinyint": F.TYPE_INT32, "double": F.TYPE_DOUBLE,
+               "float": F.TYPE_FLOAT, "boolean": F.TYPE_BOOL, "binary": F.TYPE_BYTES,
+               "date": F.TYPE_STRING, "timestamp_ntz": F.TYPE_STRING}
+    file = descriptor_pb2.FileDescriptorProto(name=f"{name}.proto", package=package,
+                                              syntax="proto3")
+
+    def camel(text: str) -> str:
+        return "".join(part[:1].upper() + part[1:] for part in text.split("_") if part) or "F"
+
+    def fill(field: Any, t: DataType, parent: Any, path: str, label: str) -> None:
+        """Set ``field``'s type to ``t`` (a nested type goes into ``parent``)."""
+        if isinstance(t, StructType):
+            nested = parent.nested_type.add(name=_unique(parent, camel(label)))
+            message(nested, t, f"{path}.{nested.name}")
+            field.type, field.type_name = F.TYPE_MESSAGE, f"{path}.{nested.name}"
+        elif isinstance(t, TimestampType):
+            if _TIMESTAMP_FILE not in file.dependency:
+                file.dependency.append(_TIMESTAMP_FILE)
+            field.type, field.type_name = F.TYPE_MESSAGE, f".{_TIMESTAMP_MESSAGE}"
+        elif isinstance(t, DecimalType):
+            field.type = F.TYPE_STRING
+        elif t.simpleString() in scalars:
+            field.type = scalars[t.simpleString()]
+        else:
+            raise SchemaMappingError(f"Spark type {t.simpleString()} has no Protobuf type "
+                                     "here")
+
+    def message(proto: Any, struct: StructType, path: str) -> None:
+        for number, f in enumerate(struct.fields, 1):
+            field = proto.field.add(name=f.name, number=number, label=F.LABEL_OPTIONAL)
+            t = f.dataType
+            if isinstance(t, ArrayType):
+                if isinstance(t.elementType, ArrayType | MapType):
+                    raise SchemaMappingError(f"column {f.name}: an array of "
+                                             f"{t.elementType.simpleString()} has no "
+                                             "Protobuf type (repeated fields do not nest)")
+                field.label = F.LABEL_REPEATED
+                fill(field, t.elementType, proto, path, f.name)
+            elif isinstance(t, MapType):
+                if t.keyType.simpleString() not in ("string", "int", "bigint", "boolean"):
+                    raise SchemaMappingError(f"column {f.name}: map keys of type "
+                                             f"{t.keyType.simpleString()} have no Protobuf "
+                                             "type")
+                if isinstance(t.valueType, ArrayType | MapType):
+                    raise SchemaMappingError(f"column {f.name}: a map of "
+                                             f"{t.valueType.simpleString()} has no "
+                                             "Protobuf type")
+                entry = proto.nested_type.add(name=_unique(proto, camel(f.name) + "Entry"))
+                entry.options.map_entry = True
+                key = entry.field.add(name="key", number=1, label=F.LABEL_OPTIONAL)
+                fill(key, t.keyType, entry, f"{path}.{entry.name}", "key")
+                value = entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL)
+                fill(value, t.valueType, proto, path, f.name)
+                field.label, field.type = F.LABEL_REPEATED, F.TYPE_MESSAGE
+                field.type_name = f"{path}.{entry.name}"
+            else:
+                fill(field, t, proto, path, f.name)
+                if f.nullable and field.type != F.TYPE_MESSAGE:
+                    field.proto3_optional = True
+                    field.oneof_index = len(proto.oneof_decl)
+                    proto.oneof_decl.add(name=f"_{f.name}")
+
+    top = file.message_type.add(name=name)
+    message(top, data_type, f".{package}.{name}" if package else f".{name}")
+    return file
+
+
+def _unique(parent: Any, name: str) -> str:
+    taken = {t.name for t in parent.nested_type}
+    if name not in taken:
+        return name
+    return next(f"{name}{i}" for i in range(2, 1 << 20) if f"{name}{i}" not in taken)
+
+
+def protobuf_filler(descriptor: Any) -> Callable[[Any, Mapping[str, Any]], None]:
+    """What copies Arrow's ``to_pylist`` value of a struct into a message of
+    ``descriptor`` (a message made by ``spark_to_protobuf``); raises ``ValueError``
+    naming the field whose value a message cannot hold (a null element)."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    def scalar(field: Any) -> Converter:
+        if field.type == F.TYPE_STRING:
+            def text(v: Any) -> str:
+                if isinstance(v, str):
+                    return v
+                if isinstance(v, dt.date | dt.datetime):
+                    return v.isoformat()
+                return format(v, "f")  # a Decimal: its exact digits
+            return text
+        if field.type == F.TYPE_BYTES:
+            return bytes
+        return lambda v: v
+
+    def fill(message: Any, value: Mapping[str, Any], desc: Any, where: str) -> None:
+        for field in desc.fields:
+            v = value.get(field.name)
+            if v is None:
+                continue  # unset: absent, or the zero value of an implicit field
+            name, inner = field.name, field.message_type
+            at = f"{where}{name}"
+            if field.is_repeated and inner is not None and inner.GetOptions().map_entry:
+                target = getattr(message, name)
+                value_field = inner.fields_by_name["value"]
+                for k, item in dict(v).items():
+                    if item is None:
+                        raise ValueError(f"{at}[{k!r}] is null: a Protobuf map value "
+                                         "cannot be")
+                    if value_field.message_type is None:
+                        target[k] = scalar(value_field)(item)
+                    else:
+                        put(target[k], item, value_field, f"{at}[{k!r}].")
+            elif field.is_repeated:
+                target = getattr(message, name)
+                for i, item in enumerate(v):
+                    if item is None:
+                        raise ValueError(f"{at}[{i}] is null: a repeated Protobuf field "
+                                         "cannot hold one")
+                    if inner is None:
+                        target.append(scalar(field)(item))
+                    else:
+                        put(target.add(), item, field, f"{at}[{i}].")
+            elif inner is not None:
+                put(getattr(message, name), v, field, f"{at}.")
+            else:
+                setattr(message, name, scalar(field)(v))
+
+    def put(message: Any, v: Any, field: Any, where: str) -> None:
+        if field.message_type.full_name == _TIMESTAMP_MESSAGE:
+            message.FromDatetime(v if v.tzinfo is None else v.astimezone(dt.UTC)
+                                 .replace(tzinfo=None))
+            return
+        message.SetInParent()  # an empty struct is still there
+        fill(message, v, field.message_type, where)
+
+    return lambda message, value: fill(message, value, descriptor, "")
 
 # ---------------------------------------------------------------------------- fast times
 # A record's top-level dates and timestamps are read as the numbers Avro stores and made

@@ -1,11 +1,11 @@
 """Writing DataFrames to Kafka: ``df.write.format("millrace")`` and ``writeStream``.
 
 The input columns follow Spark's Kafka sink: ``value`` (required, binary or string; any
-type with ``valueFormat=avro`` or ``json-schema``: encoded with a registered schema,
-``registry.py``), ``key`` (binary or string), ``topic`` (string; the ``topic`` option,
-when set, wins), ``partition`` (int) and ``headers`` (array<struct<key: string, value:
-binary>>); other columns are ignored.  ``SinkColumns.of(schema)`` checks them on the driver, before any
-task runs.
+type with ``valueFormat`` avro, json-schema or protobuf: encoded with a registered
+schema, ``registry.py``), ``key`` (binary or string), ``topic`` (string; the ``topic``
+option, when set, wins), ``partition`` (int) and ``headers`` (array<struct<key: string,
+value: binary>>); other columns are ignored.  ``SinkColumns.of(schema)`` checks them on
+the driver, before any task runs.
 
 Each Spark task runs ``write_batches`` with its own millrace ``KafkaProducer`` (``kafka.*``
 options, ``acks=all`` unless set): Arrow record batches in, one ``send`` per row, a
@@ -63,8 +63,7 @@ class SinkColumns:
     has_topic: bool = False
     has_partition: bool = False
     has_headers: bool = False
-    # valueFormat=avro|json-schema: registry.RegistryEncoder, prepared (schema registered) on
-    # the driver
+    # valueFormat: registry.RegistryEncoder, prepared (schema registered) on the driver
     encoder: Any = None
 
     @classmethod

@@ -6,7 +6,8 @@ pipeline's schema evolution, against a real broker, a real registry and real Spa
   topic, partition and offset (FAILFAST) or keeps it as a ``decodeError`` row
   (PERMISSIVE); the sink's Avro is read by confluent-kafka's ``AvroDeserializer``.
 - The source reads confluent-kafka's ``JSONSerializer`` and ``ProtobufSerializer`` too;
-  the sink's JSON Schema values are read by its ``JSONDeserializer``.
+  the sink's JSON Schema and Protobuf values are read by its ``JSONDeserializer`` and
+  ``ProtobufDeserializer``.
 - ``millrace demo --value-format avro`` on the module's broker and registry: the order
   schema evolved half-way, the tables (coupons included) verified against the events.
 - ``millrace pipeline run --value-format avro`` in a child process (processing-time
@@ -239,6 +240,8 @@ def test_source_reads_confluent_json_schema_and_protobuf(
                 assert got[1].at.replace(tzinfo=dt.UTC) == dt.datetime(2026, 1, 1, 9, 0, 2,
                                                                        tzinfo=dt.UTC)
                 check_json_schema_sink(broker, registry, confluent, frame)
+            else:
+                check_protobuf_sink(broker, registry, confluent, frame)
 
 
 def check_json_schema_sink(broker: BrokerProcess, registry: SchemaRegistryProcess,
@@ -265,6 +268,36 @@ def check_json_schema_sink(broker: BrokerProcess, registry: SchemaRegistryProces
     assert written == [
         {"order_id": "o1", "quantity": 1, "at": "2026-01-01T09:00:01+00:00"},
         {"order_id": "o2", "quantity": 2, "at": "2026-01-01T09:00:02+00:00"}]
+
+
+def check_protobuf_sink(broker: BrokerProcess, registry: SchemaRegistryProcess,
+                        confluent: ConfluentAvro, frame: Any) -> None:
+    """The sink's Protobuf values, read by confluent-kafka's ProtobufDeserializer with a
+    message class built from the file descriptor registered for the subject."""
+    import base64
+
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    out = "proto-sink"
+    create_topic(broker.bootstrap, out, 1)
+    (frame.selectExpr("value").write.format("millrace").mode("append")
+     .option("kafka.bootstrap.servers", broker.bootstrap)
+     .option("topic", out).option("valueFormat", "protobuf")
+     .option("recordName", "Order")
+     .option("schema.registry.url", registry.url).save())
+    registered = confluent.client.get_latest_version(f"{out}-value")
+    assert registered.schema.schema_type == "PROTOBUF" and registered.version == 1
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(
+        base64.b64decode(registered.schema.schema_str)))
+    order_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("millrace.Order"))
+    deserialize = ProtobufDeserializer(order_class, {"use.deprecated.format": False})
+    context = SerializationContext(out, MessageField.VALUE)
+    written = sorted((m.order_id, m.quantity) for m in (
+        deserialize(r.value, context) for r in read_topic(broker.bootstrap, out)))
+    assert written == [("p1", 1), ("p2", 2)]
 
 
 # ---------------------------------------------------------------------------- pipeline

@@ -161,7 +161,7 @@ def test_sink_options() -> None:
     with pytest.raises(ConfigError, match="Unknown option 'topik'"):
         SinkOptions.parse({**BOOT, "topik": "out"})
     registry = {**BOOT, "topic": "out", "schema.registry.url": "http://127.0.0.1:8081"}
-    for fmt in ("avro", "json-schema"):
+    for fmt in ("avro", "json-schema", "protobuf"):
         assert SinkOptions.parse({**registry, "valueFormat": fmt}).value_format.format == fmt
-    with pytest.raises(ConfigError, match="'valueFormat': one of avro, json-schema "):
-        SinkOptions.parse({**registry, "valueFormat": "protobuf"})
+    with pytest.raises(ConfigError, match="'valueFormat': one of avro, json-schema, protobuf"):
+        SinkOptions.parse({**registry, "valueFormat": "thrift"})
