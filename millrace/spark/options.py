@@ -379,6 +379,7 @@ def _check_client_config(check: Any, props: dict[str, Any]) -> None:
 REGISTRY_OPTIONS = frozenset({
     "valueformat", "keyformat", "schema.registry.url", "schema.registry.basic.auth.user.info",
     "subject", "schema.version", "key.subject", "key.schema.version", "mode",
+    "messagename", "key.messagename",
 })
 DECODE_MODES = ("FAILFAST", "PERMISSIVE")
 
@@ -390,9 +391,10 @@ def _registry_format(opts: dict[str, str], column: str, topics: tuple[str, ...] 
     name = f"{column}format"
     raw = opts.get(name)
     if raw is None or raw.strip().lower() in ("", "binary"):
-        for other in (f"{prefix}subject", f"{prefix}schema.version"):
+        for other in (f"{prefix}subject", f"{prefix}schema.version", f"{prefix}messagename"):
             if other in opts:
-                raise ConfigError(f"Option '{other}' needs the option '{column}Format'")
+                shown = other.replace("messagename", "messageName")
+                raise ConfigError(f"Option '{shown}' needs the option '{column}Format'")
         return None
     from millrace.spark.registry import FORMATS, RegistryFormat
 
@@ -416,7 +418,11 @@ def _registry_format(opts: dict[str, str], column: str, topics: tuple[str, ...] 
     if raw_version is not None and raw_version.strip().lower() != "latest":
         version = _positive_int(opts, f"{prefix}schema.version", f"{prefix}schema.version")
     user_info = opts.get("schema.registry.basic.auth.user.info") or None
-    return RegistryFormat(fmt, url, subject, version, user_info)
+    message_name = (opts.get(f"{prefix}messagename") or "").strip() or None
+    if message_name is not None and fmt != "protobuf":
+        raise ConfigError(f"Option '{prefix}messageName' goes with {column}Format=protobuf, "
+                          f"not {fmt}")
+    return RegistryFormat(fmt, url, subject, version, user_info, message_name)
 
 
 def _single_topics(strategy: Any) -> tuple[str, ...] | None:
@@ -479,7 +485,8 @@ class SourceOptions:
                                   "kafkaConsumer.pollTimeoutMs, valueFormat, keyFormat, "
                                   "schema.registry.url, "
                                   "schema.registry.basic.auth.user.info, subject, "
-                                  "schema.version, key.subject, key.schema.version, mode")
+                                  "schema.version, key.subject, key.schema.version, mode, "
+                                  "messageName, key.messageName")
         kafka_params = _kafka_params(opts, UNSUPPORTED_SOURCE_OPTIONS)
         _check_client_config(ConsumerConfig, {**READER_CONSUMER_DEFAULTS, **kafka_params,
                                               **READER_CONSUMER_FIXED})
@@ -638,7 +645,7 @@ def _check_within_assignment(strategy: Assign, spec: OffsetSpec, display: str) -
 # ---------------------------------------------------------------------------- sink
 SINK_OPTIONS = frozenset({"topic", "deliveryguarantee", "transactionalidprefix", "valueformat",
                           "schema.registry.url", "schema.registry.basic.auth.user.info",
-                          "subject", "schema.version", "recordname"})
+                          "subject", "schema.version", "recordname", "messagename"})
 DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
 
 
@@ -662,7 +669,7 @@ class SinkOptions:
                                   "deliveryGuarantee, transactionalIdPrefix, valueFormat, "
                                   "schema.registry.url, "
                                   "schema.registry.basic.auth.user.info, subject, "
-                                  "schema.version, recordName")
+                                  "schema.version, recordName, messageName")
         kafka_params = _kafka_params(opts, UNSUPPORTED_SINK_OPTIONS)
         from millrace.client.producer.config import ProducerConfig
 

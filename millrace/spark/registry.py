@@ -108,6 +108,7 @@ class RegistryFormat:
     subject: str
     version: int | None = None  # None: the latest when the query starts
     user_info: str | None = field(default=None, repr=False)
+    message_name: str | None = None  # Protobuf: the message read or written; None: the first
 
     @property
     def schema_type(self) -> str:
@@ -131,10 +132,37 @@ class ReaderSchema:
 def spark_type(spec: RegistryFormat, schema: Schema) -> tuple[DataType, bool]:
     """The Spark type (and nullability) a registered schema's data becomes."""
     parsed = spec.client().parse(schema)
-    return parsed_spark_type(parsed)
+    return parsed_spark_type(parsed, spec.message_name)
 
 
-def parsed_spark_type(parsed: ParsedSchema) -> tuple[DataType, bool]:
+def protobuf_message(parsed: ParsedSchema, name: str | None) -> Any:
+    """The message of a Protobuf schema a column holds: ``name`` (a full name, or a
+    simple one that only one message of the file has), else the file's first message."""
+    from millrace.client.schema_registry.schemas import InvalidSchemaError, ProtobufSchema
+
+    assert isinstance(parsed, ProtobufSchema)
+    if name is None:
+        return parsed.message([0])
+    everything: list[Any] = []
+    todo = list(parsed.file.message_types_by_name.values())
+    while todo:
+        descriptor = todo.pop(0)
+        everything.append(descriptor)
+        todo.extend(descriptor.nested_types)
+    found = [d for d in everything if d.full_name == name] or \
+        [d for d in everything if d.name == name]
+    if len(found) != 1:
+        why = "names several messages" if found else "names no message"
+        raise ConfigError(f"messageName {name!r} {why} of {parsed.file.name} (it has "
+                          f"{', '.join(d.full_name for d in everything) or 'none'})")
+    try:
+        return parsed.message(parsed.indexes_of(found[0].full_name))
+    except InvalidSchemaError as e:
+        raise ConfigError(f"messageName {name!r}: {e}") from None
+
+
+def parsed_spark_type(parsed: ParsedSchema, message_name: str | None = None
+                      ) -> tuple[DataType, bool]:
     from millrace.client.schema_registry.schemas import AvroSchema, JsonSchema, ProtobufSchema
     from millrace.spark.schemas import avro_spark_type, json_schema_spark_type, protobuf_spark_type
 
@@ -143,7 +171,7 @@ def parsed_spark_type(parsed: ParsedSchema) -> tuple[DataType, bool]:
     if isinstance(parsed, JsonSchema):
         return json_schema_spark_type(parsed.document)
     if isinstance(parsed, ProtobufSchema):
-        return protobuf_spark_type(parsed.message([0])), True
+        return protobuf_spark_type(protobuf_message(parsed, message_name)), True
     raise ConfigError(f"schema type {parsed.schema_type} cannot be read into Spark columns")
 
 
@@ -234,7 +262,7 @@ class _DecoderState:
         self.reader = reader
         self.client = spec.client()
         self.reader_parsed = self.client.parse(reader.schema)
-        self.data_type, _ = parsed_spark_type(self.reader_parsed)
+        self.data_type, _ = parsed_spark_type(self.reader_parsed, spec.message_name)
         # writer id -> bytes -> value (after the checks that need the registry)
         self._by_id: dict[int, Callable[[memoryview], Any]] = {}
         # Avro: the record's top-level dates and timestamps, read as numbers (schemas.py)
@@ -389,7 +417,7 @@ class _DecoderState:
 
         assert isinstance(writer, ProtobufSchema) and isinstance(self.reader_parsed,
                                                                  ProtobufSchema)
-        reader_message = self.reader_parsed.message([0])
+        reader_message = protobuf_message(self.reader_parsed, self.spec.message_name)
         classes: dict[tuple[int, ...], Any] = {}
 
         def read(payload: memoryview) -> Any:
@@ -523,8 +551,8 @@ class RegistryEncoder:
 
 
     def _protobuf_writer(self, header: bytes) -> Callable[[Any], bytes]:
-        """The registered file's first message, filled from each value: the header, the
-        message index ``[0]``, the message's bytes."""
+        """The registered file's message (``messageName``, else the first), filled from
+        each value: the header, the message's index path, the message's bytes."""
         from google.protobuf import message_factory
 
         from millrace.client.schema_registry.schemas import ProtobufSchema, Schema, parse_schema
@@ -534,10 +562,10 @@ class RegistryEncoder:
         assert self.schema_str is not None
         parsed = parse_schema(Schema(self.schema_str, "PROTOBUF"))
         assert isinstance(parsed, ProtobufSchema)
-        descriptor = parsed.message([0])
+        descriptor = protobuf_message(parsed, self.spec.message_name)
         make = message_factory.GetMessageClass(descriptor)
         fill = protobuf_filler(descriptor)
-        prefix = header + encode_message_indexes([0])
+        prefix = header + encode_message_indexes(parsed.indexes_of(descriptor.full_name))
 
         def write_protobuf(value: Any) -> bytes:
             message = make()

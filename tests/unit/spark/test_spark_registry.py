@@ -386,6 +386,58 @@ def test_protobuf_values_decode(fake: FakeRegistry) -> None:
         "order_id": "o1", "quantity": 3, "tags": ["a", "b"]}
 
 
+
+def test_protobuf_message_name_picks_the_message_of_a_file(fake: FakeRegistry) -> None:
+    import base64
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    from millrace.client.schema_registry.wire_format import encode_message_indexes
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop.proto", package="shop",
+                                             syntax="proto3")
+    F = descriptor_pb2.FieldDescriptorProto
+    order = fdp.message_type.add(name="Order")
+    order.field.add(name="order_id", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    refund = fdp.message_type.add(name="Refund")
+    refund.field.add(name="refund_id", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    refund.field.add(name="cents", number=2, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    schema_id = fake.register_schema("r-value", Schema(
+        base64.b64encode(fdp.SerializeToString()).decode(), "PROTOBUF"))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Refund"))
+    record = (struct.pack(">bI", 0, schema_id) + encode_message_indexes([1])
+              + cls(refund_id="r1", cents=250).SerializeToString())
+    for name in ("shop.Refund", "Refund"):
+        s = RegistryFormat("protobuf", URL, "r-value", message_name=name)
+        reader = resolve_reader(s)
+        assert registry.spark_type(s, reader.schema)[0].simpleString() == \
+            "struct<refund_id:string,cents:bigint>"
+        assert RegistryDecoder(s, reader).decode(record, where) == {"refund_id": "r1",
+                                                                    "cents": 250}
+    # without it the column is the first message, and a Refund record is named as wrong
+    first = spec("r-value", fmt="protobuf")
+    with pytest.raises(DecodeError, match=r"message shop\.Refund is not the reader's "
+                                          r"shop\.Order"):
+        RegistryDecoder(first, resolve_reader(first)).decode(record, where)
+    missing = RegistryFormat("protobuf", URL, "r-value", message_name="Invoice")
+    with pytest.raises(ConfigError, match=r"messageName 'Invoice' names no message of "
+                                          r"shop.proto \(it has shop.Order, shop.Refund\)"):
+        registry.spark_type(missing, resolve_reader(missing).schema)
+    # the sink writes the message named, with its index path
+    row_type = StructType([StructField("refund_id", StringType()),
+                           StructField("cents", LongType())])
+    sink = RegistryFormat("protobuf", URL, "r-value", 1, message_name="Refund")
+    encoder = RegistryEncoder(sink, row_type, "unused")
+    encoder.prepare()
+    written = encoder.encode({"refund_id": "r2", "cents": 5})
+    assert written is not None and written[5:7] == encode_message_indexes([1])
+    assert cls.FromString(written[7:]).refund_id == "r2"
+    with pytest.raises(ConfigError, match="'messageName' goes with valueFormat=protobuf"):
+        SourceOptions.parse(options(valueFormat="avro", messageName="Refund",
+                                    **{"schema.registry.url": URL}), streaming=False)
+
 # ---------------------------------------------------------------------------- evolution
 def test_widening_accepts_added_fields_and_names_the_rest(fake: FakeRegistry) -> None:
     fake.register_schema("orders-value", avro_schema(ORDER_V1))
