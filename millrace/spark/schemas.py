@@ -518,25 +518,36 @@ def spark_to_avro(data_type: DataType, name: str = "record", namespace: str = ""
 def spark_to_avro_converter(data_type: DataType) -> Converter | None:
     """Arrow's ``to_pylist`` value for ``data_type`` -> what fastavro writes for the schema
     of ``spark_to_avro`` (naive timestamps from Arrow's UTC ones are made aware)."""
+    return _nested_converter(data_type, _avro_leaf)
+
+
+def _avro_leaf(data_type: DataType) -> Converter | None:
     if isinstance(data_type, TimestampType):
         return lambda v: v if v is None or v.tzinfo is not None else v.replace(
             tzinfo=dt.UTC)
+    return None
+
+
+def _nested_converter(data_type: DataType, leaf: Callable[[DataType], Converter | None]
+                      ) -> Converter | None:
+    """A converter of ``data_type``'s values that applies ``leaf``'s converter to every
+    part that is not a struct, array or map; None when no part needs one."""
     if isinstance(data_type, StructType):
         converters = {f.name: c for f in data_type.fields
-                      if (c := spark_to_avro_converter(f.dataType)) is not None}
+                      if (c := _nested_converter(f.dataType, leaf)) is not None}
         if not converters:
             return None
         return lambda d: None if d is None else {
             k: (converters[k](v) if k in converters else v) for k, v in d.items()}
     if isinstance(data_type, ArrayType):
-        item = spark_to_avro_converter(data_type.elementType)
+        item = _nested_converter(data_type.elementType, leaf)
         return None if item is None else (lambda a: None if a is None else [item(x) for x in a])
     if isinstance(data_type, MapType):
-        value = spark_to_avro_converter(data_type.valueType)
+        value = _nested_converter(data_type.valueType, leaf)
         if value is None:
             return lambda m: None if m is None else dict(m)
         return lambda m: None if m is None else {k: value(v) for k, v in dict(m).items()}
-    return None
+    return leaf(data_type)
 
 
 # ---------------------------------------------------------------------------- Spark -> JSON
@@ -599,6 +610,10 @@ def spark_to_json_schema(data_type: DataType, title: str = "record") -> dict[str
 def spark_to_json_converter(data_type: DataType) -> Converter | None:
     """Arrow's ``to_pylist`` value for ``data_type`` -> the JSON-able value
     ``spark_to_json_schema`` describes; None when it already is."""
+    return _nested_converter(data_type, _json_leaf)
+
+
+def _json_leaf(data_type: DataType) -> Converter | None:
     if isinstance(data_type, TimestampType):
         return lambda v: None if v is None else (
             v if v.tzinfo is not None else v.replace(tzinfo=dt.UTC)).isoformat()
@@ -610,21 +625,6 @@ def spark_to_json_converter(data_type: DataType) -> Converter | None:
         import base64
 
         return lambda v: None if v is None else base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(data_type, StructType):
-        converters = {f.name: c for f in data_type.fields
-                      if (c := spark_to_json_converter(f.dataType)) is not None}
-        if not converters:
-            return None
-        return lambda d: None if d is None else {
-            k: (converters[k](v) if k in converters else v) for k, v in d.items()}
-    if isinstance(data_type, ArrayType):
-        item = spark_to_json_converter(data_type.elementType)
-        return None if item is None else (lambda a: None if a is None else [item(x) for x in a])
-    if isinstance(data_type, MapType):
-        value = spark_to_json_converter(data_type.valueType)
-        if value is None:
-            return lambda m: None if m is None else dict(m)
-        return lambda m: None if m is None else {k: value(v) for k, v in dict(m).items()}
     return None
 
 

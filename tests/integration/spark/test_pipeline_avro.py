@@ -244,6 +244,17 @@ def test_source_reads_confluent_json_schema_and_protobuf(
                 check_protobuf_sink(broker, registry, confluent, frame)
 
 
+def write_values(frame: Any, broker: BrokerProcess, registry: SchemaRegistryProcess, out: str,
+                 fmt: str) -> None:
+    """``frame``'s value column into a new topic ``out`` through the sink, encoded as
+    ``fmt`` under a schema derived from its type (record name Order)."""
+    create_topic(broker.bootstrap, out, 1)
+    (frame.selectExpr("value").write.format("millrace").mode("append")
+     .option("kafka.bootstrap.servers", broker.bootstrap)
+     .option("topic", out).option("valueFormat", fmt).option("recordName", "Order")
+     .option("schema.registry.url", registry.url).save())
+
+
 def check_json_schema_sink(broker: BrokerProcess, registry: SchemaRegistryProcess,
                            confluent: ConfluentAvro, frame: Any) -> None:
     """The sink's JSON Schema values, read by confluent-kafka's JSONDeserializer (which
@@ -252,12 +263,7 @@ def check_json_schema_sink(broker: BrokerProcess, registry: SchemaRegistryProces
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     out = "json-sink"
-    create_topic(broker.bootstrap, out, 1)
-    (frame.selectExpr("value").write.format("millrace").mode("append")
-     .option("kafka.bootstrap.servers", broker.bootstrap)
-     .option("topic", out).option("valueFormat", "json-schema")
-     .option("recordName", "Order")
-     .option("schema.registry.url", registry.url).save())
+    write_values(frame, broker, registry, out, "json-schema")
     registered = confluent.client.get_latest_version(f"{out}-value")
     assert registered.schema.schema_type == "JSON" and registered.version == 1
     document = json.loads(registered.schema.schema_str)
@@ -281,12 +287,7 @@ def check_protobuf_sink(broker: BrokerProcess, registry: SchemaRegistryProcess,
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     out = "proto-sink"
-    create_topic(broker.bootstrap, out, 1)
-    (frame.selectExpr("value").write.format("millrace").mode("append")
-     .option("kafka.bootstrap.servers", broker.bootstrap)
-     .option("topic", out).option("valueFormat", "protobuf")
-     .option("recordName", "Order")
-     .option("schema.registry.url", registry.url).save())
+    write_values(frame, broker, registry, out, "protobuf")
     registered = confluent.client.get_latest_version(f"{out}-value")
     assert registered.schema.schema_type == "PROTOBUF" and registered.version == 1
     pool = descriptor_pool.DescriptorPool()

@@ -359,10 +359,23 @@ def test_json_schema_values_decode_and_validate(fake: FakeRegistry) -> None:
         decoder.decode(frame + b"{", where)
 
 
-def test_protobuf_values_decode(fake: FakeRegistry) -> None:
+def register_proto(fake: FakeRegistry, subject: str, fdp: Any, message: str
+                   ) -> tuple[int, Any]:
+    """Register a FileDescriptorProto (base64, as Confluent's serializers send it); its id
+    and the class of ``message`` built by protobuf from it."""
     import base64
 
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.protobuf import descriptor_pool, message_factory
+
+    schema_id = fake.register_schema(subject, Schema(
+        base64.b64encode(fdp.SerializeToString()).decode(), "PROTOBUF"))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return schema_id, message_factory.GetMessageClass(pool.FindMessageTypeByName(message))
+
+
+def test_protobuf_values_decode(fake: FakeRegistry) -> None:
+    from google.protobuf import descriptor_pb2
 
     fdp = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop",
                                              syntax="proto3")
@@ -371,11 +384,7 @@ def test_protobuf_values_decode(fake: FakeRegistry) -> None:
     message.field.add(name="order_id", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     message.field.add(name="quantity", number=2, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
     message.field.add(name="tags", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
-    schema_id = fake.register_schema("p-value", Schema(
-        base64.b64encode(fdp.SerializeToString()).decode(), "PROTOBUF"))
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+    schema_id, cls = register_proto(fake, "p-value", fdp, "shop.Order")
     body = cls(order_id="o1", quantity=3, tags=["a", "b"]).SerializeToString()
     s = spec("p-value", fmt="protobuf")
     reader = resolve_reader(s)
@@ -388,9 +397,8 @@ def test_protobuf_values_decode(fake: FakeRegistry) -> None:
 
 
 def test_protobuf_message_name_picks_the_message_of_a_file(fake: FakeRegistry) -> None:
-    import base64
 
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.protobuf import descriptor_pb2
 
     from millrace.client.schema_registry.wire_format import encode_message_indexes
 
@@ -402,11 +410,7 @@ def test_protobuf_message_name_picks_the_message_of_a_file(fake: FakeRegistry) -
     refund = fdp.message_type.add(name="Refund")
     refund.field.add(name="refund_id", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     refund.field.add(name="cents", number=2, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
-    schema_id = fake.register_schema("r-value", Schema(
-        base64.b64encode(fdp.SerializeToString()).decode(), "PROTOBUF"))
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Refund"))
+    schema_id, cls = register_proto(fake, "r-value", fdp, "shop.Refund")
     record = (struct.pack(">bI", 0, schema_id) + encode_message_indexes([1])
               + cls(refund_id="r1", cents=250).SerializeToString())
     for name in ("shop.Refund", "Refund"):
