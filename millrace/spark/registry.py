@@ -470,6 +470,7 @@ class RegistryEncoder:
         self.record_name = record_name
         self.schema_id: int | None = None
         self.schema_str: str | None = None
+        self.schema: Schema | None = None  # as registered: its type and references
         self._write: Callable[[Any], bytes] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -490,6 +491,7 @@ class RegistryEncoder:
                         f"version {self.spec.version} is {found.schema.schema_type}, not "
                         f"{self.spec.schema_type} (valueFormat {self.spec.format})")
                 self.schema_id, self.schema_str = found.id, found.schema.schema_str
+                self.schema = found.schema
             else:
                 if self.spec.format == "avro":
                     schema_str = json.dumps(spark_to_avro(self.data_type, self.record_name))
@@ -499,8 +501,8 @@ class RegistryEncoder:
                 else:
                     file = spark_to_protobuf(self.data_type, self.record_name)
                     schema_str = base64.standard_b64encode(file.SerializeToString()).decode()
-                self.schema_id = client.register_schema(
-                    self.spec.subject, Schema(schema_str, self.spec.schema_type))
+                self.schema = Schema(schema_str, self.spec.schema_type)
+                self.schema_id = client.register_schema(self.spec.subject, self.schema)
                 self.schema_str = schema_str
         except SchemaRegistryError as e:
             raise ConfigError(f"schema registry {self.spec.url}, subject {self.spec.subject}: "
@@ -524,10 +526,15 @@ class RegistryEncoder:
             to_json = spark_to_json_converter(self.data_type)
             dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
                                      allow_nan=False).encode
+            # a pinned version is someone's schema: each value is checked against it (a
+            # derived one describes the column's type, which Spark has checked already)
+            check = self._json_check() if self.spec.version is not None else None
 
             def write_json(value: Any) -> bytes:
-                return prefix + dumps(to_json(value) if to_json is not None
-                                      else value).encode()
+                doc = to_json(value) if to_json is not None else value
+                if check is not None:
+                    check(doc)
+                return prefix + dumps(doc).encode()
 
             return write_json
         if self.spec.format == "protobuf":
@@ -549,18 +556,35 @@ class RegistryEncoder:
 
         return write
 
+    def _json_check(self) -> Callable[[Any], None]:
+        """Raises ``ValueError`` naming where a document breaks the registered schema."""
+        from millrace.client.schema_registry.schemas import JsonSchema
+
+        assert self.schema is not None
+        parsed = self.spec.client().parse(self.schema)
+        assert isinstance(parsed, JsonSchema)
+        validator = parsed.validator
+
+        def check(doc: Any) -> None:
+            error = next(iter(validator.iter_errors(doc)), None)
+            if error is not None:
+                where = "/".join(map(str, error.absolute_path)) or "the value"
+                raise ValueError(f"{where} does not fit subject {self.spec.subject} version "
+                                 f"{self.spec.version}: {error.message}")
+
+        return check
 
     def _protobuf_writer(self, header: bytes) -> Callable[[Any], bytes]:
         """The registered file's message (``messageName``, else the first), filled from
         each value: the header, the message's index path, the message's bytes."""
         from google.protobuf import message_factory
 
-        from millrace.client.schema_registry.schemas import ProtobufSchema, Schema, parse_schema
+        from millrace.client.schema_registry.schemas import ProtobufSchema
         from millrace.client.schema_registry.wire_format import encode_message_indexes
         from millrace.spark.schemas import protobuf_filler
 
-        assert self.schema_str is not None
-        parsed = parse_schema(Schema(self.schema_str, "PROTOBUF"))
+        assert self.schema is not None
+        parsed = self.spec.client().parse(self.schema)  # references fetched, if any
         assert isinstance(parsed, ProtobufSchema)
         descriptor = protobuf_message(parsed, self.spec.message_name)
         make = message_factory.GetMessageClass(descriptor)
@@ -573,6 +597,7 @@ class RegistryEncoder:
             return prefix + message.SerializeToString()
 
         return write_protobuf
+
 
 # ---------------------------------------------------------------------------- evolution
 def check_widening(spec: RegistryFormat, old: ReaderSchema, new_version: int

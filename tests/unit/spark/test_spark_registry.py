@@ -577,6 +577,23 @@ def test_the_sink_encoder_writes_protobuf_the_source_reads_back(fake: FakeRegist
     assert encoder.encode(None) is None
 
 
+def test_the_sink_checks_values_against_a_pinned_json_schema(fake: FakeRegistry) -> None:
+    document = {"type": "object", "title": "Order", "required": ["order_id", "quantity"],
+                "properties": {"order_id": {"type": "string"},
+                               "quantity": {"type": "integer", "minimum": 1}}}
+    fake.register_schema("pinned-value", Schema(json.dumps(document), "JSON"))
+    row_type = StructType([StructField("order_id", StringType(), False),
+                           StructField("quantity", LongType(), False)])
+    encoder = RegistryEncoder(RegistryFormat("json-schema", URL, "pinned-value", 1), row_type,
+                              "Order")
+    encoder.prepare()
+    data = encoder.encode({"order_id": "o1", "quantity": 2})
+    assert data is not None and json.loads(data[5:]) == {"order_id": "o1", "quantity": 2}
+    with pytest.raises(ValueError, match=r"quantity does not fit subject pinned-value "
+                                         r"version 1: 0 is less than the minimum of 1"):
+        encoder.encode({"order_id": "o2", "quantity": 0})
+
+
 def test_the_sink_refuses_what_its_format_cannot_hold(fake: FakeRegistry) -> None:
     row_type = StructType([StructField("id", StringType(), False)])
     with pytest.raises(SchemaMappingError, match="value column must be a struct"):
