@@ -59,10 +59,13 @@ def produce(bootstrap: str, topic: str, first: int, count: int) -> None:
 
 # A client's connection attempt to the killed broker can leave a socket for the garbage
 # collector (seen as a ResourceWarning, raised as an unraisable exception in whichever
-# test runs the collection): the clients' business, not what these tests judge.
+# test runs the collection): the clients' business, not what these tests judge.  Their
+# log records, which pytest keeps until after teardown, hold most of it: the
+# third_party_leaks mark collects it then (tests/conftest.py).
 third_party_leaks = [pytest.mark.filterwarnings("ignore::ResourceWarning"),
                      pytest.mark.filterwarnings(
-                         "ignore::pytest.PytestUnraisableExceptionWarning")]
+                         "ignore::pytest.PytestUnraisableExceptionWarning"),
+                     pytest.mark.third_party_leaks]
 
 
 def start_with_leader_kill(fresh_cluster: ClusterFactory, topic: str) -> tuple[LocalCluster, int]:
@@ -75,6 +78,7 @@ def start_with_leader_kill(fresh_cluster: ClusterFactory, topic: str) -> tuple[L
 @pytest.mark.slow
 @third_party_leaks[0]
 @third_party_leaks[1]
+@third_party_leaks[2]
 def test_kafka_python_group_rides_through_a_leader_kill9(
         fresh_cluster: ClusterFactory) -> None:
     with warnings.catch_warnings():  # kafka-python loads its schemas with a deprecated API
@@ -107,6 +111,7 @@ def test_kafka_python_group_rides_through_a_leader_kill9(
 @pytest.mark.slow
 @third_party_leaks[0]
 @third_party_leaks[1]
+@third_party_leaks[2]
 def test_aiokafka_group_rides_through_a_leader_kill9(fresh_cluster: ClusterFactory) -> None:
     cluster, leader = start_with_leader_kill(fresh_cluster, "aio-work")
     seen: set[int] = set()
