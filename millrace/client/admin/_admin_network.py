@@ -134,6 +134,11 @@ class AdminNetwork:
             if now >= deadline_ms:
                 raise self._timeout("fetching the broker list", None, deadline_ms, started)
             self.check_reachable()
+            # connect as soon as the reconnect backoff allows (the metadata request goes
+            # once a connection is up), so unreachable addresses are known in seconds
+            node = self.client.least_loaded_node(now)
+            if node is not None:
+                self.client.ready(node, now)
             self.client.poll(min(deadline_ms - now, _POLL_SLICE_MS), now)
         return self.metadata.fetch()
 
