@@ -850,64 +850,97 @@ def _unique(parent: Any, name: str) -> str:
 def protobuf_filler(descriptor: Any) -> Callable[[Any, Mapping[str, Any]], None]:
     """What copies Arrow's ``to_pylist`` value of a struct into a message of
     ``descriptor`` (a message made by ``spark_to_protobuf``); raises ``ValueError``
-    naming the field whose value a message cannot hold (a null element)."""
+    naming the field whose value a message cannot hold (a null element).  The work per
+    field (its kind, its conversion, its name for errors) is decided here, once."""
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    def scalar(field: Any) -> Converter:
-        if field.type == F.TYPE_STRING:
-            def text(v: Any) -> str:
-                if isinstance(v, str):
-                    return v
-                if isinstance(v, dt.date | dt.datetime):
-                    return v.isoformat()
-                return format(v, "f")  # a Decimal: its exact digits
-            return text
-        if field.type == F.TYPE_BYTES:
-            return bytes
-        return lambda v: v
+    Setter = Callable[[Any, Any], None]
 
-    def fill(message: Any, value: Mapping[str, Any], desc: Any, where: str) -> None:
-        for field in desc.fields:
-            v = value.get(field.name)
-            if v is None:
-                continue  # unset: absent, or the zero value of an implicit field
-            name, inner = field.name, field.message_type
-            at = f"{where}{name}"
-            if field.is_repeated and inner is not None and inner.GetOptions().map_entry:
-                target = getattr(message, name)
-                value_field = inner.fields_by_name["value"]
-                for k, item in dict(v).items():
-                    if item is None:
-                        raise ValueError(f"{at}[{k!r}] is null: a Protobuf map value "
-                                         "cannot be")
-                    if value_field.message_type is None:
-                        target[k] = scalar(value_field)(item)
-                    else:
-                        put(target[k], item, value_field, f"{at}[{k!r}].")
-            elif field.is_repeated:
-                target = getattr(message, name)
-                for i, item in enumerate(v):
-                    if item is None:
-                        raise ValueError(f"{at}[{i}] is null: a repeated Protobuf field "
-                                         "cannot hold one")
-                    if inner is None:
-                        target.append(scalar(field)(item))
-                    else:
-                        put(target.add(), item, field, f"{at}[{i}].")
-            elif inner is not None:
-                put(getattr(message, name), v, field, f"{at}.")
-            else:
-                setattr(message, name, scalar(field)(v))
+    def text(v: Any) -> str:
+        if isinstance(v, str):
+            return v
+        if isinstance(v, dt.date | dt.datetime):
+            return v.isoformat()
+        return format(v, "f")  # a Decimal: its exact digits
 
-    def put(message: Any, v: Any, field: Any, where: str) -> None:
+    def scalar(field: Any) -> Converter | None:
+        return text if field.type == F.TYPE_STRING else \
+            bytes if field.type == F.TYPE_BYTES else None
+
+    def put(field: Any, where: str) -> Setter:
+        """Fills the (sub-)message of ``field`` from a value."""
         if field.message_type.full_name == _TIMESTAMP_MESSAGE:
-            message.FromDatetime(v if v.tzinfo is None else v.astimezone(dt.UTC)
-                                 .replace(tzinfo=None))
-            return
-        message.SetInParent()  # an empty struct is still there
-        fill(message, v, field.message_type, where)
+            def timestamp(m: Any, v: Any) -> None:
+                m.FromDatetime(v if v.tzinfo is None else v.astimezone(dt.UTC)
+                               .replace(tzinfo=None))
+            return timestamp
+        fill = plan(field.message_type, where)
 
-    return lambda message, value: fill(message, value, descriptor, "")
+        def struct(m: Any, v: Any) -> None:
+            m.SetInParent()  # an empty struct is still there
+            fill(m, v)
+        return struct
+
+    def map_step(name: str, at: str, value_field: Any) -> Setter:
+        convert = scalar(value_field)
+        nested = put(value_field, f"{at}[].") if value_field.message_type else None
+
+        def step(m: Any, v: Any) -> None:
+            target = getattr(m, name)
+            for k, item in dict(v).items():
+                if item is None:
+                    raise ValueError(f"{at}[{k!r}] is null: a Protobuf map value cannot be")
+                if nested is not None:
+                    nested(target[k], item)
+                else:
+                    target[k] = convert(item) if convert is not None else item
+        return step
+
+    def repeated_step(name: str, at: str, field: Any) -> Setter:
+        convert = scalar(field)
+        nested = put(field, f"{at}[].") if field.message_type else None
+
+        def step(m: Any, v: Any) -> None:
+            target = getattr(m, name)
+            for i, item in enumerate(v):
+                if item is None:
+                    raise ValueError(f"{at}[{i}] is null: a repeated Protobuf field cannot "
+                                     "hold one")
+                if nested is not None:
+                    nested(target.add(), item)
+                else:
+                    target.append(convert(item) if convert is not None else item)
+        return step
+
+    def single_step(name: str, at: str, field: Any) -> Setter:
+        if field.message_type is not None:
+            nested = put(field, f"{at}.")
+            return lambda m, v: nested(getattr(m, name), v)
+        convert = scalar(field)
+        if convert is None:
+            return lambda m, v: setattr(m, name, v)
+        return lambda m, v: setattr(m, name, convert(v))
+
+    def plan(desc: Any, where: str) -> Callable[[Any, Mapping[str, Any]], None]:
+        steps: list[tuple[str, Setter]] = []
+        for field in desc.fields:
+            name, inner, at = field.name, field.message_type, f"{where}{field.name}"
+            if field.is_repeated and inner is not None and inner.GetOptions().map_entry:
+                steps.append((name, map_step(name, at, inner.fields_by_name["value"])))
+            elif field.is_repeated:
+                steps.append((name, repeated_step(name, at, field)))
+            else:
+                steps.append((name, single_step(name, at, field)))
+
+        def fill(m: Any, value: Mapping[str, Any]) -> None:
+            get = value.get
+            for name, step in steps:
+                v = get(name)
+                if v is not None:  # else unset: absent, or an implicit field's zero value
+                    step(m, v)
+        return fill
+
+    return plan(descriptor, "")
 
 # ---------------------------------------------------------------------------- fast times
 # A record's top-level dates and timestamps are read as the numbers Avro stores and made
