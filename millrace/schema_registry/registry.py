@@ -188,15 +188,10 @@ class SchemaRegistry:
             self._catch_up()
             yield writer
 
-    def _write(self, batch: list[tuple[bytes, bytes | None]]) -> None:
-        """Append ``batch``; called inside ``_writing`` (which checked the writer)."""
-        assert self.writer is not None
-        self.writer.write(batch)
-
     def register(self, subject: str, schema: Schema, *, schema_id: int | None = None,
                  version: int | None = None) -> SchemaVersion:
         check_subject(subject)
-        with self._writing():
+        with self._writing() as writer:
             mode = self.mode(subject)
             if mode in ("READONLY", "READONLY_OVERRIDE"):
                 raise errors.OperationNotPermitted(f"Subject {subject} is in read-only mode")
@@ -228,7 +223,7 @@ class SchemaRegistry:
                     any(v.version == new_version for v in every):
                 raise errors.InvalidVersion(f"version {new_version} is taken or out of range")
             created = SchemaVersion(subject, new_version, new_id, stored)
-            self._write([(records.schema_key(subject, new_version),
+            writer.write([(records.schema_key(subject, new_version),
                           records.schema_value(created))])
             log.info("registered %s version %d as id %d", subject, new_version, new_id)
             return created
@@ -247,7 +242,7 @@ class SchemaRegistry:
         return requested
 
     def delete_version(self, subject: str, version: str | int, *, permanent: bool) -> int:
-        with self._writing():
+        with self._writing() as writer:
             self._refuse_if_read_only(subject)
             number = parse_version(version)
             every = self.store.versions(subject, deleted=True)
@@ -270,7 +265,7 @@ class SchemaRegistry:
                     raise errors.VersionNotSoftDeleted(
                         f"Subject '{subject}' Version {number} was not deleted first before "
                         "being permanently deleted")
-                self._write([(records.schema_key(subject, number), None),
+                writer.write([(records.schema_key(subject, number), None),
                              (records.id_watermark_key(),
                               records.id_watermark_value(self.store.max_id))])
             else:
@@ -278,12 +273,12 @@ class SchemaRegistry:
                     raise errors.VersionSoftDeleted(
                         f"Subject '{subject}' Version {number} was soft deleted. Set "
                         "permanent=true to delete permanently")
-                self._write([(records.schema_key(subject, number),
+                writer.write([(records.schema_key(subject, number),
                               records.schema_value(replace(target, deleted=True)))])
             return number
 
     def delete_subject(self, subject: str, *, permanent: bool) -> list[int]:
-        with self._writing():
+        with self._writing() as writer:
             self._refuse_if_read_only(subject)
             every = self.store.versions(subject, deleted=True)
             if not every:
@@ -304,7 +299,7 @@ class SchemaRegistry:
                 batch += [(records.config_key(subject), None), (records.mode_key(subject), None),
                           (records.id_watermark_key(),
                            records.id_watermark_value(self.store.max_id))]
-                self._write(batch)
+                writer.write(batch)
                 return [v.version for v in every]
             if not live:
                 raise errors.SubjectSoftDeleted(
@@ -314,7 +309,7 @@ class SchemaRegistry:
                       records.schema_value(replace(v, deleted=True))) for v in live]
             batch.append((records.delete_subject_key(subject),
                           records.delete_subject_value(subject, every[-1].version)))
-            self._write(batch)
+            writer.write(batch)
             return [v.version for v in live]
 
     def _refuse_if_read_only(self, subject: str) -> None:
@@ -327,32 +322,32 @@ class SchemaRegistry:
                 f"Invalid compatibility level. Valid values are {', '.join(LEVELS)}")
         if subject is not None:
             check_subject(subject)
-        with self._writing():
-            self._write([(records.config_key(subject), records.config_value(level))])
+        with self._writing() as writer:
+            writer.write([(records.config_key(subject), records.config_value(level))])
         return level
 
     def delete_level(self, subject: str | None) -> str:
-        with self._writing():
+        with self._writing() as writer:
             previous = self.level(subject, default_to_global=subject is None)
-            self._write([(records.config_key(subject), None)])
+            writer.write([(records.config_key(subject), None)])
         return previous
 
     def set_mode(self, subject: str | None, mode: str, *, force: bool = False) -> str:
         if mode not in MODES:
             raise errors.InvalidMode(f"Invalid mode. Valid values are {', '.join(MODES)}")
-        with self._writing():
+        with self._writing() as writer:
             if mode == "IMPORT" and not force:
                 has = self.store.versions(subject) if subject else self.store.subject_names()
                 if has:
                     raise errors.OperationNotPermitted(
                         "Cannot import since found existing subjects")
-            self._write([(records.mode_key(subject), records.mode_value(mode))])
+            writer.write([(records.mode_key(subject), records.mode_value(mode))])
         return mode
 
     def delete_mode(self, subject: str) -> str:
-        with self._writing():
+        with self._writing() as writer:
             previous = self.mode(subject, default_to_global=False)
-            self._write([(records.mode_key(subject), None)])
+            writer.write([(records.mode_key(subject), None)])
         return previous
 
 
