@@ -11,7 +11,9 @@ copied into it when their sources are the same at both commits (else the base ru
 pure-Python paths and the run says so).  Each side gets a fresh log dir.  The cases are
 broker_ingest's (confluent-kafka Producer, one partition), every case on both brokers,
 their order alternating between repeats.  The ratio is this build's rec/s over the base's;
-no goal: it says what a change did.
+no goal: it says what a change did.  ``--partitions P`` adds ``partitions.py``'s many-partition
+case (100 B round-robin over a fresh P-partition topic) on both builds, with each broker's CPU
+per record, which a busy machine skews less than the rate.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import broker_fetch
+import partitions
 from _common import (
     BenchFailure,
     MillraceTarget,
@@ -38,6 +41,7 @@ from _common import (
     main_guard,
     print_table,
     produce_records,
+    produce_round_robin,
     scaled,
     write_json,
 )
@@ -59,6 +63,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--cost", action="store_true",
                     help="also the broker's CPU and minor page faults per MB of 1 KiB ingest "
                          "(figures a busy machine does not skew much, unlike rates)")
+    ap.add_argument("--partitions", type=int, default=0, metavar="P",
+                    help="also 100 B ingest round-robin over a P-partition topic (partitions.py)")
     args = ap.parse_args()
     args.scale = 1.0  # scaled() applies --quick
     if args.json:  # the brokers run from another directory (targets())
@@ -159,16 +165,46 @@ def byte_cost(ts: list[Target], repeat: int, records: int) -> list[dict[str, Any
     return rows
 
 
+def partition_cost(ts: list[Target], repeat: int, records: int, count: int
+                   ) -> list[dict[str, Any]]:
+    """100 B records round-robin over ``count`` partitions on each build: rec/s and the
+    broker's CPU microseconds per record."""
+    rows: list[dict[str, Any]] = []
+    for rep in range(repeat):
+        for t in (ts if rep % 2 == 0 else ts[::-1]):
+            assert t.broker_pid is not None
+            topic = f"bench-builds-parts-{rep}"
+            partitions.create_topics(t.bootstrap, {topic: count})
+            _, cpu0 = broker_stat(t.broker_pid)
+            sent, secs = produce_round_robin(t.bootstrap, [(topic, i) for i in range(count)],
+                                             bytes(partitions.RECORD_BYTES), records)
+            _, cpu1 = broker_stat(t.broker_pid)
+            rows.append({"target": t.name, "records": sent, "seconds": round(secs, 3),
+                         "rate": round(sent / secs),
+                         "broker_cpu_us_per_record": round(1e6 * (cpu1 - cpu0) / sent, 3)})
+            print(f"  P={count:<13} {t.name:<11} {rows[-1]['rate']:,} rec/s, broker "
+                  f"{rows[-1]['broker_cpu_us_per_record']:.2f} CPU us/record", flush=True)
+    for name in (HEAD, BASE):
+        mine = [r for r in rows if r["target"] == name]
+        rate = statistics.median(r["rate"] for r in mine)
+        cpu = statistics.median(r["broker_cpu_us_per_record"] for r in mine)
+        print(f"P={count} {name:<11} median {rate:,.0f} rec/s, {cpu:.2f} broker CPU us/record")
+    return rows
+
+
 def run() -> None:
     args = parse()
     base = git("rev-parse", "--short", args.base)
     print(f"this build {git('rev-parse', '--short', 'HEAD')} vs base {base}", flush=True)
     fetched: list[Result] = []
     cost: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
     with targets(base) as ts:
         results: list[Result] = ingest_on_off(ts, CASES, "bench-builds-", args)
         if args.cost:
             cost = byte_cost(ts, args.repeat, scaled(args, 400_000))
+        if args.partitions:
+            parts = partition_cost(ts, args.repeat, scaled(args, 600_000), args.partitions)
         if args.fetch:
             loaded = [broker_fetch.preload(t, case, scaled(args, case.records))
                       for case in broker_fetch.CASES if case.window for t in ts]
@@ -181,7 +217,7 @@ def run() -> None:
     if fetched:
         rows += print_table(f"fetch: this build vs {base} (as broker_fetch)", fetched, {},
                             HEAD, BASE)
-    write_json(args.json, "builds", rows, cost=cost)
+    write_json(args.json, "builds", rows, cost=cost, partitions=parts)
 
 
 if __name__ == "__main__":
