@@ -167,6 +167,13 @@ class BrokerConnection(asyncio.BufferedProtocol):
             return
         self.counted = True
         self.server.connections.add(self)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:  # Kafka's Acceptor: SO_SNDBUF per connection, and keepalive
+            send_buffer = self.server.config["socket.send.buffer.bytes"]
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+                if send_buffer != -1:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
         loop = asyncio.get_running_loop()
         if self.security.ssl_context is not None:
             transport.pause_reading()  # nothing is read in clear on a TLS listener
@@ -601,9 +608,13 @@ class SocketServer:
             # broker is registered in ZooKeeper in between, and a controller that dials
             # it then waits in the backlog for its first UpdateMetadata to be read
             # instead of being refused and retrying.
+            receive_buffer = self.config["socket.receive.buffer.bytes"]
             for ts in srv.sockets:  # asyncio's wrappers have no listen()
                 sock = socket.socket(ts.family, ts.type, ts.proto,
                                      fileno=ts.fileno())
+                if receive_buffer != -1:  # before listen: accepted sockets inherit it,
+                    # and the window scale they offer is chosen from it (as in Kafka)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
                 sock.listen(_BACKLOG)
                 sock.detach()  # the fd stays asyncio's
             self._servers.append(srv)
