@@ -15,15 +15,20 @@ and/or SASL, see ``security/inter_broker.py``): the TLS handshake and the SASL e
 happen on connect, before the first request; a failure of either is a failed send like
 any other.
 
+Responses are read in place, as the broker's own connections read requests: the socket
+(or the TLS engine) writes into a ``FrameReader``'s reusable buffer through
+``_ChannelProtocol`` (an ``asyncio.BufferedProtocol``), and a response is decoded from a
+view of it.  A follower's fetched records stay views of that buffer down to its
+``pwrite``; nothing copies a fetch response in Python (a stream reader copied each one
+twice, into its buffer and out of it).
+
 Owned by the event-loop thread; one task uses a channel at a time (``send`` holds a lock).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -37,17 +42,84 @@ from millrace.common.errors import (
     ProtocolDecodeError,
     SaslAuthenticationError,
 )
-from millrace.protocol import ClientConnection
-from millrace.protocol.framing import size_error
+from millrace.protocol import NEED_DATA, ClientConnection
+from millrace.protocol.framing import FrameReader
 
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
-# The stream reads on until it holds twice this much: a follower's fetch responses (up to
-# replica.fetch.response.max.bytes, 10 MiB) arrive without pausing the socket every
-# 128 KiB, asyncio's default.
-STREAM_LIMIT = 4 * 1024 * 1024
-_INT32 = struct.Struct(">i")
 
 log = logging.getLogger(__name__)
+
+
+class _ChannelProtocol(asyncio.BufferedProtocol):
+    """The channel's end of its socket: response frames read in place (``read_frame``),
+    requests written with back-pressure (``write``)."""
+
+    def __init__(self, max_frame_size: int) -> None:
+        self.frames = FrameReader(max_frame_size)
+        self.transport: asyncio.Transport | None = None
+        self._waiter: asyncio.Future[memoryview] | None = None
+        self._lost: str | None = None  # why the connection is gone
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.frames.buffer_updated(nbytes)
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        try:
+            frame = self.frames.next_frame()
+        except ProtocolDecodeError as e:
+            waiter.set_exception(e)
+            return
+        if frame is not NEED_DATA:
+            assert isinstance(frame, memoryview)
+            waiter.set_result(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = f"{type(exc).__name__}: {exc}" if exc else "closed by the peer"
+        self._writable.set()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(ConnectionError(f"connection {self._lost}"))
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def write(self, data: bytes) -> None:
+        """Write ``data``; return once the transport takes more."""
+        if self._lost is not None or self.transport is None:
+            raise ConnectionError(f"connection {self._lost or 'not open'}")
+        self.transport.write(data)
+        await self._writable.wait()
+
+    async def read_frame(self) -> memoryview:
+        """The next whole frame, a view of the receive buffer (kept valid while viewed)."""
+        frame = self.frames.next_frame()
+        if frame is not NEED_DATA:
+            assert isinstance(frame, memoryview)
+            return frame
+        if self._lost is not None:
+            raise ConnectionError(f"connection {self._lost}")
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
 
 
 class BrokerChannel:
@@ -61,8 +133,7 @@ class BrokerChannel:
         self._client_id = client_id
         self._timeout_s = request_timeout_ms / 1000
         self._max_frame = max_frame_size
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: _ChannelProtocol | None = None
         self._conn: ClientConnection | None = None
         self._lock = asyncio.Lock()
 
@@ -79,47 +150,52 @@ class BrokerChannel:
         async with self._lock:
             try:
                 return await asyncio.wait_for(self._round_trip(body, version), self._timeout_s)
-            except (OSError, TimeoutError, ProtocolDecodeError, asyncio.IncompleteReadError,
-                    ConnectionError, SaslAuthenticationError) as e:
+            except (OSError, TimeoutError, ProtocolDecodeError, ConnectionError,
+                    SaslAuthenticationError) as e:
                 self.close()
                 raise BrokerNotAvailableError(
                     f"request to broker {self.node_id} at {self.host}:{self.port} failed: "
                     f"{type(e).__name__}: {e}") from None
 
     async def _round_trip(self, body: Any, version: int) -> Any:
-        if self._writer is None:
-            security = self.security
-            if security.ssl_context is not None:
-                self._reader, self._writer = await asyncio.open_connection(
-                    self.host, self.port, ssl=security.ssl_context, server_hostname=self.host,
-                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S, limit=STREAM_LIMIT)
-            else:
-                self._reader, self._writer = await asyncio.open_connection(
-                    self.host, self.port, limit=STREAM_LIMIT)
-            self._conn = ClientConnection(self._client_id, self._max_frame)
-            if security.uses_sasl:
-                await authenticate(self._reader, self._writer, self._conn, security)
-        assert self._reader is not None and self._conn is not None
+        protocol = self._protocol
+        if protocol is None:
+            protocol = await self._connect()
+        assert self._conn is not None
+        if protocol.frames.buffered:  # one request in flight: nothing may come unasked
+            raise ProtocolDecodeError(f"{protocol.frames.buffered} unexpected bytes from "
+                                      "the peer")
+        return await self._exchange(body, version)
+
+    async def _connect(self) -> _ChannelProtocol:
+        security = self.security
+        loop = asyncio.get_running_loop()
+        if security.ssl_context is not None:
+            _, protocol = await loop.create_connection(
+                lambda: _ChannelProtocol(self._max_frame), self.host, self.port,
+                ssl=security.ssl_context, server_hostname=self.host,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S)
+        else:
+            _, protocol = await loop.create_connection(
+                lambda: _ChannelProtocol(self._max_frame), self.host, self.port)
+        self._protocol = protocol
+        self._conn = ClientConnection(self._client_id, self._max_frame)
+        if security.uses_sasl:
+            await authenticate(self._exchange, security)
+        return protocol
+
+    async def _exchange(self, body: Any, version: int) -> Any:
+        """One request and its response, on the open connection."""
+        assert self._protocol is not None and self._conn is not None
         _, data = self._conn.send_request(body, version)
-        self._writer.write(data)
-        await self._writer.drain()
-        if self._conn.buffered:  # bytes the SASL exchange read past its last response
-            raise ProtocolDecodeError(f"{self._conn.buffered} unexpected bytes from the peer")
-        # One response, read whole: its bytes are copied once out of the stream's buffer,
-        # and a Fetch response's records are decoded as views of them, down to the
-        # follower's pwrite.
-        (size,) = _INT32.unpack(await self._reader.readexactly(4))
-        error = size_error(size, self._max_frame)
-        if error is not None:
-            raise error
-        frame = await self._reader.readexactly(size)
-        return self._conn.decode_response(memoryview(frame)).body
+        await self._protocol.write(data)
+        frame = await self._protocol.read_frame()
+        return self._conn.decode_response(frame).body
 
     def close(self) -> None:
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                self._writer.close()
-        self._reader = self._writer = None
+        if self._protocol is not None:
+            self._protocol.close()
+        self._protocol = None
         self._conn = None
 
 

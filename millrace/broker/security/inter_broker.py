@@ -23,15 +23,14 @@ Thread ownership: built on the main thread; ``authenticate`` runs on the event l
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from millrace.broker.security.listener_security import jaas_for, listener_ssl_config
 from millrace.common.errors import ConfigError, SaslAuthenticationError
-from millrace.protocol import NEED_DATA, ClientConnection, Response
 from millrace.protocol.types import SaslAuthenticateRequest, SaslHandshakeRequest
 from millrace.security.sasl import create_sasl_client
 from millrace.security.ssl_factory import SslFactory
@@ -92,16 +91,16 @@ def _build(config: KafkaConfig) -> ChannelSecurity:
                            jaas.options["password"])
 
 
-async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       conn: ClientConnection, security: ChannelSecurity) -> None:
-    """SASL over a fresh channel (Kafka's ``SaslClientAuthenticator``);
+async def authenticate(exchange: Callable[[Any, int], Awaitable[Any]],
+                       security: ChannelSecurity) -> None:
+    """SASL over a fresh channel (Kafka's ``SaslClientAuthenticator``), each request sent
+    with ``exchange(body, version)``, which returns the response body;
     ``SaslAuthenticationError`` with the peer's message when it refuses."""
     assert security.mechanism is not None and security.username is not None
     client = create_sasl_client(security.mechanism, security.username,
                                 security.password or "")
-    handshake = await _round_trip(reader, writer, conn,
-                                  SaslHandshakeRequest(mechanism=security.mechanism),
-                                  SASL_HANDSHAKE_VERSION)
+    handshake = await exchange(SaslHandshakeRequest(mechanism=security.mechanism),
+                               SASL_HANDSHAKE_VERSION)
     if handshake.error_code:
         raise SaslAuthenticationError(
             f"the broker refused SASL mechanism {security.mechanism} "
@@ -109,8 +108,8 @@ async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
             f"{', '.join(handshake.mechanisms)})")
     token = client.evaluate_challenge(b"")
     while token is not None:
-        resp = await _round_trip(reader, writer, conn, SaslAuthenticateRequest(
-            auth_bytes=token), SASL_AUTHENTICATE_VERSION)
+        resp = await exchange(SaslAuthenticateRequest(auth_bytes=token),
+                              SASL_AUTHENTICATE_VERSION)
         if resp.error_code:
             raise SaslAuthenticationError(
                 f"inter-broker SASL/{security.mechanism} authentication as "
@@ -121,19 +120,3 @@ async def authenticate(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
     if not client.is_complete():
         raise SaslAuthenticationError(
             f"inter-broker SASL/{security.mechanism} exchange ended before completion")
-
-
-async def _round_trip(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                      conn: ClientConnection, body: Any, version: int) -> Any:
-    _, data = conn.send_request(body, version)
-    writer.write(data)
-    await writer.drain()
-    while True:
-        event = conn.next_event()
-        if event is not NEED_DATA:
-            assert isinstance(event, Response)
-            return event.body
-        chunk = await reader.read(1 << 16)
-        if not chunk:
-            raise ConnectionError("connection closed by the peer during authentication")
-        conn.receive_data(chunk)
