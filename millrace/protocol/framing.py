@@ -20,9 +20,12 @@ Two readers share those rules:
   refuses to resize, so the probe is to shrink it by a byte and grow it back.  A request
   may therefore keep its frame (a delayed produce waiting for acks=all does) for as long
   as it likes.  Meanwhile the reader moves on to another buffer, and the pinned one
-  returns to the pool when the request lets go.  Memory per connection is bounded by the
-  frames it has in flight (the broker caps those) plus ``KEEP_FREE`` spare buffers, and
-  ``trim`` gives all of it back when the connection is idle.
+  returns to the pool when the request lets go: the reader remembers up to ``KEEP_LENT``
+  such buffers (as many as the broker lets a connection queue), so that while many
+  acks=all requests wait, each released buffer serves a later frame instead of a new one
+  being allocated.  Memory per connection is bounded by its largest burst of frames in
+  flight (the broker caps those) plus ``KEEP_FREE`` spare buffers, and ``trim`` gives all
+  of it back when the connection is idle.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ MIN_BUFFER = 64 * 1024  # the smallest buffer allocated
 MIN_READ = 16 * 1024  # the least room offered to one read
 GRAIN = 256 * 1024  # buffer sizes are multiples of this
 KEEP_FREE = 2  # spare buffers a connection keeps for reuse
+KEEP_LENT = 64  # buffers retired while viewed that a connection remembers, to reuse
 KEEP_MAX = 16 * 1024 * 1024  # larger buffers are never kept for reuse
 
 
@@ -139,6 +143,7 @@ class FrameReader:
         self._end = 0  # bytes filled so far
         self._need: int | None = None  # size of the frame being collected
         self._free: list[bytearray] = []  # spare buffers, possibly still pinned
+        self._lent: list[bytearray] = []  # retired while viewed, oldest first
         self._error: ProtocolDecodeError | None = None
 
     @property
@@ -220,6 +225,9 @@ class FrameReader:
         for i, buf in enumerate(self._free):
             if len(buf) >= size and _unpinned(buf):
                 return self._free.pop(i)
+        for i, buf in enumerate(self._lent):  # oldest first: the likeliest released
+            if len(buf) >= size and _unpinned(buf):
+                return self._lent.pop(i)
         # Rounded up to a whole GRAIN, so that a run of similar frames settles on one size
         # and the spares fit the next ones, without doubling a large frame's memory.
         return bytearray(MIN_BUFFER if size <= MIN_BUFFER else -(-size // GRAIN) * GRAIN)
@@ -227,20 +235,28 @@ class FrameReader:
     def _retire(self, buf: bytearray) -> None:
         if not 0 < len(buf) <= KEEP_MAX:
             return
-        self._free.append(buf)
-        if len(self._free) > KEEP_FREE:
-            # Drop an unpinned spare if there is one (its memory goes back now), else the
-            # oldest (whoever still views it keeps it alive until done with it).
-            for i, spare in enumerate(self._free):
-                if _unpinned(spare):
-                    del self._free[i]
-                    break
-            else:
-                del self._free[0]
+        if _unpinned(buf):
+            self._keep(buf)
+            return
+        # Still viewed: remembered, and reused once released.  Released ones stay here
+        # until reused or trimmed, so a connection keeps at most the buffers of its own
+        # largest burst of requests in flight (which it held at that moment anyway).
+        self._lent.append(buf)
+        if len(self._lent) > KEEP_LENT:
+            del self._lent[0]  # whoever views it keeps it alive until done with it
+
+    def _keep(self, buf: bytearray) -> None:
+        """Add an unviewed buffer to the spares; past ``KEEP_FREE``, the smallest goes
+        (its memory goes back now)."""
+        free = self._free
+        free.append(buf)
+        if len(free) > KEEP_FREE:  # by position: list.remove would compare contents
+            del free[min(range(len(free)), key=lambda i: len(free[i]))]
 
     def trim(self) -> None:
         """Give the buffers back (the connection is idle): only unread bytes stay."""
         self._free.clear()
+        self._lent.clear()
         pending = self._end - self._start
         old = self._buf
         self._buf = bytearray(pending)

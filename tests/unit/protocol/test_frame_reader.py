@@ -158,3 +158,45 @@ def test_trim_gives_the_buffers_back_and_keeps_unread_bytes() -> None:
     assert len(r._buf) == 6 and not r._free
     feed(r, frame(b"partial")[6:])
     assert [bytes(f) for f in drain(r)] == [b"partial"]
+
+
+def test_buffers_released_by_a_window_of_waiting_requests_are_reused() -> None:
+    """Many acks=all requests wait at once, each holding its frame; as each completes, its
+    buffer serves a later frame instead of a new one being allocated (and faulted in)."""
+    r = FrameReader()
+    window = 8
+    held: list[memoryview] = []
+    seen: list[bytearray] = []  # every buffer the reader read into (kept: ids stay unique)
+    for i in range(100):
+        feed(r, frame(bytes([i % 250]) * 300_000))
+        held += drain(r)
+        if not any(r._buf is b for b in seen):
+            seen.append(r._buf)
+        if len(held) > window:
+            oldest = held.pop(0)
+            assert bytes(oldest[:1]) == bytes([(i - window) % 250])
+            oldest.release()
+    # the window's buffers, the one being filled and the spares: nothing per request
+    assert len(seen) <= window + KEEP_FREE + 2
+
+
+def test_a_burst_of_released_buffers_serves_the_next_burst() -> None:
+    """Reading pauses while a connection's queue is full and resumes when half of it is
+    served: buffers come back in bursts, and the next burst of frames reuses them."""
+    r = FrameReader()
+    burst = 32
+    seen: list[bytearray] = []
+
+    def read_burst() -> list[memoryview]:
+        held: list[memoryview] = []
+        for i in range(burst):
+            feed(r, frame(bytes([i]) * 300_000))
+            held += drain(r)
+            if not any(r._buf is b for b in seen):
+                seen.append(r._buf)
+        return held
+
+    for _ in range(4):
+        for view in read_burst():
+            view.release()
+    assert len(seen) <= burst + KEEP_FREE + 2  # the first burst's buffers, then no more
