@@ -36,10 +36,12 @@ from millrace.record import RecordBatchBuilder
 VERSION = 9
 
 
-def broker_cpu(pid: int) -> float:
+def broker_cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of process ``pid`` so far."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def request(topic: str, partition: int, records: bytes) -> Any:
@@ -94,13 +96,16 @@ def run() -> None:
                                     raise BenchFailure(f"error {part.error_code} for "
                                                        f"partition {part.index}")
                 secs = time.perf_counter() - t0
-                cpu = broker_cpu(broker.proc.pid) - cpu0
+                user, system = (b - a for a, b in zip(cpu0, broker_cpu(broker.proc.pid),
+                                                      strict=True))
         finally:
             broker.stop()
     print(f"{args.requests} requests of 1 partition x {args.records} x 100 B over "
           f"{args.partitions} partitions, {args.in_flight} in flight: "
-          f"{args.requests / secs:,.0f} requests/s, broker {1e6 * cpu / args.requests:.1f} "
-          f"CPU us/request, {args.requests / reads:.1f} responses per client read")
+          f"{args.requests / secs:,.0f} requests/s, broker "
+          f"{1e6 * (user + system) / args.requests:.1f} CPU us/request "
+          f"({1e6 * system / args.requests:.1f} of them in the kernel), "
+          f"{args.requests / reads:.1f} responses per client read")
 
 
 if __name__ == "__main__":
