@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -139,29 +139,53 @@ def broker_stat(pid: int) -> tuple[int, float]:
     return int(fields[7]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def byte_cost(ts: list[Target], repeat: int, records: int) -> list[dict[str, Any]]:
-    """What 1 MB of 1 KiB records costs each broker: CPU milliseconds and minor faults."""
+def interleaved(ts: list[Target], repeat: int, prepare: Callable[[Target, int], Any],
+                produce: Callable[[Target, Any], tuple[int, float]],
+                row: Callable[[int, float, float, int], dict[str, Any]],
+                show: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    """Each build ``repeat`` times, the order flipping every repeat.  ``prepare(t, rep)``
+    (untimed) gives what ``produce(t, it)`` sends to; that returns (records, seconds), and
+    ``row(records, seconds, broker CPU seconds, minor faults)`` the figures over the
+    produce alone, printed with ``show`` as they come."""
     rows: list[dict[str, Any]] = []
     for rep in range(repeat):
         for t in (ts if rep % 2 == 0 else ts[::-1]):
             assert t.broker_pid is not None
-            topic = f"bench-builds-cost-{rep}"
-            t.create_topic(topic)
+            it = prepare(t, rep)
             faults0, cpu0 = broker_stat(t.broker_pid)
-            sent, secs = produce_records(t.bootstrap, topic, bytes(1024), records)
+            sent, secs = produce(t, it)
             faults1, cpu1 = broker_stat(t.broker_pid)
-            mb = sent * 1024 / 1e6
             rows.append({"target": t.name, "records": sent, "seconds": round(secs, 3),
-                         "broker_cpu_ms_per_mb": round(1000 * (cpu1 - cpu0) / mb, 3),
-                         "minor_faults_per_mb": round((faults1 - faults0) / mb, 1)})
-            print(f"  cost 1KiB       {t.name:<11} {sent} rec: broker "
-                  f"{rows[-1]['broker_cpu_ms_per_mb']:.2f} CPU ms/MB, "
-                  f"{rows[-1]['minor_faults_per_mb']:.0f} minor faults/MB", flush=True)
+                         **row(sent, secs, cpu1 - cpu0, faults1 - faults0)})
+            print(f"  {show(rows[-1])}", flush=True)
+    return rows
+
+
+def median_of(rows: list[dict[str, Any]], name: str, key: str) -> float:
+    return statistics.median(r[key] for r in rows if r["target"] == name)
+
+
+def byte_cost(ts: list[Target], repeat: int, records: int) -> list[dict[str, Any]]:
+    """What 1 MB of 1 KiB records costs each broker: CPU milliseconds and minor faults."""
+    def prepare(t: Target, rep: int) -> str:
+        topic = f"bench-builds-cost-{rep}"
+        t.create_topic(topic)
+        return topic
+
+    def row(sent: int, secs: float, cpu: float, faults: int) -> dict[str, Any]:
+        mb = sent * 1024 / 1e6
+        return {"broker_cpu_ms_per_mb": round(1000 * cpu / mb, 3),
+                "minor_faults_per_mb": round(faults / mb, 1)}
+
+    rows = interleaved(
+        ts, repeat, prepare,
+        lambda t, topic: produce_records(t.bootstrap, topic, bytes(1024), records), row,
+        lambda r: (f"cost 1KiB       {r['target']:<11} {r['records']} rec: broker "
+                   f"{r['broker_cpu_ms_per_mb']:.2f} CPU ms/MB, "
+                   f"{r['minor_faults_per_mb']:.0f} minor faults/MB"))
     for name in (HEAD, BASE):
-        mine = [r for r in rows if r["target"] == name]
-        cpu = statistics.median(r["broker_cpu_ms_per_mb"] for r in mine)
-        faults = statistics.median(r["minor_faults_per_mb"] for r in mine)
-        print(f"cost {name:<11} median {cpu:.2f} CPU ms/MB, {faults:.0f} minor faults/MB")
+        print(f"cost {name:<11} median {median_of(rows, name, 'broker_cpu_ms_per_mb'):.2f} "
+              f"CPU ms/MB, {median_of(rows, name, 'minor_faults_per_mb'):.0f} minor faults/MB")
     return rows
 
 
@@ -169,26 +193,23 @@ def partition_cost(ts: list[Target], repeat: int, records: int, count: int
                    ) -> list[dict[str, Any]]:
     """100 B records round-robin over ``count`` partitions on each build: rec/s and the
     broker's CPU microseconds per record."""
-    rows: list[dict[str, Any]] = []
-    for rep in range(repeat):
-        for t in (ts if rep % 2 == 0 else ts[::-1]):
-            assert t.broker_pid is not None
-            topic = f"bench-builds-parts-{rep}"
-            partitions.create_topics(t.bootstrap, {topic: count})
-            _, cpu0 = broker_stat(t.broker_pid)
-            sent, secs = produce_round_robin(t.bootstrap, [(topic, i) for i in range(count)],
-                                             bytes(partitions.RECORD_BYTES), records)
-            _, cpu1 = broker_stat(t.broker_pid)
-            rows.append({"target": t.name, "records": sent, "seconds": round(secs, 3),
-                         "rate": round(sent / secs),
-                         "broker_cpu_us_per_record": round(1e6 * (cpu1 - cpu0) / sent, 3)})
-            print(f"  P={count:<13} {t.name:<11} {rows[-1]['rate']:,} rec/s, broker "
-                  f"{rows[-1]['broker_cpu_us_per_record']:.2f} CPU us/record", flush=True)
+    def prepare(t: Target, rep: int) -> list[tuple[str, int]]:
+        topic = f"bench-builds-parts-{rep}"
+        partitions.create_topics(t.bootstrap, {topic: count})
+        return [(topic, i) for i in range(count)]
+
+    rows = interleaved(
+        ts, repeat, prepare,
+        lambda t, tps: produce_round_robin(t.bootstrap, tps, bytes(partitions.RECORD_BYTES),
+                                           records),
+        lambda sent, secs, cpu, _faults: {
+            "rate": round(sent / secs),
+            "broker_cpu_us_per_record": round(1e6 * cpu / sent, 3)},
+        lambda r: (f"P={count:<13} {r['target']:<11} {r['rate']:,} rec/s, broker "
+                   f"{r['broker_cpu_us_per_record']:.2f} CPU us/record"))
     for name in (HEAD, BASE):
-        mine = [r for r in rows if r["target"] == name]
-        rate = statistics.median(r["rate"] for r in mine)
-        cpu = statistics.median(r["broker_cpu_us_per_record"] for r in mine)
-        print(f"P={count} {name:<11} median {rate:,.0f} rec/s, {cpu:.2f} broker CPU us/record")
+        print(f"P={count} {name:<11} median {median_of(rows, name, 'rate'):,.0f} rec/s, "
+              f"{median_of(rows, name, 'broker_cpu_us_per_record'):.2f} broker CPU us/record")
     return rows
 
 
