@@ -23,9 +23,10 @@ Two readers share those rules:
   returns to the pool when the request lets go: the reader remembers up to ``KEEP_LENT``
   such buffers (as many as the broker lets a connection queue), so that while many
   acks=all requests wait, each released buffer serves a later frame instead of a new one
-  being allocated.  Memory per connection is bounded by its largest burst of frames in
-  flight (the broker caps those) plus ``KEEP_FREE`` spare buffers, and ``trim`` gives all
-  of it back when the connection is idle.
+  being allocated.  Released buffers are kept only while about as many are still viewed,
+  so memory per connection stays bounded by the frames it has in flight (the broker caps
+  those) plus ``KEEP_FREE`` spare buffers, and ``trim`` gives all of it back when the
+  connection is idle.
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ class FrameReader:
         self._start = 0  # the first byte not handed out yet (a size prefix, when any)
         self._end = 0  # bytes filled so far
         self._need: int | None = None  # size of the frame being collected
-        self._free: list[bytearray] = []  # spare buffers, possibly still pinned
+        self._free: list[bytearray] = []  # spare buffers, unviewed when kept
         self._lent: list[bytearray] = []  # retired while viewed, oldest first
         self._error: ProtocolDecodeError | None = None
 
@@ -214,6 +215,8 @@ class FrameReader:
         if len(old) >= size and _unpinned(old):
             if self._start:
                 old[:pending] = old[self._start:self._end]
+            if self._lent:
+                self._reclaim(None)
         else:
             new = self._spare(size)
             new[:pending] = old[self._start:self._end]
@@ -225,12 +228,35 @@ class FrameReader:
         for i, buf in enumerate(self._free):
             if len(buf) >= size and _unpinned(buf):
                 return self._free.pop(i)
-        for i, buf in enumerate(self._lent):  # oldest first: the likeliest released
-            if len(buf) >= size and _unpinned(buf):
-                return self._lent.pop(i)
+        if self._lent:
+            found = self._reclaim(size)
+            if found is not None:
+                return found
         # Rounded up to a whole GRAIN, so that a run of similar frames settles on one size
         # and the spares fit the next ones, without doubling a large frame's memory.
         return bytearray(MIN_BUFFER if size <= MIN_BUFFER else -(-size // GRAIN) * GRAIN)
+
+    def _reclaim(self, size: int | None) -> bytearray | None:
+        """A lent buffer of ``size`` or more that nobody views any more, if any (None:
+        none is wanted, only the dropping below).  Released buffers are kept for the next
+        burst only while requests still hold as many (reading resumes with half of a full
+        queue waiting); past that they are dropped, so a connection whose bursts ended
+        gives their memory back."""
+        states = [(buf, _unpinned(buf)) for buf in self._lent]  # oldest first
+        allowed = KEEP_FREE + sum(1 for _, released in states if not released)
+        found: bytearray | None = None
+        kept: list[bytearray] = []
+        for buf, released in states:
+            if released:
+                if found is None and size is not None and len(buf) >= size:
+                    found = buf
+                    continue
+                if allowed <= 0:
+                    continue  # dropped: its memory goes back now
+                allowed -= 1
+            kept.append(buf)
+        self._lent = kept
+        return found
 
     def _retire(self, buf: bytearray) -> None:
         if not 0 < len(buf) <= KEEP_MAX:
@@ -238,9 +264,7 @@ class FrameReader:
         if _unpinned(buf):
             self._keep(buf)
             return
-        # Still viewed: remembered, and reused once released.  Released ones stay here
-        # until reused or trimmed, so a connection keeps at most the buffers of its own
-        # largest burst of requests in flight (which it held at that moment anyway).
+        # Still viewed: remembered, and reused once released (``_reclaim``).
         self._lent.append(buf)
         if len(self._lent) > KEEP_LENT:
             del self._lent[0]  # whoever views it keeps it alive until done with it

@@ -181,22 +181,33 @@ def test_buffers_released_by_a_window_of_waiting_requests_are_reused() -> None:
 
 
 def test_a_burst_of_released_buffers_serves_the_next_burst() -> None:
-    """Reading pauses while a connection's queue is full and resumes when half of it is
-    served: buffers come back in bursts, and the next burst of frames reuses them."""
+    """Reading pauses while 64 requests wait on a connection and resumes when 32 do:
+    buffers come back 32 at a time, and the next 32 frames reuse them."""
     r = FrameReader()
-    burst = 32
+    held: list[memoryview] = []
     seen: list[bytearray] = []
+    for i in range(64 * 4):
+        feed(r, frame(bytes([i % 250]) * 300_000))
+        held += drain(r)
+        if not any(r._buf is b for b in seen):
+            seen.append(r._buf)
+        if len(held) == 64:  # the queue is full: half of it is served meanwhile
+            for view in held[:32]:
+                view.release()
+            del held[:32]
+    assert len(seen) <= 64 + KEEP_FREE + 2  # the first full queue's buffers, then no more
 
-    def read_burst() -> list[memoryview]:
-        held: list[memoryview] = []
-        for i in range(burst):
-            feed(r, frame(bytes([i]) * 300_000))
-            held += drain(r)
-            if not any(r._buf is b for b in seen):
-                seen.append(r._buf)
-        return held
 
-    for _ in range(4):
-        for view in read_burst():
-            view.release()
-    assert len(seen) <= burst + KEEP_FREE + 2  # the first burst's buffers, then no more
+def test_released_buffers_beyond_those_still_viewed_are_dropped() -> None:
+    """After a burst ends, a connection keeps only ``KEEP_FREE`` released buffers (plus as
+    many as are still viewed), not the whole burst's memory."""
+    r = FrameReader()
+    held: list[memoryview] = []
+    for i in range(20):
+        feed(r, frame(bytes([i]) * 300_000))
+        held += drain(r)
+    for view in held:
+        view.release()
+    feed(r, frame(b"x" * 300_000))  # one more frame: reclaims one, drops the excess
+    assert [bytes(f[:1]) for f in drain(r)] == [b"x"]
+    assert len(r._lent) + len(r._free) <= KEEP_FREE + 1
