@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs Debian packages the tests or the pipeline need, when missing.
-# Usage: scripts/system-deps.sh kcat [zookeeper] [postgresql] [java] [nftables]
+# Usage: scripts/system-deps.sh kcat [zookeeper] [postgresql] [java] [nftables] [chromium]
 set -euo pipefail
 
 # Spark 4 needs Java 17 or newer
@@ -25,6 +25,8 @@ for dep in "$@"; do
         postgresql) pg_ok || missing+=(postgresql) ;;
         # nft: the network partitions of millrace.testing.faults.network
         nftables)   { command -v nft >/dev/null 2>&1 || [ -x /usr/sbin/nft ]; } || missing+=(nftables) ;;
+        # the console's browser tests: Playwright drives Debian's Chromium (no download)
+        chromium)   [ -x /usr/bin/chromium ] || missing+=(chromium) ;;
         *) echo "system-deps: unknown dependency $dep" >&2; exit 2 ;;
     esac
 done

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh test
-bash scripts/system-deps.sh kcat java postgresql zookeeper nftables
+bash scripts/system-deps.sh kcat java postgresql zookeeper nftables chromium
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff";          ruff check .
 echo "== mypy";          mypy
