@@ -38,6 +38,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.leader_election",
     "millrace.cli.reassign_partitions",
     "millrace.cli.console",
+    "millrace.cli.web_console",
     "millrace.cli.pipeline",
     "millrace.cli.perf",
     "millrace.cli.demo",

@@ -14,7 +14,12 @@ from millrace.client.admin.client_quota import (
     ClientQuotaOp,
 )
 from millrace.client.admin.config import ADMIN_CONFIG, AdminClientConfig
-from millrace.client.admin.kafka_admin_client import AdminClient, KafkaAdminClient
+from millrace.client.admin.kafka_admin_client import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    AdminClient,
+    KafkaAdminClient,
+)
 from millrace.client.admin.offset_reset import OffsetResetSpec, ResetKind
 from millrace.client.admin.results import AdminResult, IllegalArgumentError
 from millrace.client.admin.types import (
@@ -70,7 +75,7 @@ from millrace.protocol.consumer_protocol import (
 )
 
 __all__ = [
-    "ADMIN_CONFIG", "AbortTransactionSpec", "AdminClient", "AdminClientConfig", "AdminResult",
+    "ADMIN_CONFIG", "READ_COMMITTED", "READ_UNCOMMITTED", "AbortTransactionSpec", "AdminClient", "AdminClientConfig", "AdminResult",
     "AlterConfigOp", "AlterConfigOpType", "Assignment", "ClientQuotaAlteration",
     "ClientQuotaEntity", "ClientQuotaFilter", "ClientQuotaFilterComponent", "ClientQuotaOp",
     "ClusterDescription", "Config",

@@ -1,0 +1,430 @@
+"""The web console in a real browser against a real 3-broker cluster.
+
+``millrace console`` runs as a child process (``ConsoleProcess``) against the module's
+cluster (ZooKeeper and three ``millrace broker`` processes); Playwright drives Debian's
+``/usr/bin/chromium`` through ``executable_path`` (no browser download).  Every page load
+is watched: a request to any host but loopback fails the test.  The console reads the
+cluster only through the Kafka protocol, so what passes here passes for any Kafka.
+
+Screenshots of each view go to ``$MILLRACE_CONSOLE_SCREENSHOTS`` when set (``docs/console/``
+is refreshed that way), else under the test's temporary directory.
+
+The test that pauses a follower runs last: it leaves the cluster as it found it once the
+follower is resumed and back in the ISR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from cluster_support import WAIT, admin, create_topic, wait_in_sync, wait_until
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+
+from millrace.client.consumer import KafkaConsumer
+from millrace.common.topic_partition import TopicPartition
+from millrace.launcher.console_process import ConsoleProcess
+from millrace.launcher.local_cluster import LocalCluster
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync"]
+TOKEN = "console-test-token-5b1f"
+EXPECT_MS = 30_000
+
+if not CHROMIUM.exists():
+    raise RuntimeError("the console tests need Debian's chromium: "
+                       "bash scripts/system-deps.sh chromium")
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                         args=CHROMIUM_ARGS)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="module")
+def console(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[ConsoleProcess]:
+    with ConsoleProcess(cluster.bootstrap, tmp_path_factory.mktemp("console"),
+                        interval_s=0.5) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wanted = os.environ.get("MILLRACE_CONSOLE_SCREENSHOTS")
+    directory = Path(wanted) if wanted else tmp_path_factory.mktemp("screenshots")
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+class Guarded:
+    """A page whose requests to anything but loopback are refused and recorded."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.foreign: list[str] = []
+        self.errors: list[str] = []
+        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
+        self.page: Page = self.context.new_page()
+        self.page.route("**/*", self._route)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+
+    def _route(self, route: Any) -> None:
+        host = urlsplit(route.request.url).hostname or ""
+        if host in ("127.0.0.1", "localhost", "::1"):
+            route.continue_()
+        else:
+            self.foreign.append(route.request.url)
+            route.abort()
+
+    def close(self) -> None:
+        self.context.close()
+        assert self.foreign == [], f"the page asked hosts other than loopback: {self.foreign}"
+        assert self.errors == [], f"the page raised: {self.errors}"
+
+
+@pytest.fixture
+def guarded(browser: Browser) -> Iterator[Guarded]:
+    g = Guarded(browser)
+    yield g
+    g.close()
+
+
+def api(console: ConsoleProcess, path: str, body: Any = None, *, method: str | None = None,
+        headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        console.url + path.lstrip("/"), data=data, method=method,
+        headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=WAIT) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def state(console: ConsoleProcess) -> dict[str, Any]:
+    status, body = api(console, "api/state")
+    assert status == 200
+    return body  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------------- views
+def test_overview_shows_the_brokers_the_controller_and_no_alerts(
+        cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded,
+        shots: Path) -> None:
+    page = guarded.page
+    page.goto(console.url + "#/overview")
+    expect(page.get_by_test_id("view-overview")).to_be_visible(timeout=EXPECT_MS)
+    rows = page.get_by_test_id("broker-row")
+    expect(rows).to_have_count(3, timeout=EXPECT_MS)
+    controller = state(console)["cluster"]["controller"]
+    assert controller in (1, 2, 3)
+    for broker_id in (1, 2, 3):
+        row = page.locator(f'[data-testid="broker-row"][data-broker-id="{broker_id}"]')
+        expect(row).to_contain_text(cluster.broker(broker_id).bootstrap)
+    expect(page.get_by_test_id("alerts")).to_contain_text("No alerts", timeout=EXPECT_MS)
+    expect(page.get_by_test_id("live")).to_have_text(re.compile("live"), timeout=EXPECT_MS)
+    expect(page.get_by_test_id("throughput-chart")).to_be_visible()
+    page.screenshot(path=str(shots / "overview.png"), full_page=True)
+
+
+def test_topics_list_and_detail_show_partitions_leaders_and_isr(
+        cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded,
+        shots: Path) -> None:
+    client = admin(cluster.bootstrap)
+    view = create_topic(client, "console-orders", 3, 3)
+    page = guarded.page
+    page.goto(console.url + "#/topics")
+    row = page.locator('[data-testid="topic-row"][data-topic="console-orders"]')
+    expect(row).to_be_visible(timeout=EXPECT_MS)
+    page.screenshot(path=str(shots / "topics.png"), full_page=True)
+    row.get_by_role("link", name="console-orders").click()
+    expect(page.get_by_test_id("view-topic")).to_be_visible(timeout=EXPECT_MS)
+    expect(page.get_by_test_id("partition-row")).to_have_count(3, timeout=EXPECT_MS)
+    for number, partition in view.items():
+        cells = page.locator(f'[data-testid="partition-row"][data-partition="{number}"]')
+        expect(cells).to_contain_text(str(partition.leader))
+    timeline = page.get_by_test_id("timeline-entry")
+    expect(timeline.first).to_be_visible(timeout=EXPECT_MS)
+    page.screenshot(path=str(shots / "topic.png"), full_page=True)
+
+
+def test_a_record_produced_in_the_form_appears_in_the_browser(
+        cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded,
+        shots: Path) -> None:
+    create_topic(admin(cluster.bootstrap), "console-form", 2, 3)
+    page = guarded.page
+    page.goto(console.url + "#/messages")
+    expect(page.get_by_test_id("view-messages")).to_be_visible(timeout=EXPECT_MS)
+    form = page.get_by_test_id("produce")
+    _choose(form, "topic", "console-form")
+    form.locator('[name="partition"]').fill("1")
+    form.locator('[name="key"]').fill("order-17")
+    form.locator('[name="value"]').fill('{"status": "paid", "amount": 42}')
+    form.locator('[name="headers"]').fill("source=console-test")
+    form.locator('button[type="submit"]').click()
+    result = page.get_by_test_id("produce-result")
+    expect(result).to_contain_text("partition 1", timeout=EXPECT_MS)
+    offset = int(re.search(r"offset (\d+)", result.inner_text()).group(1))  # type: ignore[union-attr]
+
+    # a real consumer finds it where the console said
+    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(
+        {"bootstrap.servers": cluster.bootstrap, "group.id": None})
+    try:
+        tp = TopicPartition("console-form", 1)
+        consumer.assign([tp])
+        consumer.seek(tp, offset)
+        records = wait_until("the produced record", lambda: list(consumer.poll(500)))
+    finally:
+        consumer.close()
+    assert (records[0].key, records[0].value) == (b"order-17",
+                                                   b'{"status": "paid", "amount": 42}')
+    assert records[0].headers[0] == ("source", b"console-test")
+
+    browse = page.get_by_test_id("browse")
+    _choose(browse, "topic", "console-form")
+    browse.locator('[name="q"]').fill("paid")
+    _choose(browse, "format", "json")
+    browse.locator('button[type="submit"]').click()
+    row = page.locator(f'[data-testid="record-row"][data-partition="1"][data-offset="{offset}"]')
+    expect(row).to_be_visible(timeout=EXPECT_MS)
+    expect(row).to_contain_text("order-17")
+    expect(row).to_contain_text('"amount": 42')
+    expect(row).to_contain_text("source")
+    page.screenshot(path=str(shots / "messages.png"), full_page=True)
+
+
+def _choose(form: Any, name: str, value: str) -> None:
+    field = form.locator(f'[name="{name}"]')
+    if field.evaluate("e => e.tagName") == "SELECT":
+        expect(field.locator(f'option[value="{value}"]')).to_have_count(1, timeout=EXPECT_MS)
+        field.select_option(value)
+    else:
+        field.fill(value)
+
+
+GROUP_MEMBER = Path(__file__).parents[1] / "group_member.py"
+
+
+def _member(cluster: LocalCluster, group: str, topic: str, client_id: str,
+            directory: Path) -> subprocess.Popen[bytes]:
+    """A real group member in its own process (it commits after every poll)."""
+    return subprocess.Popen(
+        [sys.executable, str(GROUP_MEMBER), cluster.bootstrap, topic, group, client_id,
+         str(directory / f"{client_id}.log")], stdout=subprocess.DEVNULL)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGTERM)   # leaves the group cleanly
+    try:
+        process.wait(WAIT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _produce(cluster: LocalCluster, topic: str, count: int, partition: int) -> None:
+    lines = "".join(f"event-{i}\n" for i in range(count)).encode()
+    subprocess.run([sys.executable, "-m", "millrace.cli.main", "produce", "-b",
+                    cluster.bootstrap, "--topic", topic, "--partition", str(partition)],
+                   input=lines, check=True, stdout=subprocess.DEVNULL, timeout=WAIT)
+
+
+def test_groups_show_members_rebalances_with_reasons_and_lag_climbing(
+        cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded,
+        shots: Path, tmp_path: Path) -> None:
+    create_topic(admin(cluster.bootstrap), "console-events", 2, 3)
+    for partition in (0, 1):   # so that the group commits an offset for each
+        _produce(cluster, "console-events", 50, partition)
+    first = _member(cluster, "billing", "console-events", "member-a", tmp_path)
+    second = None
+    try:
+        def one_member() -> bool:
+            status, group = api(console, "api/groups/billing")
+            return (status == 200 and group["state"] == "Stable" and group["members"] != []
+                    and len(group["members"]) == 1 and group["lag"] == 0
+                    and len(group["partitions"]) == 2)
+        wait_until("billing stable with one member and no lag", one_member)
+        second = _member(cluster, "billing", "console-events", "member-b", tmp_path)
+        page = guarded.page
+        page.goto(console.url + "#/groups/billing")
+        expect(page.get_by_test_id("view-group")).to_be_visible(timeout=EXPECT_MS)
+        rebalance = page.get_by_test_id("rebalance").filter(has_text="member-b")
+        expect(rebalance.first).to_contain_text("joined", timeout=EXPECT_MS)
+        expect(page.get_by_test_id("members")).to_contain_text("member-a", timeout=EXPECT_MS)
+        expect(page.get_by_test_id("members")).to_contain_text("member-b", timeout=EXPECT_MS)
+        # Kafka refuses to reset the offsets of an active group; so does the console
+        status, body = api(console, "api/groups/billing/reset", {"to": "earliest"})
+        assert status == 400 and "NON_EMPTY_GROUP" in body["error"], body
+    finally:
+        for member in (first, second):
+            if member is not None:
+                _stop(member)
+
+    # the consumers are gone: what is produced now is lag, and the chart climbs
+    for partition in (0, 1):
+        _produce(cluster, "console-events", 150, partition)
+
+    def climbed() -> list[int] | None:
+        status, group = api(console, "api/groups/billing")
+        lags = [point["lag"] for point in group.get("lag_history", [])]
+        return lags if status == 200 and lags and lags[-1] >= 300 else None
+    lags = wait_until("the group's lag to climb to 300", climbed)
+    assert min(lags) == 0
+    page.goto(console.url + "#/groups")
+    expect(page.locator('[data-testid="group-row"][data-group="billing"]')).to_contain_text(
+        "300", timeout=EXPECT_MS)
+    page.screenshot(path=str(shots / "groups.png"), full_page=True)
+    page.goto(console.url + "#/groups/billing")
+    chart = page.get_by_test_id("lag-chart")
+    expect(chart.locator("path, polyline").first).to_be_attached(timeout=EXPECT_MS)
+    expect(page.get_by_test_id("group-partition-row")).to_have_count(2, timeout=EXPECT_MS)
+    page.screenshot(path=str(shots / "group.png"), full_page=True)
+
+    # resetting the offsets of a group with no members is allowed, as in Kafka
+    status, body = api(console, "api/groups/billing/reset", {"to": "latest"})
+    assert status == 200, body
+    assert {o["partition"] for o in body["offsets"]} == {0, 1}
+
+
+# ---------------------------------------------------------------------- access
+def test_read_only_console_offers_no_writes_and_refuses_them(
+        cluster: LocalCluster, guarded: Guarded, tmp_path: Path) -> None:
+    with ConsoleProcess(cluster.bootstrap, tmp_path / "ro", read_only=True,
+                        interval_s=0.5) as console:
+        page = guarded.page
+        page.goto(console.url + "#/messages")
+        expect(page.get_by_test_id("view-messages")).to_be_visible(timeout=EXPECT_MS)
+        expect(page.get_by_test_id("read-only")).to_be_visible(timeout=EXPECT_MS)
+        expect(page.get_by_test_id("produce")).to_have_count(0)
+        page.goto(console.url + "#/topics")
+        expect(page.get_by_test_id("topic-row").first).to_be_visible(timeout=EXPECT_MS)
+        expect(page.get_by_test_id("create-topic")).to_have_count(0)
+        writes = [("api/produce", {"topic": "console-orders", "value": "x"}, "POST"),
+                  ("api/topics", {"name": "ro-made", "partitions": 1}, "POST"),
+                  ("api/topics/console-orders", None, "DELETE"),
+                  ("api/topics/console-orders/partitions", {"count": 9}, "POST"),
+                  ("api/groups/billing/reset", {"to": "earliest"}, "POST")]
+        for path, body, method in writes:
+            status, answer = api(console, path, body, method=method)
+            assert status == 403 and "read-only" in answer["error"], (path, status, answer)
+        assert "ro-made" not in {t["name"] for t in state(console)["topics"]}
+
+
+def test_bound_off_loopback_the_console_needs_the_token(
+        cluster: LocalCluster, guarded: Guarded, tmp_path: Path) -> None:
+    with ConsoleProcess(cluster.bootstrap, tmp_path / "login", host="0.0.0.0",
+                        token=TOKEN, interval_s=0.5) as console:
+        status, body = api(console, "api/state")
+        assert status == 401 and body["error"] == "login required"
+        page = guarded.page
+        page.goto(console.url)
+        expect(page.get_by_test_id("login")).to_be_visible(timeout=EXPECT_MS)
+        page.locator('[name="token"]').fill("not-the-token")
+        page.locator('button[type="submit"]').click()
+        expect(page.get_by_test_id("login")).to_contain_text("wrong token",
+                                                             timeout=EXPECT_MS)
+        page.locator('[name="token"]').fill(TOKEN)
+        page.locator('button[type="submit"]').click()
+        expect(page.get_by_test_id("broker-row")).to_have_count(3, timeout=EXPECT_MS)
+        assert TOKEN not in console.logs()
+
+
+def test_bad_requests_get_an_error_naming_the_problem(console: ConsoleProcess) -> None:
+    cases: list[tuple[str, Any, str, int, str]] = [
+        ("api/messages?topic=console-orders&limit=x", None, "GET", 400,
+         "limit must be an integer"),
+        ("api/messages?topic=console-orders&limit=100000", None, "GET", 400,
+         "limit must be at most"),
+        ("api/messages?topic=console-orders&from=sideways", None, "GET", 400, "from must be"),
+        ("api/messages?topic=console-orders&from=offset", None, "GET", 400, "needs offset"),
+        ("api/messages?topic=no-such-topic", None, "GET", 400, "does not exist"),
+        ("api/messages", None, "GET", 400, "topic is required"),
+        ("api/produce", {"topic": "console-orders", "partition": -1}, "POST", 400,
+         "partition must be"),
+        ("api/produce", {"topic": "console-orders", "headers": "x"}, "POST", 400,
+         "headers must be"),
+        ("api/produce", [1, 2], "POST", 400, "JSON object"),
+        ("api/topics", {"name": "", "partitions": 1}, "POST", 400, "name is required"),
+        ("api/topics", {"name": "x", "partitions": 0}, "POST", 400,
+         "partitions must be a positive integer"),
+        ("api/topics", {"name": "console-orders", "partitions": 1}, "POST", 400,
+         "TOPIC_ALREADY_EXISTS"),
+        ("api/topics/console-orders/partitions", {"count": "many"}, "POST", 400,
+         "count must be a positive integer"),
+        ("api/groups/billing/reset", {"to": "yesterday"}, "POST", 400, "to must be one of"),
+        ("api/groups/billing/reset", {"to": "offset"}, "POST", 400, "needs a non-negative"),
+        ("api/topics/no-such-topic", None, "GET", 404, "no topic"),
+        ("api/groups/no-such-group", None, "GET", 404, "no group"),
+    ]
+    for path, body, method, code, text in cases:
+        status, answer = api(console, path, body, method=method)
+        assert status == code and text in answer["error"], (path, status, answer)
+    assert "no-such-topic" not in {t["name"] for t in state(console)["topics"]}
+
+    # not JSON, the wrong content type, another origin, an oversize body
+    raw = [(b"{not json", {"Content-Type": "application/json"}, 400, "not JSON"),
+           (b"{}", {"Content-Type": "text/plain"}, 415, "JSON body"),
+           (b"{}", {"Content-Type": "application/json", "Origin": "http://evil.example"},
+            403, "another origin"),
+           (b"{" + b" " * (2 << 20) + b"}", {"Content-Type": "application/json"}, 413, "")]
+    for data, headers, code, text in raw:
+        request = urllib.request.Request(console.url + "api/produce", data=data,
+                                         method="POST", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(request, timeout=WAIT)
+        assert caught.value.code == code
+        assert text in caught.value.read().decode(errors="replace")
+    assert state(console)["error"] is None   # the console is still serving
+
+
+# ---------------------------------------------------------------------- history
+def test_a_paused_follower_shows_in_the_isr_timeline_and_alerts_then_clears(
+        cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded,
+        shots: Path) -> None:
+    client = admin(cluster.bootstrap)
+    view = create_topic(client, "console-isr", 1, 3)
+    follower = next(r for r in view[0].replicas if r != view[0].leader)
+    page = guarded.page
+    page.goto(console.url + "#/overview")
+    expect(page.get_by_test_id("alerts")).to_contain_text("No alerts", timeout=EXPECT_MS)
+    cluster.pause_broker(follower)
+    try:
+        alert = page.locator('[data-testid="alert"][data-alert-name="UnderReplicatedPartitions"]')
+        expect(alert).to_be_visible(timeout=EXPECT_MS)
+        page.screenshot(path=str(shots / "overview-under-replicated.png"), full_page=True)
+        page.goto(console.url + "#/topics/console-isr")
+        shrink = page.locator('[data-testid="timeline-entry"][data-kind="isr-shrink"]')
+        expect(shrink.first).to_contain_text(str(follower), timeout=EXPECT_MS)
+        page.screenshot(path=str(shots / "topic-isr-shrink.png"), full_page=True)
+    finally:
+        cluster.resume_broker(follower)
+    wait_in_sync(client, "console-isr", 1)
+    expand = page.locator('[data-testid="timeline-entry"][data-kind="isr-expand"]')
+    expect(expand.first).to_be_visible(timeout=EXPECT_MS)
+    page.goto(console.url + "#/overview")
+    expect(page.get_by_test_id("alerts")).to_contain_text("No alerts", timeout=EXPECT_MS)
