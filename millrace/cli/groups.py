@@ -19,16 +19,10 @@ command does not fail for it.
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime as _dt
-import json
-import ssl
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
 
 from millrace.cli.common import (
     CommandError,
@@ -42,6 +36,7 @@ from millrace.cli.common import (
     print_json,
     progress_bar,
 )
+from millrace.client.admin.broker_http import BrokerHttp, BrokerHttpUnavailable
 from millrace.common.errors import MillraceError
 
 if TYPE_CHECKING:
@@ -245,7 +240,6 @@ def _describe_json(group: ConsumerGroupDescription, rows: Any,
 
 
 # ---------------------------------------------------------------------- lag status
-LAG_PATH = "/v1/consumer-groups/"
 LAG_SUMMARY_KEYS = ("status", "status_code", "complete", "totallag", "maxlag", "coordinator",
                     "isolation")
 HTTP_TIMEOUT_S = 5.0
@@ -253,17 +247,14 @@ HTTP_TIMEOUT_S = 5.0
 
 class LagStatuses:
     """Burrow's status of groups, from their coordinators' HTTP listeners (module
-    docstring).  Each broker's listeners are asked for once; each reason for having no
-    status is printed once (unless ``quiet``, for JSON output, which carries it)."""
+    docstring, ``BrokerHttp``).  Each reason for having no status is printed once (unless
+    ``quiet``, for JSON output, which carries it)."""
 
     def __init__(self, admin: KafkaAdminClient, configs: Mapping[str, Any],
                  timeout_ms: int | None, *, quiet: bool = False) -> None:
-        self._admin = admin
-        self._configs = configs
-        self._timeout_s = min(HTTP_TIMEOUT_S, timeout_ms / 1000) if timeout_ms else \
-            HTTP_TIMEOUT_S
+        timeout_s = min(HTTP_TIMEOUT_S, timeout_ms / 1000) if timeout_ms else HTTP_TIMEOUT_S
+        self._http = BrokerHttp(admin, configs, timeout_s)
         self._quiet = quiet
-        self._urls: dict[int, list[str] | str] = {}   # broker id -> base URLs, or why none
         self._reasons: dict[str, str] = {}            # group id -> why it has no status
         self._said: set[str] = set()
 
@@ -272,121 +263,17 @@ class LagStatuses:
 
     def fetch(self, group: ConsumerGroupDescription) -> dict[str, Any] | None:
         """The coordinator's ``/v1/consumer-groups/<group>`` view, or None (and why)."""
-        coordinator = group.coordinator
-        if coordinator is None:
-            self._none(group.group_id, "the group's coordinator is not known")
+        try:
+            return self._http.group_view(group)
+        except BrokerHttpUnavailable as e:
+            self._none(group.group_id, str(e))
             return None
-        urls = self._listener_urls(coordinator.id, coordinator.host)
-        if isinstance(urls, str):
-            self._none(group.group_id, urls)
-            return None
-        reason = ""
-        for base in urls:
-            try:
-                return self._get(base + LAG_PATH + quote(group.group_id, safe=""))
-            except LagUnavailable as e:
-                reason = f"broker {coordinator.id} ({base}): {e}"
-        self._none(group.group_id, reason)
-        return None
 
     def _none(self, group_id: str, reason: str) -> None:
         self._reasons[group_id] = reason
         if not self._quiet and reason not in self._said:
             self._said.add(reason)
             print(f"No lag status (STATUS -): {reason}", file=sys.stderr)
-
-    def _listener_urls(self, broker: int, kafka_host: str) -> list[str] | str:
-        """The broker's HTTP listeners as base URLs (a wildcard host is the broker's
-        Kafka host), http ones first; or why it has none."""
-        known = self._urls.get(broker)
-        if known is not None:
-            return known
-        from millrace.client.admin import ConfigResource, ConfigResourceType
-
-        resource = ConfigResource(ConfigResourceType.BROKER, str(broker))
-        try:
-            config = self._admin.describe_configs([resource])[resource].result()
-        except MillraceError as e:
-            found: list[str] | str = f"broker {broker}'s configs not read: {error_line(e)}"
-        else:
-            entry = config.get("http.listeners")
-            if entry is None:
-                found = f"broker {broker} has no http.listeners config (an older broker?)"
-            else:
-                found = _base_urls(broker, entry.value or "", kafka_host)
-        self._urls[broker] = found
-        return found
-
-    def _get(self, url: str) -> dict[str, Any]:
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
-        credentials = _basic_credentials(self._configs)
-        if credentials is not None:
-            token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
-            request.add_header("Authorization", f"Basic {token}")
-        context = None
-        if url.startswith("https:"):
-            context = ssl.create_default_context(cafile=self._configs.get("ssl.ca.location"))
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout_s,
-                                        context=context) as response:
-                view: dict[str, Any] = json.loads(response.read())
-                return view
-        except urllib.error.HTTPError as e:
-            if e.code == 401:
-                raise LagUnavailable("the HTTP listener asks for credentials (give "
-                                     "sasl.username and sasl.password)") from None
-            try:
-                detail = json.loads(e.read()).get("error") or e.reason
-            except (ValueError, AttributeError):
-                detail = e.reason
-            raise LagUnavailable(f"HTTP {e.code}: {detail}") from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            why = e.reason if isinstance(e, urllib.error.URLError) else e
-            raise LagUnavailable(f"not reachable: {why}") from None
-
-
-class LagUnavailable(Exception):
-    """Why a coordinator's lag view could not be read."""
-
-
-def _base_urls(broker: int, value: str, kafka_host: str) -> list[str] | str:
-    specs = [s.strip() for s in value.split(",") if s.strip()]
-    if not specs:
-        return f"broker {broker} has no HTTP listener (http.listeners is empty)"
-    urls = []
-    for spec in specs:
-        parts = urlsplit(spec)
-        if parts.port == 0:
-            continue        # an ephemeral port: its real number is not in the config
-        host = parts.hostname or ""
-        if host in ("", "0.0.0.0", "::"):
-            host = kafka_host
-        if ":" in host:
-            host = f"[{host}]"
-        urls.append(f"{parts.scheme}://{host}:{parts.port}")
-    if not urls:
-        return (f"broker {broker}'s HTTP listener is on an ephemeral port "
-                f"(http.listeners={value}), which its configs do not tell")
-    return sorted(urls, key=lambda u: not u.startswith("http:"))
-
-
-def _basic_credentials(configs: Mapping[str, Any]) -> tuple[str, str] | None:
-    """The client's SASL user and password (``sasl.username``/``sasl.password``, or the
-    ``sasl.jaas.config`` options), which the broker also accepts over HTTP basic."""
-    username, password = configs.get("sasl.username"), configs.get("sasl.password")
-    jaas = configs.get("sasl.jaas.config")
-    if jaas and (username is None or password is None):
-        from millrace.security.jaas import parse_jaas_config
-
-        try:
-            options = parse_jaas_config(jaas).options
-        except MillraceError:
-            options = {}
-        username = username if username is not None else options.get("username")
-        password = password if password is not None else options.get("password")
-    if username is None or password is None:
-        return None
-    return str(username), str(password)
 
 
 def _partition_statuses(view: Mapping[str, Any] | None) -> dict[tuple[str, int], str]:

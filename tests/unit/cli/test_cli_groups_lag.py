@@ -16,7 +16,6 @@ from urllib.parse import unquote
 import pytest
 
 from millrace.cli import groups as groups_cmd
-from millrace.cli.groups import _base_urls
 from millrace.client.admin import (
     AdminResult,
     Config,
@@ -25,6 +24,7 @@ from millrace.client.admin import (
     ConfigResourceType,
     ConfigSource,
 )
+from millrace.client.admin.broker_http import base_urls as _base_urls
 from millrace.testing.broker_process import free_port
 from tests.unit.cli.test_cli_commands import FakeAdmin, run
 
