@@ -30,6 +30,7 @@ protocol would not change this is persisted without a rebalance.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -52,6 +53,8 @@ from millrace.broker.group.responses import (
     sync_response,
 )
 from millrace.common.errors import Errors
+
+log = logging.getLogger(__name__)
 
 PREPARING = GroupState.PREPARING_REBALANCE
 COMPLETING = GroupState.COMPLETING_REBALANCE
@@ -141,7 +144,9 @@ class GroupCoordinator(GroupMetadataManager):
         if group.is_(PREPARING) and group.generation_id == 0:
             group.new_member_added = True
         group.add(member)
-        self._maybe_prepare_rebalance(group, now_ms)
+        self._maybe_prepare_rebalance(group, now_ms, _with_client_reason(
+            f"adding new member {member_id} (client {req.client_id}, host {req.client_host}"
+            f"{_instance(req.instance_id)})", req.reason))
         return CoordinatorResult(self._maybe_complete_join(group, now_ms), waiter=token)
 
     def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
@@ -150,7 +155,9 @@ class GroupCoordinator(GroupMetadataManager):
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
         member.session_timeout_ms = req.session_timeout_ms
         token = self._park_join(member, req.version)
-        self._maybe_prepare_rebalance(group, now_ms)
+        self._maybe_prepare_rebalance(group, now_ms, _with_client_reason(
+            f"updating metadata for member {member.member_id} (client {member.client_id}) "
+            f"during {group.state.value}", req.reason))
         return CoordinatorResult(self._maybe_complete_join(group, now_ms), waiter=token)
 
     def _park_join(self, member: MemberMetadata, version: int) -> int:
@@ -195,15 +202,25 @@ class GroupCoordinator(GroupMetadataManager):
             return CoordinatorResult([self.group_record(group)], response, on_failure=revert)
         token = self._park_join(member, req.version)
         if group.is_(STABLE, COMPLETING):
-            self._prepare_rebalance(group, now_ms)
+            self._prepare_rebalance(group, now_ms, _with_client_reason(
+                f"static member {instance_id} rejoined as {new_id} (was {old_id}) with "
+                "changed protocols", req.reason))
         return CoordinatorResult(self._maybe_complete_join(group, now_ms), waiter=token)
 
     # ------------------------------------------------------------------ rebalance
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, now_ms: int) -> None:
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, now_ms: int,
+                                 reason: str) -> None:
         if group.can_rebalance():
-            self._prepare_rebalance(group, now_ms)
+            self._prepare_rebalance(group, now_ms, reason)
 
-    def _prepare_rebalance(self, group: GroupMetadata, now_ms: int) -> None:
+    def _prepare_rebalance(self, group: GroupMetadata, now_ms: int, reason: str) -> None:
+        """Into PreparingRebalance; ``reason`` (KIP-800: what the coordinator saw, with
+        the client's own reason when it gave one) is logged, as Kafka does, and kept in
+        the group's rebalance history (``GroupMetadata.rebalances``)."""
+        log.info("Preparing to rebalance group %s in state %s with old generation %d "
+                 "(reason: %s)", group.group_id, group.state.value, group.generation_id,
+                 reason)
+        group.record_rebalance(now_ms, reason)
         if group.is_(COMPLETING):
             self._reset_and_propagate_sync(group, Errors.REBALANCE_IN_PROGRESS)
         group.pending_sync.clear()
@@ -294,10 +311,10 @@ class GroupCoordinator(GroupMetadataManager):
         group.remove(member.member_id)
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata,
-                                        now_ms: int) -> list[OffsetsRecord]:
+                                        now_ms: int, reason: str) -> list[OffsetsRecord]:
         self._remove_member(group, member)
         if group.is_(STABLE, COMPLETING):
-            self._prepare_rebalance(group, now_ms)
+            self._prepare_rebalance(group, now_ms, reason)
         return self._maybe_complete_join(group, now_ms)
 
     # ================================================================== SyncGroup
@@ -339,7 +356,9 @@ class GroupCoordinator(GroupMetadataManager):
         def failed(error: int) -> None:
             if group.is_(COMPLETING) and group.generation_id == generation:
                 self._reset_and_propagate_sync(group, error)
-                self._prepare_rebalance(group, self._clock_ms)
+                self._prepare_rebalance(group, self._clock_ms,
+                                        f"storing the assignment of generation {generation} "
+                                        f"failed (error code {error})")
 
         return CoordinatorResult([self.group_record(group, assignments)], waiter=token,
                                  on_failure=failed)
@@ -387,25 +406,26 @@ class GroupCoordinator(GroupMetadataManager):
     def leave_group(self, body: Any, version: int, now_ms: int) -> CoordinatorResult:
         self._tick(now_ms)
         if version < 3:
-            leaving: list[tuple[str, str | None]] = [(body.member_id, None)]
+            leaving: list[tuple[str, str | None, str | None]] = [(body.member_id, None, None)]
         else:
-            leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+            leaving = [(m.member_id, m.group_instance_id, m.reason if version >= 5 else None)
+                       for m in body.members]
         group, err = self._member_group(body.group_id)
         if err and err != Errors.UNKNOWN_MEMBER_ID:
             return CoordinatorResult(response=leave_response(version, err, []))
         records: list[OffsetsRecord] = []
         outcomes = []
-        for member_id, instance_id in leaving:
+        for member_id, instance_id, reason in leaving:
             if group is None:
                 outcomes.append((member_id, instance_id, int(Errors.UNKNOWN_MEMBER_ID)))
                 continue
-            e, recs = self._leave_one(group, member_id, instance_id, now_ms)
+            e, recs = self._leave_one(group, member_id, instance_id, reason, now_ms)
             records += recs
             outcomes.append((member_id, instance_id, e))
         return CoordinatorResult(records, leave_response(version, Errors.NONE, outcomes))
 
     def _leave_one(self, group: GroupMetadata, member_id: str, instance_id: str | None,
-                   now_ms: int) -> tuple[int, list[OffsetsRecord]]:
+                   reason: str | None, now_ms: int) -> tuple[int, list[OffsetsRecord]]:
         if not member_id and instance_id is not None:   # by instance id (admin removal)
             member_id = group.static_member_id(instance_id) or ""
             if not member_id:
@@ -416,8 +436,11 @@ class GroupCoordinator(GroupMetadataManager):
         err = self.validate_member(group, member_id, instance_id)
         if err:
             return err, []
+        member = group.members[member_id]
         return Errors.NONE, self._remove_member_and_update_group(
-            group, group.members[member_id], now_ms)
+            group, member, now_ms, _with_client_reason(
+                f"removing member {member_id} (client {member.client_id}) on LeaveGroup",
+                reason))
 
     # ================================================================== timers
     def poll(self, now_ms: int) -> CoordinatorResult:
@@ -441,16 +464,22 @@ class GroupCoordinator(GroupMetadataManager):
                 del group.pending_members[member_id]
         for member in list(group.members.values()):
             if member.member_id in group.members and self._session_expired(member, now_ms):
-                records += self._remove_member_and_update_group(group, member, now_ms)
+                records += self._remove_member_and_update_group(
+                    group, member, now_ms,
+                    f"removing member {member.member_id} (client {member.client_id}) on "
+                    f"heartbeat expiration (session timeout {member.session_timeout_ms} ms)")
         if group.sync_deadline_ms is not None and now_ms >= group.sync_deadline_ms:
             group.sync_deadline_ms = None
             if group.is_(COMPLETING, STABLE) and group.pending_sync:
                 # Joined but never synced: out, and the rest rebalance without them.
-                for member_id in list(group.pending_sync):
+                silent_ids = sorted(group.pending_sync)
+                for member_id in silent_ids:
                     silent = group.members.get(member_id)
                     if silent is not None:
                         self._remove_member(group, silent)
-                self._prepare_rebalance(group, now_ms)
+                self._prepare_rebalance(group, now_ms,
+                                        f"removing {', '.join(silent_ids)} on pending sync "
+                                        "request expiration")
         records += self._maybe_complete_join(group, now_ms)
         return records
 
@@ -542,6 +571,15 @@ class _JoinRequest:
         self.protocols: list[tuple[str, bytes]] = [(p.name, bytes(p.metadata))
                                                    for p in body.protocols]
         self.names = [name for name, _ in self.protocols]
+        self.reason: str | None = body.reason if version >= 8 else None   # KIP-800
 
     def error(self, error: int, member_id: str = "") -> CoordinatorResult:
         return CoordinatorResult(response=join_error(self.version, error, member_id))
+
+
+def _with_client_reason(what: str, client_reason: str | None) -> str:
+    return f"{what}; client reason: {client_reason}" if client_reason else what
+
+
+def _instance(instance_id: str | None) -> str:
+    return f", group instance id {instance_id}" if instance_id else ""

@@ -35,11 +35,30 @@ Owned by the event-loop thread (through ``GroupCoordinator``).
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
+from dataclasses import dataclass
 from enum import Enum
 
 from millrace.broker.group.member import MemberMetadata
 from millrace.broker.group.records import GroupValue, MemberRecord, OffsetAndMetadata
+
+REBALANCE_HISTORY = 50   # rebalances remembered per group
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceEvent:
+    """One move into PreparingRebalance: when, from which generation and state, with how
+    many members (after the change that caused it), and why."""
+
+    time_ms: int
+    generation: int
+    from_state: str
+    members: int
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"t": self.time_ms, "generation": self.generation, "state": self.from_state,
+                "members": self.members, "reason": self.reason}
 
 
 class GroupState(Enum):
@@ -88,6 +107,15 @@ class GroupMetadata:
         # producer id -> {(topic, partition): (position, offset)} awaiting its marker
         self.pending_txn_offsets: dict[int, dict[tuple[str, int],
                                                  tuple[int, OffsetAndMetadata]]] = {}
+        # why the group rebalanced, newest last (KIP-800); in memory: a coordinator that
+        # takes the group over starts its own history
+        self.rebalances: deque[RebalanceEvent] = deque(maxlen=REBALANCE_HISTORY)
+
+    def record_rebalance(self, now_ms: int, reason: str) -> None:
+        """The group is about to leave ``state`` for PreparingRebalance because of
+        ``reason``."""
+        self.rebalances.append(RebalanceEvent(now_ms, self.generation_id, self.state.value,
+                                              len(self.members), reason))
 
     def __repr__(self) -> str:
         return (f"GroupMetadata({self.group_id!r}, {self.state.value}, "

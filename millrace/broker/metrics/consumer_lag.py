@@ -344,6 +344,8 @@ class ConsumerLagMonitor:
         out = self._summary(view)
         out["partitions"] = [
             _partition_json(row, statuses[(row.topic, row.partition)]) for row in view.partitions]
+        out["generation"] = found.generation_id
+        out["rebalances"] = [event.to_json() for event in found.rebalances]   # KIP-800 reasons
         return out
 
     def list_groups(self) -> list[dict[str, Any]]:

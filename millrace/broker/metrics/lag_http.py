@@ -6,7 +6,9 @@ group this broker coordinates (``ConsumerLagMonitor.list_groups``).
 
 ``GET /v1/consumer-groups/{group}``: the group's view (``ConsumerLagMonitor.describe``):
 per partition the committed offset, log end, lag, Burrow status and commit window; the
-group's status, maxlag, totallag and complete.  A group this broker does not coordinate
+group's status, maxlag, totallag and complete; its generation and its rebalance history
+(``rebalances``: time, generation left, state left, members, the coordinator's reason with
+the client's KIP-800 reason), oldest first.  A group this broker does not coordinate
 (or that does not exist) answers 404 with ``{"error": ..., "group": ..., "status":
 "NOTFOUND", "status_code": 0}``.  The group id is one path segment, percent-encoded by
 the caller (a group id may hold ``/``).

@@ -53,10 +53,11 @@ def wire_check(response: Any, version: int) -> Any:
 def join_req(group: str = "g", member_id: str = "", *, session: int = SESSION,
              rebalance: int = REBALANCE, protocols: tuple[tuple[str, bytes], ...] = (
                  ("range", b"sub"),), instance_id: str | None = None,
-             protocol_type: str = "consumer") -> Any:
+             protocol_type: str = "consumer", reason: str | None = None) -> Any:
     return JoinGroupRequest(
         group_id=group, session_timeout_ms=session, rebalance_timeout_ms=rebalance,
         member_id=member_id, group_instance_id=instance_id, protocol_type=protocol_type,
+        reason=reason,
         protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=n, metadata=m)
                    for n, m in protocols])
 
@@ -76,10 +77,12 @@ def hb_req(group: str, generation: int, member_id: str, instance_id: str | None 
                             group_instance_id=instance_id)
 
 
-def leave_req(group: str, *members: tuple[str, str | None]) -> Any:
+def leave_req(group: str, *members: tuple[str, str | None],
+              reason: str | None = None) -> Any:
     return LeaveGroupRequest(
         group_id=group, member_id=members[0][0] if members else "",
-        members=[LeaveGroupRequest.MemberIdentity(member_id=m, group_instance_id=i)
+        members=[LeaveGroupRequest.MemberIdentity(member_id=m, group_instance_id=i,
+                                                  reason=reason)
                  for m, i in members])
 
 
