@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--token-file", metavar="FILE",
                    help=f"the login token (first line) when bound to a non-loopback address "
                         f"(default ${TOKEN_ENV}, else one is made up and printed)")
+    p.add_argument("--protocol-only", action="store_true",
+                   help="read the cluster through the Kafka protocol only, never the "
+                        "millrace brokers' HTTP views (what the console sees of any Kafka)")
     p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
                    help="how often the cluster is polled (default 1)")
     p.set_defaults(func=command)
@@ -85,7 +88,7 @@ def command(args: argparse.Namespace) -> int:
     async def run() -> None:
         server = ConsoleServer(client_configs(args), host=host, port=port,
                                read_only=args.read_only, token=token,
-                               interval_s=args.interval)
+                               interval_s=args.interval, protocol_only=args.protocol_only)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

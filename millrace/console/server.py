@@ -54,6 +54,7 @@ from millrace.client.admin import (
     NewTopic,
     OffsetResetSpec,
 )
+from millrace.client.admin.broker_http import BrokerHttp
 from millrace.common.errors import KafkaError, MillraceError
 from millrace.console.messages import BadRequest, BrowseRequest, Producer, ProduceRequest, browse
 from millrace.console.watcher import ClusterWatcher
@@ -88,7 +89,7 @@ class ConsoleServer:
 
     def __init__(self, client_configs: Mapping[str, Any], *, host: str = "127.0.0.1",
                  port: int = 8080, read_only: bool = False, token: str | None = None,
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, protocol_only: bool = False) -> None:
         if not is_loopback(host) and not token:
             raise ValueError(f"the console bound to {host} (not loopback) needs a login "
                              "token")
@@ -100,7 +101,9 @@ class ConsoleServer:
         self._sessions: set[str] = set()
         self.interval_s = interval_s
         self.admin = KafkaAdminClient(self.configs)
-        self.watcher = ClusterWatcher(self.admin, read_only=read_only)
+        # protocol_only: never the brokers' HTTP views, as against any Kafka
+        http = None if protocol_only else BrokerHttp(self.admin, self.configs, 2.0)
+        self.watcher = ClusterWatcher(self.admin, read_only=read_only, broker_http=http)
         self.producer = Producer(self.configs)
         self._poll_pool = ThreadPoolExecutor(1, thread_name_prefix="console-poll")
         self._work_pool = ThreadPoolExecutor(4, thread_name_prefix="console-work")

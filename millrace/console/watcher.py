@@ -15,7 +15,10 @@ history that no Kafka API keeps (reference observability.md 5.4):
   rather than stalled), and the rebalances it saw: a change of state or of the members,
   with what changed as the reason.
 
-So the views work against any Kafka cluster, Apache Kafka included.  The history is the
+So the views work against any Kafka cluster, Apache Kafka included.  When the group's
+coordinator is a millrace broker, its own rebalance history replaces the console's
+observations (``BrokerHttp``: ``/v1/consumer-groups/<group>``): every rebalance, even one
+between two polls, with the coordinator's reason and the client's KIP-800 reason.  The history is the
 console's: it starts when the console starts and is bounded (``HISTORY_POINTS`` per
 series, ``TIMELINE_ENTRIES`` per topic, ``REBALANCE_ENTRIES`` per group).
 
@@ -46,6 +49,7 @@ from millrace.client.admin import (
     OffsetSpec,
     TopicDescription,
 )
+from millrace.client.admin.broker_http import BrokerHttp, BrokerHttpUnavailable
 from millrace.common.errors import KafkaError, MillraceError
 from millrace.common.topic_partition import TopicPartition
 
@@ -53,6 +57,7 @@ HISTORY_POINTS = 3600      # one per poll: an hour at the default 1 s interval
 TIMELINE_ENTRIES = 500     # leader and ISR changes kept per topic
 REBALANCE_ENTRIES = 100    # rebalances kept per group
 CONFIG_REFRESH_S = 15.0    # how often min.insync.replicas is read again
+COORDINATOR_REFRESH_S = 5.0   # how often an unchanged group's coordinator history is read
 POLL_TIMEOUT_MS = 5000
 GROUP_TIMEOUT_MS = 2000    # per group: a stopped coordinator must not stall the poll long
 
@@ -78,13 +83,18 @@ class GroupHistory:
     state: str | None = None
     members: frozenset[str] = frozenset()
     committed: dict[TopicPartition, int] = field(default_factory=dict)
+    # the coordinator's own history (millrace brokers), and when it was last read
+    coordinator_rebalances: list[dict[str, Any]] | None = None
+    coordinator_read: float = 0.0
 
 
 class ClusterWatcher:
     """Polls one cluster and keeps what the console shows (module docstring)."""
 
-    def __init__(self, admin: KafkaAdminClient, *, read_only: bool = False) -> None:
+    def __init__(self, admin: KafkaAdminClient, *, read_only: bool = False,
+                 broker_http: BrokerHttp | None = None) -> None:
         self.admin = admin
+        self.broker_http = broker_http
         self.read_only = read_only
         self._partitions: dict[TopicPartition, PartitionState] = {}
         self._timeline: dict[str, deque[dict[str, Any]]] = {}
@@ -283,7 +293,9 @@ class ClusterWatcher:
                 "t": t, "generation": None, "state": state, "members": len(members),
                 "reason": _membership_change(history.state, state, history.members,
                                              members)})
+        changed = state != history.state or members != history.members
         history.state, history.members = state, members
+        self._read_coordinator_history(group, history, changed)
         total = 0
         lags: dict[tuple[str, int], int] = {}
         partitions = []
@@ -315,6 +327,26 @@ class ClusterWatcher:
         return {"id": group_id, "state": state, "protocol_type": group.protocol_type,
                 "members": len(group.members), "lag": total if lags else None,
                 "status": _status_name(status.status)}
+
+    def _read_coordinator_history(self, group: Any, history: GroupHistory,
+                                  changed: bool) -> None:
+        """A millrace coordinator keeps each rebalance's reason (KIP-800); read it when
+        the group changed, else every ``COORDINATOR_REFRESH_S``.  Any other broker has no
+        such view: the console's own observations stand."""
+        if self.broker_http is None:
+            return
+        if not changed and time.monotonic() - history.coordinator_read < COORDINATOR_REFRESH_S:
+            return
+        history.coordinator_read = time.monotonic()
+        try:
+            view = self.broker_http.group_view(group)
+        except BrokerHttpUnavailable:
+            return
+        events = view.get("rebalances")
+        if isinstance(events, list):
+            history.coordinator_rebalances = [
+                {**event, "source": "coordinator"} for event in events
+                if isinstance(event, dict)]
 
     # ------------------------------------------------------------------ views
     def _build_snapshot(self, t: int) -> dict[str, Any]:
@@ -435,9 +467,12 @@ class ClusterWatcher:
         history = self._groups.get(group_id, GroupHistory())
         meta = self._group_meta.get(group_id, {"protocol": "", "coordinator": None,
                                                "members": []})
+        rebalances = (history.coordinator_rebalances
+                      if history.coordinator_rebalances is not None
+                      else [{**event, "source": "console"} for event in history.rebalances])
         return {**row, **meta, "partitions": self._group_partitions.get(group_id, []),
                 "lag_history": list(history.lag),
-                "rebalances": list(reversed(history.rebalances))}
+                "rebalances": list(reversed(rebalances))}
 
 
 def _alert(name: str, severity: str, message: str) -> dict[str, str]:

@@ -40,6 +40,7 @@ class ConsoleProcess(ChildProcess):
     def __init__(self, bootstrap_servers: str, directory: Path | str, port: int | None = None,
                  *, host: str = "127.0.0.1", read_only: bool = False,
                  token: str | None = None, interval_s: float = 1.0,
+                 protocol_only: bool = False,
                  client_properties: Mapping[str, str] | None = None,
                  new_session: bool = False) -> None:
         self.directory = Path(directory)
@@ -51,6 +52,7 @@ class ConsoleProcess(ChildProcess):
         self.read_only = read_only
         self.token = token
         self.interval_s = interval_s
+        self.protocol_only = protocol_only
         self.client_properties = dict(client_properties or {})
 
     @property
@@ -74,6 +76,8 @@ class ConsoleProcess(ChildProcess):
             args += ["--token-file", str(path)]
         if self.read_only:
             args.append("--read-only")
+        if self.protocol_only:
+            args.append("--protocol-only")
         return args
 
     def ready(self) -> bool:

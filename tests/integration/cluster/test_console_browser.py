@@ -273,8 +273,9 @@ def test_groups_show_members_rebalances_with_reasons_and_lag_climbing(
         page = guarded.page
         page.goto(console.url + "#/groups/billing")
         expect(page.get_by_test_id("view-group")).to_be_visible(timeout=EXPECT_MS)
-        rebalance = page.get_by_test_id("rebalance").filter(has_text="member-b")
-        expect(rebalance.first).to_contain_text("joined", timeout=EXPECT_MS)
+        # the coordinator's reason (KIP-800), read from the millrace broker's HTTP view
+        rebalance = page.get_by_test_id("rebalance").filter(has_text="client member-b")
+        expect(rebalance.first).to_contain_text("adding new member", timeout=EXPECT_MS)
         expect(page.get_by_test_id("members")).to_contain_text("member-a", timeout=EXPECT_MS)
         expect(page.get_by_test_id("members")).to_contain_text("member-b", timeout=EXPECT_MS)
         # Kafka refuses to reset the offsets of an active group; so does the console
@@ -309,6 +310,36 @@ def test_groups_show_members_rebalances_with_reasons_and_lag_climbing(
     status, body = api(console, "api/groups/billing/reset", {"to": "latest"})
     assert status == 200, body
     assert {o["partition"] for o in body["offsets"]} == {0, 1}
+
+
+def test_through_the_kafka_protocol_alone_the_core_views_work(
+        cluster: LocalCluster, guarded: Guarded, tmp_path: Path) -> None:
+    """--protocol-only never reads the brokers' HTTP views: what any Kafka gives."""
+    with ConsoleProcess(cluster.bootstrap, tmp_path / "protocol", protocol_only=True,
+                        interval_s=0.5) as console:
+        page = guarded.page
+        page.goto(console.url + "#/overview")
+        expect(page.get_by_test_id("broker-row")).to_have_count(3, timeout=EXPECT_MS)
+        page.goto(console.url + "#/topics")
+        expect(page.locator('[data-testid="topic-row"][data-topic="console-orders"]')
+               ).to_be_visible(timeout=EXPECT_MS)
+        members = [_member(cluster, "audit", "console-orders", "member-c", tmp_path)]
+        try:
+            def stable() -> bool:
+                status, group = api(console, "api/groups/audit")
+                return status == 200 and group["state"] == "Stable"
+            wait_until("group audit stable with member-c", stable)
+            members.append(_member(cluster, "audit", "console-orders", "member-d", tmp_path))
+            page.goto(console.url + "#/groups/audit")
+            observed = page.get_by_test_id("rebalance").filter(has_text="member-d")
+            expect(observed.first).to_contain_text("observed by the console",
+                                                   timeout=EXPECT_MS)
+            expect(page.get_by_test_id("members")).to_contain_text("member-d",
+                                                                   timeout=EXPECT_MS)
+        finally:
+            for member in members:
+                _stop(member)
+        assert "/v1/consumer-groups" not in console.logs()
 
 
 # ---------------------------------------------------------------------- access
