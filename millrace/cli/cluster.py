@@ -31,12 +31,16 @@ in the cluster's ``_schemas`` topic) runs next to the brokers on ``--schema-regi
 ``--dir/schema-registry``.  On a secured cluster it connects as ``admin`` and asks HTTP
 basic credentials of the cluster's SCRAM users.
 
+The console.  The web console (``millrace console``) runs on 127.0.0.1:``--console-port``
+(default 8080; ``--no-console`` leaves it out), under ``--dir/console``, as admin on a
+secured cluster; its URL is printed.
+
 Stopping.  The children run in sessions of their own, so the terminal's Ctrl-C reaches
-only this process; on SIGINT or SIGTERM it stops the registry, then the brokers one at a time with SIGTERM
-(each does a controlled shutdown: the controller moves its leaderships to the others
-first) and ZooKeeper last, which is the order that lets every broker leave cleanly.  A
-second signal while stopping kills whatever is left (SIGKILL).  A broker that dies on its
-own is reported on stderr; the others keep running.
+only this process; on SIGINT or SIGTERM it stops the console and the registry, then the
+brokers one at a time with SIGTERM (each does a controlled shutdown: the controller moves
+its leaderships to the others first) and ZooKeeper last, which is the order that lets
+every broker leave cleanly.  A second signal while stopping kills whatever is left
+(SIGKILL).  A broker that dies on its own is reported on stderr; the others keep running.
 """
 
 from __future__ import annotations
@@ -64,6 +68,8 @@ from millrace.cli.foreground import (
 )
 
 if TYPE_CHECKING:
+    from millrace.launcher.child_process import Launched
+    from millrace.launcher.console_process import ConsoleProcess
     from millrace.launcher.local_cluster import LocalCluster
     from millrace.launcher.schema_registry_process import SchemaRegistryProcess
 
@@ -71,6 +77,7 @@ DEFAULT_CLUSTER_DIR = "./data/cluster"
 DEFAULT_BASE_PORT = 9092
 DEFAULT_HTTP_BASE_PORT = 9644
 DEFAULT_SCHEMA_REGISTRY_PORT = 8081
+DEFAULT_CONSOLE_PORT = 8080
 # the internal topics' replication factor: Kafka's 3, or every broker of a smaller cluster
 INTERNAL_TOPIC_RF_KEYS = ("offsets.topic.replication.factor",
                           "transaction.state.log.replication.factor")
@@ -117,6 +124,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                          "Confluent's)")
     up.add_argument("--no-schema-registry", dest="schema_registry", action="store_false",
                     help="do not start a schema registry")
+    up.add_argument("--console-port", type=int, default=DEFAULT_CONSOLE_PORT, metavar="PORT",
+                    help=f"the web console's port on 127.0.0.1 (default "
+                         f"{DEFAULT_CONSOLE_PORT})")
+    up.add_argument("--no-console", dest="console", action="store_false",
+                    help="do not start the web console")
     up.add_argument("--override", action="append", metavar="KEY=VALUE",
                     help="set one broker config key on every broker (repeatable)")
     up.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -152,7 +164,8 @@ def up_overrides(brokers: int, given: dict[str, str]) -> dict[str, str]:
 def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None, *,
                        security: str = "none", authorizer: bool = False,
                        http_base_port: int | None = None,
-                       schema_registry_port: int | None = None) -> None:
+                       schema_registry_port: int | None = None,
+                       console_port: int | None = None) -> None:
     """Refuse, as one line, what would fail half-way or mean nothing: a bad count, the
     authorizer on a PLAINTEXT cluster, no ZooKeeper, a port that is not free or asked for
     twice.  ``http_base_port`` None: no HTTP listeners."""
@@ -198,11 +211,20 @@ def check_up_arguments(brokers: int, base_port: int, zookeeper_port: int | None,
             raise CommandError(f"--schema-registry-port {schema_registry_port} is taken by "
                                "another of the cluster's servers")
         wanted.append(("the schema registry", schema_registry_port))
+    if console_port is not None:
+        if not 1 <= console_port <= 65535:
+            raise CommandError(f"--console-port {console_port}: expected a port, 1 to 65535")
+        if any(port == console_port for _, port in wanted):
+            raise CommandError(f"--console-port {console_port} is taken by another of the "
+                               "cluster's servers")
+        wanted.append(("the console", console_port))
     for who, port in wanted:
         if port_in_use(port):
             flags = ("--http-base-port (or --no-http)" if "HTTP" in who
                      else "--schema-registry-port (or --no-schema-registry)"
-                     if "registry" in who else "--base-port / --zookeeper-port")
+                     if "registry" in who
+                     else "--console-port (or --no-console)" if "console" in who
+                     else "--base-port / --zookeeper-port")
             raise CommandError(f"port {port} (for {who}) is already in use on 127.0.0.1 -- "
                                f"another cluster still running? Choose others with {flags}")
 
@@ -235,11 +257,13 @@ def _describe_up(cluster: LocalCluster, directory: Path,
 
 
 def _children(cluster: LocalCluster,
-              registry: SchemaRegistryProcess | None = None) -> list[Child]:
-    """The schema registry, then the brokers one at a time (SIGTERM: a controlled
-    shutdown), then ZooKeeper (the JVM exits with 143, 128 + SIGTERM, after its shutdown
-    hooks ran): the order that lets every broker leave cleanly."""
-    children = [Child("schema registry", registry, registry.log_path)] if registry else []
+              registry: SchemaRegistryProcess | None = None,
+              console: ConsoleProcess | None = None) -> list[Child]:
+    """The console and the schema registry, then the brokers one at a time (SIGTERM: a
+    controlled shutdown), then ZooKeeper (the JVM exits with 143, 128 + SIGTERM, after its
+    shutdown hooks ran): the order that lets every broker leave cleanly."""
+    children = [Child("console", console, console.log_path)] if console else []
+    children += [Child("schema registry", registry, registry.log_path)] if registry else []
     children += [Child(f"broker {i}", b, b.log_path,
                        stopping_note=" (controlled shutdown)")
                  for i, b in sorted(cluster.brokers.items())]
@@ -266,11 +290,25 @@ def schema_registry_for(cluster: LocalCluster, directory: Path,
                                  properties=properties, new_session=True)
 
 
-def _kill_all(cluster: LocalCluster,
-              registry: SchemaRegistryProcess | None) -> Callable[[], None]:
+def console_for(cluster: LocalCluster, directory: Path, port: int) -> ConsoleProcess:
+    """The web console on the cluster: as admin when it is secured (it then sees and may
+    change everything, as the cluster's operator)."""
+    from millrace.launcher.console_process import ConsoleProcess
+    from millrace.launcher.dev_security import ADMIN_USER
+
+    properties: dict[str, str] = {}
+    if cluster.security is not None:
+        properties = {k: v for k, v in cluster.client_properties(ADMIN_USER).items()
+                      if k != "bootstrap.servers"}
+    return ConsoleProcess(cluster.bootstrap, directory / "console", port,
+                          client_properties=properties, new_session=True)
+
+
+def _kill_all(cluster: LocalCluster, *others: Launched | None) -> Callable[[], None]:
     def kill() -> None:
-        if registry is not None:
-            registry.kill()
+        for other in others:
+            if other is not None:
+                other.kill()
         cluster.kill_all()
     return kill
 
@@ -282,9 +320,11 @@ def up_command(args: argparse.Namespace) -> int:
     overrides = up_overrides(args.brokers, parse_configs(args.override, "--override"))
     http_base_port = args.http_base_port if args.http else None
     registry_port = args.schema_registry_port if args.schema_registry else None
+    console_port = args.console_port if args.console else None
     check_up_arguments(args.brokers, args.base_port, args.zookeeper_port,
                        security=args.security, authorizer=args.authorizer,
-                       http_base_port=http_base_port, schema_registry_port=registry_port)
+                       http_base_port=http_base_port, schema_registry_port=registry_port,
+                       console_port=console_port)
     directory = args.dir.resolve()
     security = DevSecurity.create(directory) if args.security == "sasl_ssl" else None
     cluster = LocalCluster(directory, args.brokers, base_port=args.base_port,
@@ -304,12 +344,20 @@ def up_command(args: argparse.Namespace) -> int:
             say(f"starting the schema registry on port {registry_port} ...")
             start_or_explain(registry.start, cluster.kill_all, "the schema registry",
                              directory)
+        console = None
+        if console_port is not None:
+            console = console_for(cluster, directory, console_port)
+            say(f"starting the console on port {console_port} ...")
+            start_or_explain(console.start, _kill_all(cluster, registry), "the console",
+                             directory)
         prometheus = cluster.write_prometheus_config() if cluster.http_urls() else None
         info = _describe_up(cluster, directory, prometheus)
         info["schema_registry"] = ({"url": registry.url, "pid": registry.pid,
                                     "log": str(registry.log_path),
                                     "basic_auth": security is not None}
                                    if registry is not None else None)
+        info["console"] = ({"url": console.url, "pid": console.pid,
+                            "log": str(console.log_path)} if console is not None else None)
         if args.output == "json":
             print(json.dumps(info), flush=True)
         else:
@@ -323,6 +371,8 @@ def up_command(args: argparse.Namespace) -> int:
             if registry is not None:
                 auth = " (basic auth: the cluster's SCRAM users)" if security else ""
                 print(f"schema registry {registry.url}{auth} (log {registry.log_path})")
+            if console is not None:
+                print(f"console {console.url} (log {console.log_path})")
             if security is not None:
                 print(f"security: SASL_SSL with SCRAM-SHA-512 on every listener; client "
                       f"settings in {info['client_properties']} (--command-config)")
@@ -331,7 +381,7 @@ def up_command(args: argparse.Namespace) -> int:
                       f"{info['super_users'][0]} (settings in {info['admin_properties']}); "
                       f"User:{CLIENT_USER} may do nothing until granted ACLs by admin")
             print("Ctrl-C stops the cluster.", flush=True)
-        clean = serve_until_signal(_children(cluster, registry), signals,
-                                   _kill_all(cluster, registry))
+        clean = serve_until_signal(_children(cluster, registry, console), signals,
+                                   _kill_all(cluster, registry, console))
     say("stopped" if clean else "stopped (not cleanly; see the logs)")
     return 0 if clean else 1

@@ -56,6 +56,8 @@ class ClusterUp:
         http = ["--http-base-port", str(http_base_port or free_port_range(brokers))]
         if "--no-schema-registry" not in extra and "--schema-registry-port" not in extra:
             http += ["--schema-registry-port", str(free_port())]  # never 8081 another holds
+        if "--no-console" not in extra and "--console-port" not in extra:
+            http += ["--console-port", str(free_port())]          # nor 8080
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "millrace.cli.main", "cluster", "up", "--brokers",
              str(brokers), "--dir", str(directory), "--base-port", str(base_port),
@@ -71,9 +73,9 @@ class ClusterUp:
         self.info: dict[str, Any] = json.loads(line)
 
     def pids(self) -> list[int]:
-        registry = self.info.get("schema_registry")
+        registry, console = self.info.get("schema_registry"), self.info.get("console")
         return [self.info["zookeeper"]["pid"]] + [b["pid"] for b in self.info["brokers"]] + \
-            ([registry["pid"]] if registry else [])
+            ([registry["pid"]] if registry else []) + ([console["pid"]] if console else [])
 
     def stop(self) -> tuple[int, str]:
         self.proc.send_signal(signal.SIGTERM)
@@ -226,8 +228,22 @@ def test_cluster_up_serves_stops_cleanly_and_restarts_with_its_data(tmp_path: Pa
         assert producer.flush(30) == 0
         assert sorted(consume(bootstrap, "events", 20)) == sorted(
             f"v{i}".encode() for i in range(20))
+        # the web console runs beside the cluster and sees it
+        console_state = up.info["console"]["url"] + "api/state"
+
+        def console_sees_events() -> bool:
+            with urllib.request.urlopen(console_state, timeout=10) as response:
+                state = json.loads(response.read())
+            return (len(state["cluster"]["brokers"]) == 3
+                    and any(t["name"] == "events" and t["messages"] == 20
+                            for t in state["topics"]))
+        deadline = time.monotonic() + 60
+        while not console_sees_events():
+            assert time.monotonic() < deadline, "the console never showed topic events"
+            time.sleep(0.5)
         code, err = up.stop()
         assert code == 0, err
+        assert err.index("stopping console") < err.index("stopping broker 1")
         assert "stopping broker 1 (controlled shutdown)" in err
         assert err.index("stopping schema registry") < err.index("stopping broker 1")
         assert err.rstrip().endswith("stopped"), err
@@ -293,11 +309,12 @@ def test_cluster_up_names_a_busy_http_port(tmp_path: Path) -> None:
 def test_cluster_up_prints_the_metrics_urls_and_the_scrape_config(tmp_path: Path) -> None:
     """The human output: each broker's /metrics URL and where prometheus.yml is."""
     directory = tmp_path / "c"
-    base, http_base = free_port_range(1), free_port_range(1)
+    base, http_base, console_port = free_port_range(1), free_port_range(1), free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "millrace.cli.main", "cluster", "up", "--brokers", "1",
          "--dir", str(directory), "--base-port", str(base), "--http-base-port",
-         str(http_base)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+         str(http_base), "--console-port", str(console_port)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         assert proc.stdout is not None
@@ -314,6 +331,8 @@ def test_cluster_up_prints_the_metrics_urls_and_the_scrape_config(tmp_path: Path
         assert f"Prometheus scrape config: {config}" in lines
         assert scrape_targets(config) == [(f"127.0.0.1:{http_base}", "1")]
         assert any(name.startswith("kafka_") for name in scrape(url))
+        assert (f"console http://127.0.0.1:{console_port}/ (log {directory.resolve()}/"
+                "console/console.log)") in lines
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err

@@ -44,7 +44,7 @@ TIMEOUT = 30.0
 
 def cluster_up(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "millrace.cli.main", "cluster", "up",
-                             "--no-schema-registry", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             "--no-schema-registry", "--no-console", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
