@@ -15,6 +15,14 @@ from pathlib import Path
 
 import pytest
 from cluster_support import FAST, ClusterFactory
+from console_support import (
+    Guarded,
+    browser_fixture,
+    guarded_fixture,
+    playwright_fixture,
+    shots_fixture,
+)
+from playwright.sync_api import Browser, Playwright
 
 from millrace.launcher.dev_security import DevSecurity
 from millrace.launcher.local_cluster import LocalCluster
@@ -65,3 +73,24 @@ def fresh_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cl
     yield start
     for c in started:
         _finish(c, request.session.testsfailed > failed)
+
+
+# ---------------------------------------------------------------------- the console's browser
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    yield from playwright_fixture()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    yield from browser_fixture(playwright)
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return shots_fixture(tmp_path_factory)
+
+
+@pytest.fixture
+def guarded(browser: Browser) -> Iterator[Guarded]:
+    yield from guarded_fixture(browser)

@@ -15,8 +15,6 @@ follower is resumed and back in the ISR.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import subprocess
@@ -26,11 +24,11 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from cluster_support import WAIT, admin, create_topic, wait_in_sync, wait_until
-from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from console_support import EXPECT_MS, TOKEN, Guarded, api, state
+from playwright.sync_api import expect
 
 from millrace.client.consumer import KafkaConsumer
 from millrace.common.topic_partition import TopicPartition
@@ -39,31 +37,6 @@ from millrace.launcher.local_cluster import LocalCluster
 
 pytestmark = pytest.mark.integration
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
-TOKEN = "console-test-token-5b1f"
-EXPECT_MS = 30_000
-
-if not CHROMIUM.exists():
-    raise RuntimeError("the console tests need Debian's chromium: "
-                       "bash scripts/system-deps.sh chromium")
-
-
-@pytest.fixture(scope="module")
-def playwright() -> Iterator[Playwright]:
-    with sync_playwright() as p:
-        yield p
-
-
-@pytest.fixture(scope="module")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                         args=CHROMIUM_ARGS)
-    yield browser
-    browser.close()
-
 
 @pytest.fixture(scope="module")
 def console(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
@@ -71,66 +44,6 @@ def console(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory
     with ConsoleProcess(cluster.bootstrap, tmp_path_factory.mktemp("console"),
                         interval_s=0.5) as process:
         yield process
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    wanted = os.environ.get("MILLRACE_CONSOLE_SCREENSHOTS")
-    directory = Path(wanted) if wanted else tmp_path_factory.mktemp("screenshots")
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory
-
-
-class Guarded:
-    """A page whose requests to anything but loopback are refused and recorded."""
-
-    def __init__(self, browser: Browser) -> None:
-        self.foreign: list[str] = []
-        self.errors: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
-        self.page: Page = self.context.new_page()
-        self.page.route("**/*", self._route)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-
-    def _route(self, route: Any) -> None:
-        host = urlsplit(route.request.url).hostname or ""
-        if host in ("127.0.0.1", "localhost", "::1"):
-            route.continue_()
-        else:
-            self.foreign.append(route.request.url)
-            route.abort()
-
-    def close(self) -> None:
-        self.context.close()
-        assert self.foreign == [], f"the page asked hosts other than loopback: {self.foreign}"
-        assert self.errors == [], f"the page raised: {self.errors}"
-
-
-@pytest.fixture
-def guarded(browser: Browser) -> Iterator[Guarded]:
-    g = Guarded(browser)
-    yield g
-    g.close()
-
-
-def api(console: ConsoleProcess, path: str, body: Any = None, *, method: str | None = None,
-        headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(
-        console.url + path.lstrip("/"), data=data, method=method,
-        headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=WAIT) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
-def state(console: ConsoleProcess) -> dict[str, Any]:
-    status, body = api(console, "api/state")
-    assert status == 200
-    return body  # type: ignore[no-any-return]
-
 
 # ---------------------------------------------------------------------- views
 def test_overview_shows_the_brokers_the_controller_and_no_alerts(
