@@ -12,9 +12,12 @@ Routes (the page's contract; ``static/app.js`` is the one client):
   connect and after every poll (one stream per tab carries every view's updates).
 - ``GET /api/state``, ``/api/topics/{name}``, ``/api/groups/{id}``,
   ``/api/messages?topic=..``: the snapshot, a topic's and a group's detail, a browse.
+- ``GET /api/security``: ACLs, SCRAM users and quotas, each part with its own error
+  (``security``).
 - ``POST /api/produce``, ``POST /api/topics``, ``DELETE /api/topics/{name}``,
-  ``POST /api/topics/{name}/partitions``, ``POST /api/groups/{id}/reset``: the writes,
-  refused with 403 under ``--read-only``.
+  ``POST /api/topics/{name}/partitions``, ``POST /api/groups/{id}/reset``,
+  ``POST /api/users``, ``DELETE /api/users/{name}?mechanism=``: the writes, refused with
+  403 under ``--read-only``.
 
 Errors are JSON ``{"error": text, "denied": bool}``: 400 for a request the console or the
 cluster refuses (the Kafka error's name in the text), 403 with ``denied`` true when the
@@ -56,6 +59,7 @@ from millrace.client.admin import (
 )
 from millrace.client.admin.broker_http import BrokerHttp
 from millrace.common.errors import KafkaError, MillraceError
+from millrace.console import security
 from millrace.console.messages import BadRequest, BrowseRequest, Producer, ProduceRequest, browse
 from millrace.console.watcher import ClusterWatcher
 
@@ -130,6 +134,9 @@ class ConsoleServer:
             web.delete("/api/topics/{name}", self._write(self._delete_topic)),
             web.post("/api/topics/{name}/partitions", self._write(self._add_partitions)),
             web.post("/api/groups/{group}/reset", self._write(self._reset_offsets)),
+            web.get("/api/security", self._security),
+            web.post("/api/users", self._write(self._create_user)),
+            web.delete("/api/users/{name}", self._write(self._delete_user)),
         ])
         return app
 
@@ -293,6 +300,10 @@ class ConsoleServer:
         result = await self._in_worker(browse, self.configs, browse_request)
         return result if isinstance(result, web.Response) else web.json_response(result)
 
+    async def _security(self, request: web.Request) -> web.StreamResponse:
+        view = await self._in_worker(security.security_view, self.admin)
+        return view if isinstance(view, web.Response) else web.json_response(view)
+
     # ------------------------------------------------------------------ writes
     async def _produce(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -346,6 +357,19 @@ class ConsoleServer:
         result = await self._in_worker(reset)
         return result if isinstance(result, web.Response) else web.json_response(result)
 
+    async def _create_user(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await _json_body(request)
+        except BadRequest as e:
+            return _error(400, str(e))
+        return await self._admin_call(lambda: security.create_user(self.admin, body))
+
+    async def _delete_user(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        mechanism = request.query.get("mechanism", "SCRAM-SHA-256")
+        return await self._admin_call(lambda: security.delete_user(self.admin, name,
+                                                                   mechanism))
+
     async def _admin_call(self, call: Callable[[], object]) -> web.StreamResponse:
         result = await self._in_worker(call)
         return result if isinstance(result, web.Response) else web.json_response({"ok": True})
@@ -372,9 +396,11 @@ def _cluster_error(error: BaseException) -> web.Response:
         text = error.name if error.message == error.name else f"{error.name}: {error.message}"
         if error.name.endswith("AUTHORIZATION_FAILED"):
             return _error(403, text, denied=True)
-        if error.name == "REQUEST_TIMED_OUT" or "Timeout" in type(error).__name__:
+        if error.name == "REQUEST_TIMED_OUT":
             return _error(504, text)
         return _error(400, text)
+    if isinstance(error, TimeoutError):   # the client's own deadline (KafkaTimeoutError)
+        return _error(504, str(error) or "timed out")
     if isinstance(error, ValueError):
         return _error(400, str(error))
     return _error(502, str(error) or type(error).__name__)

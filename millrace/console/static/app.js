@@ -5,6 +5,7 @@
 
 (() => {
   const DETAIL_REFRESH_MS = 2000;
+  const SECURITY_REFRESH_MS = 5000;
 
   // ------------------------------------------------------------------ utils
 
@@ -250,14 +251,14 @@
   }
 
   /** Throttled re-fetch of a detail endpoint while a view is shown. */
-  function makePoller(load, onData, onError) {
+  function makePoller(load, onData, onError, intervalMs = DETAIL_REFRESH_MS) {
     let last = 0;
     let inflight = false;
     let alive = true;
     return {
       tick(force = false) {
         if (!alive || inflight) return;
-        if (!force && Date.now() - last < DETAIL_REFRESH_MS) return;
+        if (!force && Date.now() - last < intervalMs) return;
         last = Date.now();
         inflight = true;
         load()
@@ -1086,6 +1087,335 @@
     });
   }
 
+  // ------------------------------------------------------------- security
+
+  /** A part of /api/security that could not be read ({error, denied}), shown in its card. */
+  function partErrorHtml(e) {
+    const msg = e && typeof e.error === 'string' ? e.error : 'could not be read';
+    return errorHtml(new ApiError(0, msg, e && e.denied));
+  }
+
+  /** Compare objects field by field (strings, locale order). */
+  function byFields(fields) {
+    return (a, b) => {
+      for (const f of fields) {
+        const c = byName(a[f] ?? '', b[f] ?? '');
+        if (c) return c;
+      }
+      return 0;
+    };
+  }
+
+  const ACL_BY_RESOURCE = byFields(['resource_type', 'resource_name', 'pattern_type', 'principal', 'host',
+    'operation', 'permission']);
+  const ACL_BY_PRINCIPAL = byFields(['principal', 'resource_type', 'resource_name', 'pattern_type', 'host',
+    'operation', 'permission']);
+
+  function patternBadge(pattern) {
+    return pattern && pattern !== 'LITERAL' ? ` <span class="badge">${esc(pattern)}</span>` : '';
+  }
+
+  /** ACL rows, filtered, sorted and grouped under a sub-header per resource pattern or principal. */
+  function aclRows(acls, groupBy, filter) {
+    const needle = String(filter ?? '').trim().toLowerCase();
+    const shown = needle
+      ? acls.filter((a) => String(a.principal ?? '').toLowerCase().includes(needle)
+        || String(a.resource_name ?? '').toLowerCase().includes(needle))
+      : acls;
+    if (!shown.length) return rowsOrEmpty([], 6, acls.length ? 'No ACLs match the filter' : 'No ACLs');
+    const byPrincipal = groupBy === 'principal';
+    const groups = new Map();
+    [...shown].sort(byPrincipal ? ACL_BY_PRINCIPAL : ACL_BY_RESOURCE).forEach((a) => {
+      const key = byPrincipal
+        ? String(a.principal ?? '')
+        : [a.resource_type, a.pattern_type, a.resource_name].map((x) => String(x ?? '')).join('\u0000');
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(a);
+    });
+    const out = [];
+    for (const list of groups.values()) {
+      const a = list[0];
+      const count = `<span class="muted"> · ${list.length} binding${list.length === 1 ? '' : 's'}</span>`;
+      out.push(byPrincipal
+        ? `<tr class="subhead" data-testid="acl-group" data-group="${esc(a.principal)}">
+            <td colspan="6"><span class="mono">${esc(a.principal)}</span>${count}</td></tr>`
+        : `<tr class="subhead" data-testid="acl-group" data-group="${esc(`${a.resource_type}:${a.resource_name}`)}"
+            data-pattern="${esc(a.pattern_type)}"><td colspan="6">${esc(a.resource_type)}
+            <span class="mono">${esc(a.resource_name)}</span>${patternBadge(a.pattern_type)}${count}</td></tr>`);
+      list.forEach((b) => out.push(aclRow(b)));
+    }
+    return out.join('');
+  }
+
+  function aclRow(a) {
+    const deny = String(a.permission ?? '').toUpperCase() === 'DENY';
+    return `<tr data-testid="acl-row" data-principal="${esc(a.principal)}"
+        data-resource="${esc(`${a.resource_type}:${a.resource_name}`)}" data-pattern="${esc(a.pattern_type)}">
+      <td>${esc(a.resource_type)}</td>
+      <td><span class="mono">${esc(a.resource_name)}</span>${patternBadge(a.pattern_type)}</td>
+      <td class="mono">${esc(a.principal)}</td>
+      <td class="mono">${esc(a.host)}</td>
+      <td>${esc(a.operation)}</td>
+      <td class="${deny ? 'deny' : 'allow'}">${esc(a.permission)}</td>
+    </tr>`;
+  }
+
+  function userMechanisms(u) {
+    const mechs = Array.isArray(u && u.mechanisms) ? u.mechanisms : [];
+    return [...new Set(mechs.map((m) => m && m.mechanism).filter(Boolean))];
+  }
+
+  function userRow(u, writable) {
+    const mechs = Array.isArray(u.mechanisms) ? u.mechanisms : [];
+    const cell = mechs.length
+      ? mechs.map((m) => `<span class="mech" data-mechanism="${esc(m.mechanism)}"><span class="mono">${esc(m.mechanism)}</span>
+          <span class="muted">${esc(fmtInt(m.iterations))} iterations</span></span>`).join('')
+      : '<span class="muted">—</span>';
+    const action = writable
+      ? '<td class="row-actions"><button type="button" class="danger small" data-testid="delete-user">Delete</button></td>'
+      : '';
+    return `<tr data-testid="user-row" data-user="${esc(u.name)}">
+      <td class="mono">${esc(u.name)}</td>
+      <td>${cell}</td>${action}
+    </tr>`;
+  }
+
+  const QUOTA_KEYS = ['producer_byte_rate', 'consumer_byte_rate', 'request_percentage',
+    'controller_mutation_rate', 'connection_creation_rate'];
+  const BYTE_UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'];
+
+  function fmtByteRate(n) {
+    let v = n;
+    let i = 0;
+    while (Math.abs(v) >= 1024 && i < BYTE_UNITS.length - 1) {
+      v /= 1024;
+      i++;
+    }
+    return i === 0 ? `${fmtNum(v)} B/s` : `${v.toFixed(1)} ${BYTE_UNITS[i]}/s`;
+  }
+
+  function fmtQuota(key, v) {
+    if (!isNum(v)) return String(v ?? '—');
+    if (/_byte_rate$/.test(key)) return fmtByteRate(v);
+    if (key === 'request_percentage') return `${fmtNum(v)}%`;
+    if (/_rate$/.test(key)) return `${fmtNum(v)}/s`;
+    return fmtNum(v);
+  }
+
+  const ENTITY_ORDER = ['user', 'client-id', 'ip'];
+
+  function entityRank(type) {
+    const i = ENTITY_ORDER.indexOf(type);
+    return i < 0 ? ENTITY_ORDER.length : i;
+  }
+
+  /** [[type, name-or-null], ...] -> "user=alice, client-id=<default>" (plain text; null = default entity). */
+  function quotaEntity(entity) {
+    if (!Array.isArray(entity) || !entity.length) return '—';
+    return [...entity]
+      .sort((a, b) => entityRank(a[0]) - entityRank(b[0]) || byName(a[0], b[0]))
+      .map(([type, name]) => `${type}=${name === null || name === undefined ? '<default>' : name}`)
+      .join(', ');
+  }
+
+  /** Value keys present in any quota: the known ones first, then the rest sorted. */
+  function quotaKeys(quotas) {
+    const seen = new Set();
+    quotas.forEach((q) => Object.keys((q && q.values) || {}).forEach((k) => seen.add(k)));
+    return QUOTA_KEYS.filter((k) => seen.has(k)).concat([...seen].filter((k) => !QUOTA_KEYS.includes(k)).sort(byName));
+  }
+
+  function quotaRow(q, keys) {
+    const values = q.values || {};
+    const entity = quotaEntity(q.entity);
+    const cells = keys.map((k) => (k in values
+      ? `<td class="num mono" data-key="${esc(k)}" title="${esc(values[k])}">${esc(fmtQuota(k, values[k]))}</td>`
+      : '<td class="num"><span class="muted">—</span></td>'));
+    return `<tr data-testid="quota-row" data-entity="${esc(entity)}">
+      <td class="mono nowrap">${esc(entity)}</td>${cells.join('')}
+    </tr>`;
+  }
+
+  function SecurityView() {
+    let ref;
+    let data = null;
+    let readOnly = true; // until the first snapshot says writes are allowed
+    const poller = makePoller(
+      () => api('/api/security'),
+      (d) => { data = d; ref('status').innerHTML = ''; renderAll(); },
+      (e) => { ref('status').innerHTML = errorHtml(e); },
+      SECURITY_REFRESH_MS,
+    );
+
+    /** Show a part's list, or the error that kept it from being read. */
+    function renderPart(part, list, err, render) {
+      const ok = Array.isArray(list);
+      ref(`${part}-body`).hidden = !ok;
+      ref(`${part}-error`).innerHTML = ok ? '' : (err ? partErrorHtml(err) : '<p class="muted">not available</p>');
+      if (ok) render(list);
+    }
+
+    function renderAcls() {
+      if (!data) return;
+      renderPart('acls', data.acls, data.acls_error, (acls) => {
+        ref('acls').innerHTML = aclRows(acls, ref('acl-group').value, ref('acl-filter').value);
+      });
+    }
+
+    function renderUsers() {
+      if (!data) return;
+      const writable = !readOnly;
+      ref('users-head').innerHTML = `<tr><th>Name</th><th>Mechanisms</th>${writable ? '<th></th>' : ''}</tr>`;
+      renderPart('users', data.users, data.users_error, (users) => {
+        const sorted = [...users].sort((a, b) => byName(a.name, b.name));
+        ref('users').innerHTML = rowsOrEmpty(sorted.map((u) => userRow(u, writable)), writable ? 3 : 2, 'No SCRAM users');
+      });
+    }
+
+    function renderQuotas() {
+      if (!data) return;
+      renderPart('quotas', data.quotas, data.quotas_error, (quotas) => {
+        const keys = quotaKeys(quotas);
+        ref('quotas-head').innerHTML = `<tr><th>Entity</th>${keys.length
+          ? keys.map((k) => `<th class="num mono">${esc(k)}</th>`).join('')
+          : '<th>Values</th>'}</tr>`;
+        const sorted = [...quotas].sort((a, b) => byName(quotaEntity(a.entity), quotaEntity(b.entity)));
+        ref('quotas').innerHTML = rowsOrEmpty(sorted.map((q) => quotaRow(q, keys)), 1 + Math.max(keys.length, 1), 'No quotas');
+      });
+    }
+
+    function renderAll() {
+      renderAcls();
+      renderUsers();
+      renderQuotas();
+    }
+
+    function deleteUser(btn) {
+      const row = btn.closest('[data-testid="user-row"]');
+      if (!row || readOnly) return;
+      const name = row.dataset.user;
+      const mechs = userMechanisms(((data && data.users) || []).find((u) => u.name === name));
+      const msg = ref('users-msg');
+      if (!mechs.length) {
+        msg.innerHTML = errorHtml(invalid(`user ${name} has no SCRAM credentials to delete`));
+        return;
+      }
+      if (!window.confirm(`Delete SCRAM user "${name}" (${mechs.join(', ')})?`)) return;
+      runAction(row, msg, async () => {
+        for (const mechanism of mechs) {
+          await api(`/api/users/${encodeURIComponent(name)}?mechanism=${encodeURIComponent(mechanism)}`, {
+            method: 'DELETE',
+          });
+        }
+        poller.tick(true);
+        return okHtml(`user ${name} deleted`, 'form-ok');
+      });
+    }
+
+    return {
+      mount(root) {
+        ref = refOf(root);
+        root.innerHTML = `
+          <section class="view" data-testid="view-security">
+            <h1>Security</h1>
+            <div data-ref="status"></div>
+            <div class="card"><h2>ACLs</h2>
+              <div data-ref="acls-error"></div>
+              <div data-ref="acls-body">
+                <div class="toolbar">
+                  <label>Group by <select name="acl-group" data-ref="acl-group">
+                    <option value="resource">resource</option><option value="principal">principal</option></select></label>
+                  <label>Filter <input name="acl-filter" data-ref="acl-filter" placeholder="principal or resource name"
+                    autocomplete="off" spellcheck="false"></label>
+                </div>
+                <div class="table-wrap tall"><table data-testid="acls">
+                  <thead><tr><th>Resource type</th><th>Resource</th><th>Principal</th><th>Host</th>
+                    <th>Operation</th><th>Permission</th></tr></thead>
+                  <tbody data-ref="acls"><tr><td class="empty" colspan="6">loading…</td></tr></tbody>
+                </table></div>
+              </div>
+            </div>
+            <div class="card"><h2>SCRAM users</h2>
+              <div data-ref="users-error"></div>
+              <div data-ref="users-body">
+                <div class="table-wrap"><table data-testid="users">
+                  <thead data-ref="users-head"><tr><th>Name</th><th>Mechanisms</th></tr></thead>
+                  <tbody data-ref="users"><tr><td class="empty" colspan="2">loading…</td></tr></tbody>
+                </table></div>
+              </div>
+              <div class="form-msg" data-ref="users-msg"></div>
+            </div>
+            <div data-ref="write"></div>
+            <div class="card"><h2>Client quotas</h2>
+              <div data-ref="quotas-error"></div>
+              <div data-ref="quotas-body">
+                <div class="table-wrap"><table data-testid="quotas">
+                  <thead data-ref="quotas-head"><tr><th>Entity</th><th>Values</th></tr></thead>
+                  <tbody data-ref="quotas"><tr><td class="empty" colspan="2">loading…</td></tr></tbody>
+                </table></div>
+              </div>
+            </div>
+          </section>`;
+        ref('acl-group').addEventListener('change', renderAcls);
+        ref('acl-filter').addEventListener('input', renderAcls);
+        ref('users').addEventListener('click', (ev) => {
+          const btn = ev.target.closest('[data-testid="delete-user"]');
+          if (btn) deleteUser(btn);
+        });
+        poller.tick(true);
+      },
+      update(snap) {
+        const ro = Boolean(snap.read_only);
+        if (ro !== readOnly) {
+          readOnly = ro;
+          renderUsers();
+        }
+        syncWrite(ref('write'), snap, (slot) => buildCreateUser(slot, () => poller.tick(true)));
+        poller.tick();
+      },
+      unmount() { poller.stop(); },
+    };
+  }
+
+  function buildCreateUser(slot, refresh) {
+    slot.innerHTML = `
+      <form class="card form-grid" data-testid="create-user" method="post" novalidate>
+        <h2>Create SCRAM user</h2>
+        <label>Name <input name="name" autocomplete="off" spellcheck="false" placeholder="alice"></label>
+        <label>Password <input name="password" type="password" autocomplete="new-password"></label>
+        <label>Mechanism <select name="mechanism">
+          <option value="SCRAM-SHA-256" selected>SCRAM-SHA-256</option>
+          <option value="SCRAM-SHA-512">SCRAM-SHA-512</option></select></label>
+        <label>Iterations <input name="iterations" type="number" min="1" value="4096"></label>
+        <button type="submit">Create user</button>
+        <div class="form-msg" data-ref="msg"></div>
+      </form>`;
+    const form = slot.querySelector('form');
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      runAction(form, form.querySelector('[data-ref="msg"]'), async () => {
+        const el = form.elements;
+        try {
+          const name = el.name.value.trim();
+          const mechanism = el.mechanism.value;
+          const iterations = parseIntField(el.iterations.value);
+          if (!name) throw invalid('user name is required');
+          if (!el.password.value) throw invalid('password is required');
+          if (!(iterations >= 1)) throw invalid('iterations must be a positive integer');
+          await api('/api/users', {
+            method: 'POST',
+            body: { name, password: el.password.value, mechanism, iterations },
+          });
+          el.name.value = '';
+          refresh();
+          return okHtml(`user ${name} created`, 'form-ok');
+        } finally {
+          el.password.value = '';
+        }
+      });
+    });
+  }
+
   // ---------------------------------------------------------- not found
 
   function NotFoundView(path) {
@@ -1124,6 +1454,7 @@
     [/^\/messages$/, 'messages', (m, q) => MessagesView(q)],
     [/^\/groups$/, 'groups', () => GroupsView()],
     [/^\/groups\/(.+)$/, 'groups', (m) => GroupView(safeDecode(m[1]))],
+    [/^\/security$/, 'security', () => SecurityView()],
   ];
 
   const app = { snapshot: null, view: null, es: null, retryMs: 1000 };
