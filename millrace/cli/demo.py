@@ -99,6 +99,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--schema-registry-url", metavar="URL",
                    help="with --value-format avro: use this registry instead of starting "
                         "one on the demo's broker")
+    p.add_argument("--console-port", type=int, default=8080, metavar="PORT",
+                   help="the web console's port while the demo runs (default 8080; any "
+                        "free port when it is taken)")
+    p.add_argument("--no-console", dest="console", action="store_false",
+                   help="do not start the web console")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED,
                    help=f"the event generator's seed (default {DEFAULT_SEED})")
     p.add_argument("--output", "-o", choices=("table", "json"), default="table",
@@ -200,6 +205,7 @@ def demo(args: argparse.Namespace) -> int:
                         bootstrap_servers=bootstrap, database=args.database,
                         fresh=args.fresh, topic=args.topic, seed=args.seed,
                         brokers=args.brokers, security=args.security, client_config=client,
+                        console_port=args.console_port if args.console else None,
                         spark_master=args.spark_master, value_format=args.value_format,
                         schema_registry_url=args.schema_registry_url)
     listener = ConsoleListener(Console(stderr=True, soft_wrap=True))

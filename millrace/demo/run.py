@@ -46,7 +46,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,7 +84,7 @@ VALUE_SCHEMA = ("order_id STRING, customer STRING, product STRING, quantity INT,
                 "price DOUBLE, status STRING, event_time TIMESTAMP")
 # what a demo data dir may contain; --fresh deletes exactly these
 SPARK_LOG = "spark.log"
-OWNED_ENTRIES = ("broker", "cluster", "registry", "checkpoints", "millrace.db", "millrace.db-journal",
+OWNED_ENTRIES = ("broker", "cluster", "registry", "console", "checkpoints", "millrace.db", "millrace.db-journal",
                  "millrace.db-wal", "millrace.db-shm", "spark-log4j2.properties", SPARK_LOG,
                  STATE_FILE)
 PRODUCER_CONFIG: dict[str, Any] = {"linger.ms": 20, "batch.size": 256 * 1024,
@@ -126,6 +126,8 @@ class DemoConfig:
     schema_registry_url: str | None = None  # avro: None starts a registry of the demo's own
     # settings for every client (security.protocol, sasl.*, ssl.*, ...): may hold a password
     client_config: dict[str, str] = field(default_factory=dict, repr=False)
+    # the web console while the demo runs: this port if free (else any), None for none
+    console_port: int | None = None
 
     @property
     def database_url(self) -> str:
@@ -551,9 +553,11 @@ def run_demo(config: DemoConfig, listener: DemoListener | None = None) -> DemoRe
 
     embedded = config.bootstrap_servers is None
     with _broker(config, data_dir, listener) as (bootstrap, cluster, metrics_urls), \
-            _registry(config, data_dir, bootstrap, listener) as registry_url:
+            _registry(config, data_dir, bootstrap, listener) as registry_url, \
+            ExitStack() as stack:
         timings["broker_start_s"] = time.perf_counter() - started
         client = _client_settings(config, cluster)
+        stack.enter_context(_console(config, data_dir, bootstrap, client, listener))
 
         t = time.perf_counter()
         listener.phase("topic", config.topic)
@@ -737,6 +741,36 @@ def _broker(config: DemoConfig, data_dir: Path, listener: DemoListener
         # the embedded broker is node 0 (node.id's default)
         urls = {0: broker.http_url} if broker.http_url is not None else {}
         yield broker.bootstrap, None, _serving(listener, urls)
+
+
+@contextmanager
+def _console(config: DemoConfig, data_dir: Path, bootstrap: str, client: Mapping[str, str],
+             listener: DemoListener) -> Iterator[None]:
+    """``millrace console`` on the demo's cluster while the demo runs (its log in
+    ``<data_dir>/console``), on ``config.console_port`` or, when that is taken, any free
+    port; the demo goes on without it if it cannot start."""
+    if config.console_port is None:
+        yield
+        return
+    from millrace.launcher.broker_process import free_port, port_in_use
+    from millrace.launcher.console_process import ConsoleProcess
+
+    port = config.console_port if not port_in_use(config.console_port) else free_port()
+    console = ConsoleProcess(bootstrap, data_dir / "console", port,
+                             client_properties={k: v for k, v in client.items()
+                                                if k != "bootstrap.servers"})
+    try:
+        console.start()
+    except RuntimeError as e:
+        listener.note(f"the console did not start: {_first_words(str(e))}", kind="console")
+        yield
+        return
+    listener.phase("console", f"{console.url} (while the demo runs; 'millrace cluster up' "
+                              "keeps one)")
+    try:
+        yield
+    finally:
+        console.stop()
 
 
 @contextmanager

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -46,10 +47,25 @@ def scrape(metrics_url: str) -> set[str]:
     return {family.name for family in text_string_to_metric_families(text)}
 
 
+def console_brokers(url: str) -> int:
+    """How many brokers the demo's web console shows, once it has polled the cluster."""
+    deadline = time.monotonic() + 30
+    while True:
+        with urllib.request.urlopen(url + "api/state", timeout=10) as response:
+            state = json.loads(response.read())
+        if state["cluster"] is not None:
+            return len(state["cluster"]["brokers"])
+        assert time.monotonic() < deadline, f"the console never saw the cluster: {state}"
+        time.sleep(0.2)
+
+
 def demo_scraping(*args: str, timeout: float = 600
-                  ) -> tuple[subprocess.CompletedProcess[str], dict[str, set[str]]]:
-    """``demo`` that, as soon as the demo prints its brokers' metrics URLs (while they
-    serve), scrapes each of them: (the finished run, URL -> its metric families)."""
+                  ) -> tuple[subprocess.CompletedProcess[str], dict[str, set[str]],
+                             dict[str, int]]:
+    """``demo`` that, as soon as the demo prints its brokers' metrics URLs and its
+    console's (while they serve), scrapes each of them: (the finished run, URL -> its
+    metric families, console URL -> the brokers it showed)."""
+    consoles: dict[str, int] = {}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "120"}
     scraped: dict[str, set[str]] = {}
     err: list[str] = []
@@ -62,6 +78,9 @@ def demo_scraping(*args: str, timeout: float = 600
                 err.append(line)
                 for url in printed_metrics_urls(line):
                     scraped[url] = scrape(url)
+                if line.startswith("console http://"):
+                    console = line.split()[1]
+                    consoles[console] = console_brokers(console)
             proc.wait(timeout)
         finally:
             if proc.poll() is None:
@@ -69,7 +88,7 @@ def demo_scraping(*args: str, timeout: float = 600
                 proc.wait()
         out.seek(0)
         return subprocess.CompletedProcess(proc.args, proc.returncode, out.read(),
-                                           "".join(err)), scraped
+                                           "".join(err)), scraped, consoles
 
 
 def test_the_scrape_checks_refuse_what_is_not_there() -> None:
@@ -103,12 +122,14 @@ def batch_lines(stderr: str) -> dict[str, list[str]]:
 
 def test_demo_runs_verifies_and_continues(tmp_path: Path) -> None:
     data = tmp_path / "demo"
-    first, scraped = demo_scraping("--events", "4000", "--partitions", "3", "--data-dir",
-                                   str(data))
+    first, scraped, consoles = demo_scraping("--events", "4000", "--partitions", "3",
+                                             "--data-dir", str(data))
     assert first.returncode == 0, first.stdout + first.stderr
     # the embedded broker's metrics, printed once and live while the demo ran
     (url,) = scraped
     assert any(name.startswith("kafka_") for name in scraped[url]), scraped
+    # and the web console, printed once and showing the broker while the demo ran
+    assert list(consoles.values()) == [1], first.stderr
     out = first.stdout
     assert "verification passed" in out
     for title in ("Throughput", "Orders by status", "Paid revenue by product",
@@ -143,7 +164,7 @@ def test_demo_runs_verifies_and_continues(tmp_path: Path) -> None:
     assert "batches" not in out.replace("micro-batches", "")  # the old ambiguous count
 
     # the same data dir again: 3,000 more events, the pipeline resumes from its checkpoint
-    second, scraped = demo_scraping("--events", "3000", "--data-dir", str(data),
+    second, scraped, _ = demo_scraping("--events", "3000", "--data-dir", str(data),
                                     "--output", "json")
     assert second.returncode == 0, second.stdout + second.stderr
     doc = json.loads(second.stdout)

@@ -25,8 +25,9 @@ if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
 
 def test_demo_on_three_brokers_survives_a_leader_kill(tmp_path: Path) -> None:
     data = tmp_path / "demo"
-    result, scraped = demo_scraping("--brokers", "3", "--events", "3000", "--partitions",
-                                    "3", "--data-dir", str(data), "--output", "json")
+    result, scraped, consoles = demo_scraping("--brokers", "3", "--events", "3000",
+                                              "--partitions", "3", "--data-dir", str(data),
+                                              "--output", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(result.stdout)
     assert doc["brokers"] == 3 and doc["events_total"] == 3000
@@ -34,6 +35,7 @@ def test_demo_on_three_brokers_survives_a_leader_kill(tmp_path: Path) -> None:
     assert sorted(doc["metrics_urls"]) == ["1", "2", "3"]
     assert sorted(scraped) == sorted(doc["metrics_urls"].values())
     assert len(set(scraped)) == 3
+    assert list(consoles.values()) == [3], result.stderr   # the console saw all three
     assert all(any(n.startswith("kafka_") for n in names) for names in scraped.values())
     assert doc["pipeline_input_rows"] == 3000  # nothing lost, nothing twice
     assert doc["verification"]["passed"] is True, doc["verification"]
