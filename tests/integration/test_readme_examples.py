@@ -53,6 +53,9 @@ BLOCKS: dict[str, str] = {
     ".venv/bin/millrace cluster up": "runs ZooKeeper and brokers in the foreground "
                                      "(tests/integration/test_cluster_up.py)",
     "# unique per broker": "a server.properties fragment, not a command",
+    ".venv/bin/millrace console --bootstrap-server": "serves the web console in the "
+                                                      "foreground (tests/integration/"
+                                                      "cluster/test_console_*.py)",
     ".venv/bin/millrace cluster describe": "needs a three-broker cluster "
                                            "(tests/integration/cluster)",
     "sudo scripts/faults.sh": "the fault harness's long profile (tests/faults runs the "
