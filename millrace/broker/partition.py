@@ -86,6 +86,7 @@ class Partition:
         self.controller_epoch = 0  # of the controller that wrote the state we hold
         self.isr: tuple[int, ...] = ()
         self.pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
+        self.pending_isr_reason = ""                     # why it was proposed
         self.remote_replicas: dict[int, Replica] = {}
 
     def __repr__(self) -> str:
@@ -233,7 +234,8 @@ class Partition:
             return
         if (replica.log_end_offset >= self.log.high_watermark
                 and replica.log_end_offset >= self.leader_epoch_start_offset):
-            self._propose((*self.isr, replica.broker_id))
+            self._propose((*self.isr, replica.broker_id),
+                          f"caught up to the high watermark {self.log.high_watermark}")
 
     def out_of_sync_replicas(self, now_ms: int, lag_time_max_ms: int) -> list[int]:
         leo = self.log.log_end_offset
@@ -249,12 +251,15 @@ class Partition:
             return []
         out = self.out_of_sync_replicas(now_ms, lag_time_max_ms)
         if out:
-            self._propose(tuple(r for r in self.isr if r not in out))
+            self._propose(tuple(r for r in self.isr if r not in out),
+                          f"not caught up to the log end within replica.lag.time.max.ms="
+                          f"{lag_time_max_ms}")
         return out
 
-    def _propose(self, new_isr: tuple[int, ...]) -> None:
+    def _propose(self, new_isr: tuple[int, ...], reason: str) -> None:
         assert self.alter_isr_manager is not None
         self.pending_isr = new_isr
+        self.pending_isr_reason = reason
         self.alter_isr_manager.submit(self, new_isr)
 
     def on_isr_change_completed(self, state: PartitionState | None) -> bool:

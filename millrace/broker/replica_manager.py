@@ -55,6 +55,7 @@ from millrace.broker.metadata import ClusterMetadata, TopicInfo
 from millrace.broker.metrics.broker_topic_stats import EXPECTED_FETCH_ERRORS, BrokerTopicStats
 from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.partition import AlterIsrManager, IsrChangeMeters, Partition
+from millrace.broker.partition_state_log import PartitionStateLog
 from millrace.broker.purgatory import DelayedOperationPurgatory
 from millrace.broker.replica_fetcher import BrokerEndpoint, ReplicaFetcherManager
 from millrace.broker.replica_state_changes import LeaderAndIsrPartition, ReplicaStateChanges
@@ -183,6 +184,8 @@ class ReplicaManager:
             Callable[[list[Partition], list[Partition]], None]] = []
         self.txn_marker_writer = TxnMarkerWriter(self.append_records, time)
         self.state_changes = ReplicaStateChanges(self)
+        # why partitions led here changed leader or ISR (the console's timeline)
+        self.state_log = PartitionStateLog(self.local_broker_id, time.milliseconds)
         self.fetcher_manager: ReplicaFetcherManager | None = None
         # KIP-890: verification (part 1, if enabled) and implicit adds (part 2, always:
         # a transaction.version 2 client sends no AddPartitionsToTxn of its own).

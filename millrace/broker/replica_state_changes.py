@@ -49,6 +49,7 @@ from millrace.broker.replica_fetcher import BrokerEndpoint, PartitionFetchState
 from millrace.common.errors import Errors, KafkaStorageError
 
 if TYPE_CHECKING:
+    from millrace.broker.partition_state_log import PartitionStateLog
     from millrace.broker.replica_manager import ReplicaManager
 
 # Kafka's state-change log: the same logger as before this code left replica_manager.py
@@ -154,7 +155,11 @@ class ReplicaStateChanges:
             errors[tp] = Errors.STALE_CONTROLLER_EPOCH
             return None
         if lp.state.leader == rm.local_broker_id:
+            was_leader, old_epoch, old_isr = (partition.is_leader, partition.leader_epoch,
+                                              partition.isr)
             partition.make_leader(lp.state, list(lp.replicas), now)
+            _record_leadership(rm.state_log, partition, was_leader, old_epoch, old_isr,
+                               lp.state.controller_epoch)
             errors[tp] = Errors.NONE
             leaders.append(partition)
             return None
@@ -207,3 +212,17 @@ class ReplicaStateChanges:
         for tp in stopped:
             rm.partition_changed(tp)
         return errors
+
+
+def _record_leadership(state_log: PartitionStateLog, partition: Partition, was_leader: bool,
+                       old_epoch: int, old_isr: tuple[int, ...], controller_epoch: int) -> None:
+    """A new leadership term, or the controller's ISR change within this one."""
+    topic, index = partition.topic, partition.index
+    if not was_leader or partition.leader_epoch != old_epoch:
+        state_log.record(topic, index, "leader", partition.leader_id, partition.isr,
+                         f"broker {partition.leader_id} leads at leader epoch "
+                         f"{partition.leader_epoch} (controller epoch {controller_epoch}), "
+                         f"replicas {list(partition.assigned_replicas)}")
+    if was_leader and partition.isr != old_isr:
+        state_log.isr_changed(topic, index, partition.leader_id, old_isr, partition.isr,
+                              f"set by the controller at leader epoch {partition.leader_epoch}")

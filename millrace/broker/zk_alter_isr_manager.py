@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from millrace.broker.metadata import PartitionState
 from millrace.broker.partition import IsrChangeMeters, Partition
+from millrace.broker.partition_state_log import PartitionStateLog
 from millrace.broker.zk import KafkaZkClient
 from millrace.broker.zk.errors import ZkBadVersionError, ZkError
 from millrace.broker.zk.zk_data import LeaderIsrAndControllerEpoch
@@ -36,11 +37,13 @@ log = logging.getLogger(__name__)
 class ZkAlterIsrManager:
     def __init__(self, zk: KafkaZkClient, loop: asyncio.AbstractEventLoop,
                  on_committed: Callable[[tuple[str, int]], None],
-                 meters: IsrChangeMeters | None = None) -> None:
+                 meters: IsrChangeMeters | None = None,
+                 state_log: PartitionStateLog | None = None) -> None:
         self._zk = zk
         self._loop = loop
         self._on_committed = on_committed  # the replica manager wakes parked requests
         self._meters = meters
+        self._state_log = state_log
 
     def submit(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
         tp = TopicPartition(partition.topic, partition.index)
@@ -50,9 +53,9 @@ class ZkAlterIsrManager:
             partition_epoch=partition.partition_epoch)
         log.info("%s-%d: proposing ISR %s (was %s)", tp[0], tp[1], list(new_isr),
                  list(partition.isr))
-        old_isr = partition.isr
+        old_isr, why = partition.isr, partition.pending_isr_reason
         future = self._loop.run_in_executor(None, self._write, tp, wanted)
-        future.add_done_callback(lambda f: self._done(partition, tp, f, old_isr))
+        future.add_done_callback(lambda f: self._done(partition, tp, f, old_isr, why))
 
     def _write(self, tp: TopicPartition, wanted: LeaderIsrAndControllerEpoch
                ) -> PartitionState | None:
@@ -70,7 +73,7 @@ class ZkAlterIsrManager:
 
     def _done(self, partition: Partition, tp: TopicPartition,
               future: asyncio.Future[PartitionState | None],
-              old_isr: tuple[int, ...]) -> None:
+              old_isr: tuple[int, ...], why: str = "") -> None:
         try:
             state = future.result()
         except ZkError as e:
@@ -86,5 +89,8 @@ class ZkAlterIsrManager:
                 self._meters.failed.mark()
             else:
                 self._meters.committed(old_isr, state.isr)
+        if self._state_log is not None and state is not None:
+            self._state_log.isr_changed(tp[0], tp[1], state.leader, old_isr, state.isr,
+                                        why or "proposed by the leader")
         if partition.on_isr_change_completed(state) or state is not None:
             self._on_committed(tp)

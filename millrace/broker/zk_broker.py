@@ -99,7 +99,8 @@ def build_zk_services(config: KafkaConfig, time: Time,
         zk.close()
         raise
     rm = ReplicaManager(config, time, metadata, log_manager, topic_configs, metrics)
-    rm.alter_isr_manager = ZkAlterIsrManager(zk, loop, rm.partition_changed, rm.isr_meters)
+    rm.alter_isr_manager = ZkAlterIsrManager(zk, loop, rm.partition_changed, rm.isr_meters,
+                                             rm.state_log)
     rm.fetcher_manager = ReplicaFetcherManager(config.node_id, rm.get_partition,
                                                rm.partition_changed, config, time,
                                                rm.topic_stats)

@@ -78,8 +78,11 @@ class MetricsService:
                                          authenticator=authenticator,
                                          authorize=self._may_describe_cluster
                                          if services.acls is not None else None,
-                                         routes=lag_routes(self.consumer_lag)
-                                         if self.consumer_lag is not None else ())
+                                         routes=[*(lag_routes(self.consumer_lag)
+                                                   if self.consumer_lag is not None
+                                                   else ()),
+                                                 *services.replica_manager.state_log
+                                                 .routes()])
 
     def _may_describe_cluster(self, user: str, host: str) -> bool:
         acls = self.services.acls

@@ -114,6 +114,7 @@ def test_kafka_7128_no_join_before_the_epoch_start_even_at_the_high_watermark(
     assert manager.proposals == []
     p.update_follower_fetch_state(2, 4, T0)
     assert manager.proposals == [("t", 0, (1, 2))]
+    assert p.pending_isr_reason == "caught up to the high watermark 4"
 
 
 def test_a_follower_that_lags_longer_than_the_lag_time_leaves_the_isr(tmp_path: Path) -> None:
@@ -124,6 +125,8 @@ def test_a_follower_that_lags_longer_than_the_lag_time_leaves_the_isr(tmp_path: 
     assert p.maybe_shrink_isr(T0 + LAG, LAG) == []
     assert p.maybe_shrink_isr(T0 + LAG + 1, LAG) == [3]
     assert manager.proposals == [("t", 0, (1, 2))]
+    assert p.pending_isr_reason == (f"not caught up to the log end within "
+                                    f"replica.lag.time.max.ms={LAG}")   # the state log's why
     assert p.maybe_shrink_isr(T0 + LAG + 2, LAG) == []   # one change in flight at a time
     assert p.on_isr_change_completed(PartitionState(1, 5, (1, 2), partition_epoch=8))
     assert p.isr == (1, 2) and p.log.high_watermark == 3
