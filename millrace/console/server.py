@@ -26,8 +26,9 @@ unknown topic or group, 502/504 when the cluster cannot be reached.
 
 Access.  Bound to a loopback address the console needs no login.  Bound to any other
 address it requires one: ``POST /login`` with the token (compared in constant time) sets
-a random session cookie (HttpOnly, SameSite=Strict); every route but ``/login`` and
-``/healthz`` answers 401 without it.  Writes take JSON bodies only and, when the browser
+a random session cookie (HttpOnly, SameSite=Strict; the newest ``MAX_SESSIONS`` are
+kept); every route but ``/login``, ``/healthz`` and the static files answers 401 (the
+page: a redirect to ``/login``) without it.  Writes take JSON bodies only and, when the browser
 sends an ``Origin``, only from the console's own origin, so no other site can make a
 logged-in browser write.  Bodies are capped at ``MAX_BODY`` bytes before anything else
 reads them.
@@ -66,6 +67,7 @@ from millrace.console.watcher import ClusterWatcher
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20
+MAX_SESSIONS = 1000
 SESSION_COOKIE = "millrace_console"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css",
                 "index.html": "text/html"}
@@ -102,7 +104,7 @@ class ConsoleServer:
         self.host, self.port = host, port
         self.read_only = read_only
         self._token = token
-        self._sessions: set[str] = set()
+        self._sessions: dict[str, None] = {}   # session ids, oldest first
         self.interval_s = interval_s
         self.admin = KafkaAdminClient(self.configs)
         # protocol_only: never the brokers' HTTP views, as against any Kafka
@@ -203,7 +205,8 @@ class ConsoleServer:
 
     @web.middleware
     async def _access(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if self._token is None or request.path in ("/login", "/healthz"):
+        if (self._token is None or request.path in ("/login", "/healthz")
+                or request.path.startswith("/static/")):   # the login page's stylesheet
             return await handler(request)
         if request.cookies.get(SESSION_COOKIE, "") in self._sessions:
             return await handler(request)
@@ -251,7 +254,9 @@ class ConsoleServer:
                                                         "<p class=error>wrong token</p>"),
                                 content_type="text/html", status=401)
         session = secrets.token_urlsafe(32)
-        self._sessions.add(session)
+        self._sessions[session] = None
+        while len(self._sessions) > MAX_SESSIONS:   # the oldest login goes first
+            del self._sessions[next(iter(self._sessions))]
         response = web.HTTPFound("/")
         response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="Strict")
         raise response
@@ -275,21 +280,22 @@ class ConsoleServer:
         return response
 
     async def _topic(self, request: web.Request) -> web.StreamResponse:
-        name = request.match_info["name"]
-        detail = await self._in_worker(self.watcher.topic_detail, name, pool=self._poll_pool)
-        if isinstance(detail, web.Response):
-            return detail
-        if detail is None:
-            return _error(404, f"no topic {name!r} (or not visible to the console)")
-        return web.json_response(detail)
+        return await self._detail("topic", request.match_info["name"],
+                                  self.watcher.topic_detail)
 
     async def _group(self, request: web.Request) -> web.StreamResponse:
-        group = request.match_info["group"]
-        detail = await self._in_worker(self.watcher.group_detail, group, pool=self._poll_pool)
+        return await self._detail("group", request.match_info["group"],
+                                  self.watcher.group_detail)
+
+    async def _detail(self, what: str, key: str,
+                      lookup: Callable[[str], dict[str, Any] | None]) -> web.StreamResponse:
+        """A topic's or group's detail, read on the poll thread (the watcher's one
+        writer); 404 when the console does not know it."""
+        detail = await self._in_worker(lookup, key, pool=self._poll_pool)
         if isinstance(detail, web.Response):
             return detail
         if detail is None:
-            return _error(404, f"no group {group!r} (or not visible to the console)")
+            return _error(404, f"no {what} {key!r} (or not visible to the console)")
         return web.json_response(detail)
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:

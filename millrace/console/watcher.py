@@ -38,6 +38,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from millrace.broker.metrics.burrow import BurrowEvaluator, Status
 from millrace.client.admin import (
@@ -51,12 +52,14 @@ from millrace.client.admin import (
 )
 from millrace.client.admin.broker_http import BrokerHttp, BrokerHttpUnavailable
 from millrace.common.errors import KafkaError, MillraceError
+from millrace.common.isr import isr_changes
 from millrace.common.topic_partition import TopicPartition
 
 HISTORY_POINTS = 3600      # one per poll: an hour at the default 1 s interval
 TIMELINE_ENTRIES = 500     # leader and ISR changes kept per topic
 REBALANCE_ENTRIES = 100    # rebalances kept per group
 CONFIG_REFRESH_S = 15.0    # how often min.insync.replicas is read again
+MERGE_WINDOW_MS = 10_000   # how long after a broker's record the console may observe it
 COORDINATOR_REFRESH_S = 5.0   # how often an unchanged group's coordinator history is read
 POLL_TIMEOUT_MS = 5000
 GROUP_TIMEOUT_MS = 2000    # per group: a stopped coordinator must not stall the poll long
@@ -182,14 +185,8 @@ class ClusterWatcher:
                 if before.leader != leader:
                     self._event(t, tp, "leader", leader, isr,
                                 f"leader {before.leader} -> {leader}")
-                gone = [b for b in before.isr if b not in isr]
-                added = [b for b in isr if b not in before.isr]
-                if gone:
-                    self._event(t, tp, "isr-shrink", leader, isr,
-                                f"{gone} left the ISR {before.isr} -> {isr}")
-                if added:
-                    self._event(t, tp, "isr-expand", leader, isr,
-                                f"{added} joined the ISR {before.isr} -> {isr}")
+                for kind, text in isr_changes(before.isr, isr):
+                    self._event(t, tp, kind, leader, isr, text)
                 before.leader, before.replicas, before.isr = leader, replicas, isr
         for tp in [tp for tp in self._partitions if tp not in seen]:
             del self._partitions[tp]
@@ -202,7 +199,7 @@ class ClusterWatcher:
         if timeline is None:
             timeline = self._timeline[tp.topic] = deque(maxlen=TIMELINE_ENTRIES)
         timeline.append({"t": t, "partition": tp.partition, "kind": kind, "leader": leader,
-                         "isr": list(isr), "detail": detail})
+                         "isr": list(isr), "detail": detail, "source": "console"})
 
     def _poll_offsets(self, t: int, topics: Mapping[str, TopicDescription]) -> None:
         led = [tp for tp, state in self._partitions.items() if state.leader is not None]
@@ -457,8 +454,38 @@ class ClusterWatcher:
                        for entry in sorted(config.values(), key=lambda e: e.name)]
         return {"name": name, "internal": name in self._internal, "partitions": rows,
                 "configs": configs, "configs_error": configs_error,
-                "timeline": list(reversed(self._timeline.get(name, ()))),
+                "timeline": self._timeline_of(name),
                 "groups": sorted(self._groups_by_topic().get(name, ()))}
+
+    def _timeline_of(self, topic: str) -> list[dict[str, Any]]:
+        """The console's observations merged with the brokers' own record of the changes
+        they made, with their reasons (millrace brokers: ``/v1/partitions/<topic>/
+        state-changes``), newest first.  An observation the brokers also recorded (same
+        partition and kind, up to ``MERGE_WINDOW_MS`` after it) is left out."""
+        mine = list(reversed(self._timeline.get(topic, ())))   # newest first among ties
+        theirs = self._broker_state_changes(topic)
+        if theirs:
+            def recorded(entry: dict[str, Any]) -> bool:
+                return any(b["partition"] == entry["partition"] and b["kind"] == entry["kind"]
+                           and 0 <= entry["t"] - b["t"] <= MERGE_WINDOW_MS for b in theirs)
+            mine = [e for e in mine if e["kind"] == "first-seen" or not recorded(e)]
+        return sorted(mine + theirs[::-1], key=lambda e: e["t"], reverse=True)
+
+    def _broker_state_changes(self, topic: str) -> list[dict[str, Any]]:
+        if self.broker_http is None or not hasattr(self, "_cluster"):
+            return []
+        found: list[dict[str, Any]] = []
+        for node in self._cluster.nodes:
+            try:
+                view = self.broker_http.get(node.id, node.host,
+                                            f"/v1/partitions/{quote(topic, safe='')}"
+                                            "/state-changes")
+            except BrokerHttpUnavailable:
+                continue
+            for change in view.get("changes", ()):
+                if isinstance(change, dict) and isinstance(change.get("t"), int):
+                    found.append({**change, "source": f"broker {node.id}"})
+        return found
 
     def group_detail(self, group_id: str) -> dict[str, Any] | None:
         row = self._group_rows.get(group_id)

@@ -231,6 +231,14 @@
    * Run an async form action with the submit button disabled; report
    * errors into msgEl. The action returns HTML for msgEl on success.
    */
+  // a form's submit runs ``action`` through runAction, its message in [data-ref="msg"]
+  function onSubmit(form, action) {
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      runAction(form, form.querySelector('[data-ref="msg"]'), action);
+    });
+  }
+
   async function runAction(form, msgEl, action) {
     const buttons = form.querySelectorAll('button');
     buttons.forEach((b) => { b.disabled = true; });
@@ -519,23 +527,20 @@
         <div class="form-msg" data-ref="msg"></div>
       </form>`;
     const form = slot.querySelector('form');
-    form.addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      runAction(form, form.querySelector('[data-ref="msg"]'), async () => {
-        const name = form.elements.name.value.trim();
-        const partitions = parseIntField(form.elements.partitions.value);
-        const replication = parseIntField(form.elements.replication_factor.value);
-        if (!name) throw invalid('topic name is required');
-        if (!(partitions >= 1)) throw invalid('partitions must be a positive integer');
-        if (!(replication >= 1)) throw invalid('replication factor must be a positive integer');
-        const configs = Object.fromEntries(parsePairs(form.elements.configs.value));
-        await api('/api/topics', {
-          method: 'POST',
-          body: { name, partitions, replication_factor: replication, configs },
-        });
-        form.elements.name.value = '';
-        return okHtml(`created topic ${name}`, 'form-ok');
+    onSubmit(form, async () => {
+      const name = form.elements.name.value.trim();
+      const partitions = parseIntField(form.elements.partitions.value);
+      const replication = parseIntField(form.elements.replication_factor.value);
+      if (!name) throw invalid('topic name is required');
+      if (!(partitions >= 1)) throw invalid('partitions must be a positive integer');
+      if (!(replication >= 1)) throw invalid('replication factor must be a positive integer');
+      const configs = Object.fromEntries(parsePairs(form.elements.configs.value));
+      await api('/api/topics', {
+        method: 'POST',
+        body: { name, partitions, replication_factor: replication, configs },
       });
+      form.elements.name.value = '';
+      return okHtml(`created topic ${name}`, 'form-ok');
     });
   }
 
@@ -653,11 +658,14 @@
 
   function timelineEntry(e) {
     const leader = e.leader === null || e.leader === undefined ? 'none' : e.leader;
-    return `<li data-testid="timeline-entry" data-kind="${esc(e.kind)}" data-partition="${esc(e.partition)}">
+    // who recorded it: the console's own observation, or a broker's record of its change
+    const source = e.source ? `<span class="tl-source" data-testid="timeline-source">${esc(e.source)}</span>` : '';
+    return `<li data-testid="timeline-entry" data-kind="${esc(e.kind)}" data-partition="${esc(e.partition)}" data-source="${esc(e.source || '')}">
       <span class="tl-time">${esc(fmtClock(e.t))}</span>
       <span><span class="mono">p${esc(e.partition)}</span>
         <span class="tl-kind ${esc(e.kind)}">${esc(e.kind)}</span>
-        <span class="mono">leader ${esc(leader)} · ISR [${esc((e.isr || []).join(', '))}]</span></span>
+        <span class="mono">leader ${esc(leader)} · ISR [${esc((e.isr || []).join(', '))}]</span>
+        ${source}</span>
       <span class="tl-detail">${esc(e.detail)}</span>
     </li>`;
   }
@@ -691,15 +699,12 @@
         </div>
       </div>`;
     const form = slot.querySelector('form');
-    form.addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      runAction(form, form.querySelector('[data-ref="msg"]'), async () => {
-        const count = parseIntField(form.elements.count.value);
-        if (!(count >= 1)) throw invalid('count must be a positive integer');
-        await api(`/api/topics/${encodeURIComponent(name)}/partitions`, { method: 'POST', body: { count } });
-        refresh();
-        return okHtml(`topic now has ${count} partitions`, 'form-ok');
-      });
+    onSubmit(form, async () => {
+      const count = parseIntField(form.elements.count.value);
+      if (!(count >= 1)) throw invalid('count must be a positive integer');
+      await api(`/api/topics/${encodeURIComponent(name)}/partitions`, { method: 'POST', body: { count } });
+      refresh();
+      return okHtml(`topic now has ${count} partitions`, 'form-ok');
     });
     const card = slot.querySelector('[data-ref="delete-card"]');
     card.querySelector('button').addEventListener('click', () => {
@@ -872,19 +877,16 @@
         <div class="form-msg" data-ref="msg"></div>
       </form>`;
     const form = slot.querySelector('form');
-    form.addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      runAction(form, form.querySelector('[data-ref="msg"]'), async () => {
-        const el = form.elements;
-        const topic = el.topic.value;
-        if (!topic) throw invalid('choose a topic');
-        const partition = parseIntField(el.partition.value);
-        if (Number.isNaN(partition)) throw invalid('partition must be a non-negative integer (blank = auto)');
-        const key = el.key.value === '' ? null : el.key.value;
-        const body = { topic, partition, key, value: el.value.value, headers: parsePairs(el.headers.value) };
-        const res = await api('/api/produce', { method: 'POST', body });
-        return okHtml(`produced to partition ${res.partition} at offset ${res.offset}`, 'produce-result');
-      });
+    onSubmit(form, async () => {
+      const el = form.elements;
+      const topic = el.topic.value;
+      if (!topic) throw invalid('choose a topic');
+      const partition = parseIntField(el.partition.value);
+      if (Number.isNaN(partition)) throw invalid('partition must be a non-negative integer (blank = auto)');
+      const key = el.key.value === '' ? null : el.key.value;
+      const body = { topic, partition, key, value: el.value.value, headers: parsePairs(el.headers.value) };
+      const res = await api('/api/produce', { method: 'POST', body });
+      return okHtml(`produced to partition ${res.partition} at offset ${res.offset}`, 'produce-result');
     });
   }
 
@@ -1069,21 +1071,18 @@
         <div class="form-msg" data-ref="msg"></div>
       </form>`;
     const form = slot.querySelector('form');
-    form.addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      runAction(form, form.querySelector('[data-ref="msg"]'), async () => {
-        const el = form.elements;
-        const to = el.to.value;
-        const value = parseResetValue(to, el.value.value);
-        const topic = el.topic.value.trim() || null;
-        const res = await api(`/api/groups/${encodeURIComponent(id)}/reset`, {
-          method: 'POST',
-          body: { topic, to, value },
-        });
-        refresh();
-        const n = Array.isArray(res.offsets) ? res.offsets.length : 0;
-        return okHtml(`reset ${n} partition(s)`, 'reset-result');
+    onSubmit(form, async () => {
+      const el = form.elements;
+      const to = el.to.value;
+      const value = parseResetValue(to, el.value.value);
+      const topic = el.topic.value.trim() || null;
+      const res = await api(`/api/groups/${encodeURIComponent(id)}/reset`, {
+        method: 'POST',
+        body: { topic, to, value },
       });
+      refresh();
+      const n = Array.isArray(res.offsets) ? res.offsets.length : 0;
+      return okHtml(`reset ${n} partition(s)`, 'reset-result');
     });
   }
 
@@ -1391,28 +1390,25 @@
         <div class="form-msg" data-ref="msg"></div>
       </form>`;
     const form = slot.querySelector('form');
-    form.addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      runAction(form, form.querySelector('[data-ref="msg"]'), async () => {
-        const el = form.elements;
-        try {
-          const name = el.name.value.trim();
-          const mechanism = el.mechanism.value;
-          const iterations = parseIntField(el.iterations.value);
-          if (!name) throw invalid('user name is required');
-          if (!el.password.value) throw invalid('password is required');
-          if (!(iterations >= 1)) throw invalid('iterations must be a positive integer');
-          await api('/api/users', {
-            method: 'POST',
-            body: { name, password: el.password.value, mechanism, iterations },
-          });
-          el.name.value = '';
-          refresh();
-          return okHtml(`user ${name} created`, 'form-ok');
-        } finally {
-          el.password.value = '';
-        }
-      });
+    onSubmit(form, async () => {
+      const el = form.elements;
+      try {
+        const name = el.name.value.trim();
+        const mechanism = el.mechanism.value;
+        const iterations = parseIntField(el.iterations.value);
+        if (!name) throw invalid('user name is required');
+        if (!el.password.value) throw invalid('password is required');
+        if (!(iterations >= 1)) throw invalid('iterations must be a positive integer');
+        await api('/api/users', {
+          method: 'POST',
+          body: { name, password: el.password.value, mechanism, iterations },
+        });
+        el.name.value = '';
+        refresh();
+        return okHtml(`user ${name} created`, 'form-ok');
+      } finally {
+        el.password.value = '';
+      }
     });
   }
 

@@ -249,10 +249,14 @@ def test_through_the_kafka_protocol_alone_the_core_views_work(
                                                    timeout=EXPECT_MS)
             expect(page.get_by_test_id("members")).to_contain_text("member-d",
                                                                    timeout=EXPECT_MS)
+            # nothing came from the coordinator's HTTP view, and neither did the timeline
+            status, group = api(console, "api/groups/audit")
+            assert status == 200 and {e["source"] for e in group["rebalances"]} == {"console"}
+            status, topic = api(console, "api/topics/console-orders")
+            assert status == 200 and {e["source"] for e in topic["timeline"]} == {"console"}
         finally:
             for member in members:
                 _stop(member)
-        assert "/v1/consumer-groups" not in console.logs()
 
 
 # ---------------------------------------------------------------------- access
@@ -349,7 +353,7 @@ def test_bad_requests_get_an_error_naming_the_problem(console: ConsoleProcess) -
 # ---------------------------------------------------------------------- history
 def test_a_paused_follower_shows_in_the_isr_timeline_and_alerts_then_clears(
         cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded,
-        shots: Path) -> None:
+        shots: Path, tmp_path: Path) -> None:
     client = admin(cluster.bootstrap)
     view = create_topic(client, "console-isr", 1, 3)
     follower = next(r for r in view[0].replicas if r != view[0].leader)
@@ -372,3 +376,18 @@ def test_a_paused_follower_shows_in_the_isr_timeline_and_alerts_then_clears(
     expect(expand.first).to_be_visible(timeout=EXPECT_MS)
     page.goto(console.url + "#/overview")
     expect(page.get_by_test_id("alerts")).to_contain_text("No alerts", timeout=EXPECT_MS)
+
+    # a console started now never saw the shrink: the leader's own record of it shows,
+    # with the reason
+    leader = view[0].leader
+    with ConsoleProcess(cluster.bootstrap, tmp_path / "later", interval_s=0.5) as later:
+        page.goto(later.url + "#/topics/console-isr")
+        recorded = page.locator('[data-testid="timeline-entry"][data-kind="isr-shrink"]'
+                                f'[data-source="broker {leader}"]')
+        # the leader's lag check, or the controller once the follower's session expired
+        expect(recorded.first).to_contain_text(
+            re.compile("replica.lag.time.max.ms|set by the controller"), timeout=EXPECT_MS)
+        expect(recorded.first).to_contain_text(f"[{follower}] left the ISR")
+        rejoined = page.locator('[data-testid="timeline-entry"][data-kind="isr-expand"]'
+                                f'[data-source="broker {leader}"]')
+        expect(rejoined.first).to_contain_text("caught up", timeout=EXPECT_MS)

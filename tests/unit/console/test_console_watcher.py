@@ -220,3 +220,46 @@ def test_an_unreachable_cluster_keeps_the_last_state_and_says_why(clock: list[in
     assert snapshot["topics"] == first["topics"]
     admin.unreachable = False
     assert poll(w, clock)["error"] is None
+
+
+class FakeStateChanges(FakeHttp):
+    """A millrace broker's /v1/partitions/<topic>/state-changes."""
+
+    def __init__(self, changes: dict[int, list[dict[str, Any]]]) -> None:
+        super().__init__(None)
+        self.changes = changes
+
+    def get(self, broker: int, host: str, path: str) -> dict[str, Any]:
+        assert path == "/v1/partitions/orders/state-changes"
+        if broker not in self.changes:
+            raise BrokerHttpUnavailable("no listener")
+        return {"broker": broker, "changes": self.changes[broker]}
+
+
+def test_the_brokers_record_replaces_what_the_console_observed(clock: list[int]) -> None:
+    admin = FakeAdmin()
+    http = FakeStateChanges({})
+    w = ClusterWatcher(admin, broker_http=http)   # type: ignore[arg-type]
+    poll(w, clock)
+    admin.partitions[0] = (1, [1, 2, 3], [1, 2])
+    poll(w, clock)
+    shrink_seen = clock[0]
+    # broker 1 (the leader) recorded the shrink, with its reason, before the console saw it
+    http.changes[1] = [{"t": shrink_seen - 300, "topic": "orders", "partition": 0,
+                        "kind": "isr-shrink", "leader": 1, "isr": [1, 2], "broker": 1,
+                        "detail": "[3] left the ISR [1, 2, 3] -> [1, 2]: not caught up"},
+                       {"t": shrink_seen - 60_000, "topic": "orders", "partition": 1,
+                        "kind": "leader", "leader": 2, "isr": [2, 3, 1], "broker": 1,
+                        "detail": "an older term the console never saw"}]
+    detail = w.topic_detail("orders")
+    assert detail is not None
+    timeline = [(e["kind"], e["source"]) for e in detail["timeline"]]
+    assert timeline == [("isr-shrink", "broker 1"), ("first-seen", "console"),
+                        ("first-seen", "console"), ("leader", "broker 1")]
+
+    # negative control: without the brokers' record the console's own observation stands
+    http.changes.clear()
+    detail = w.topic_detail("orders")
+    assert detail is not None
+    assert (detail["timeline"][0]["kind"], detail["timeline"][0]["source"]) == (
+        "isr-shrink", "console")
