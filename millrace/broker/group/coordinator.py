@@ -577,8 +577,18 @@ class _JoinRequest:
         return CoordinatorResult(response=join_error(self.version, error, member_id))
 
 
+MAX_CLIENT_REASON = 256   # a client's reason is kept and logged on one line, this long at most
+
+
 def _with_client_reason(what: str, client_reason: str | None) -> str:
-    return f"{what}; client reason: {client_reason}" if client_reason else what
+    """The coordinator's reason and the client's (KIP-800), on one line and bounded: the
+    client's text may be up to 32 KiB of anything, and 50 are kept per group."""
+    if not client_reason:
+        return what
+    text = " ".join(client_reason.split())
+    if len(text) > MAX_CLIENT_REASON:
+        text = text[:MAX_CLIENT_REASON] + "..."
+    return f"{what}; client reason: {text}"
 
 
 def _instance(instance_id: str | None) -> str:

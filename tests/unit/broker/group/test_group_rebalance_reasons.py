@@ -16,7 +16,7 @@ def group(h: Harness) -> GroupMetadata:
 
 def test_a_new_member_records_the_join_with_the_clients_reason() -> None:
     h = Harness()
-    (a,), gen = h.stable_group(1)
+    (_a,), gen = h.stable_group(1)
     before = len(group(h).rebalances)
     h.new_member(version=9, reason="scaling out to 2 pods")
     assert group(h).state is GroupState.PREPARING_REBALANCE
@@ -37,7 +37,7 @@ def test_before_v8_there_is_no_client_reason_only_the_coordinators() -> None:
 
 def test_a_leave_records_the_members_reason() -> None:
     h = Harness()
-    (a, b), gen = h.stable_group(2)
+    (_a, b), gen = h.stable_group(2)
     h.leave(leave_req("g", (b, None), reason="the pod is shutting down"), version=5)
     event = group(h).rebalances[-1]
     assert event.reason == (f"removing member {b} (client client) on LeaveGroup; "
@@ -73,3 +73,12 @@ def test_the_history_is_bounded() -> None:
         g.record_rebalance(i, f"reason {i}")
     assert len(g.rebalances) == g.rebalances.maxlen
     assert g.rebalances[-1].reason == "reason 199"
+
+
+def test_a_clients_reason_is_one_bounded_line() -> None:
+    h = Harness()
+    (a,), _ = h.stable_group(1)
+    h.leave(leave_req("g", (a, None), reason="line one\nline two " + "x" * 10_000), version=5)
+    reason = group(h).rebalances[-1].reason
+    assert "\n" not in reason
+    assert reason.endswith("; client reason: line one line two " + "x" * 238 + "...")
