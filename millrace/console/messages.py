@@ -36,6 +36,7 @@ MAX_LIMIT = 500
 SCAN_LIMIT = 200_000
 SCAN_TIMEOUT_S = 20.0
 POLL_MS = 200
+METADATA_TIMEOUT_MS = 10_000
 
 FROM_CHOICES = ("oldest", "newest", "offset", "timestamp")
 
@@ -101,7 +102,9 @@ def browse(configs: Mapping[str, Any], request: BrowseRequest) -> dict[str, Any]
 
 def _browse(consumer: KafkaConsumer[bytes, bytes], request: BrowseRequest
             ) -> dict[str, Any]:
-    known = consumer.partitions_for(request.topic)
+    # one Metadata request for every topic: asking for the one topic would wait out the
+    # API timeout when it does not exist
+    known = consumer.list_topics(timeout_ms=METADATA_TIMEOUT_MS).get(request.topic)
     if not known:
         raise BadRequest(f"topic {request.topic!r} does not exist")
     numbers = sorted(p.partition for p in known)
