@@ -29,6 +29,7 @@ any number of threads.  Callbacks run on the Sender thread and must be quick.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import threading
@@ -45,6 +46,7 @@ from millrace.client.consumer.consumer_record import OffsetAndMetadata
 from millrace.client.errors import BufferExhaustedError, IllegalStateError, SerializationError
 from millrace.client.metadata import parse_bootstrap_servers
 from millrace.client.metrics import Metrics, load_reporters
+from millrace.client.producer._internals import journey as _journey
 from millrace.client.producer._internals.batch_core import wall_clock_ms
 from millrace.client.producer._internals.buffer_pool import BufferPool
 from millrace.client.producer._internals.built_in_partitioner import partition_for_key
@@ -70,6 +72,7 @@ from millrace.client.serialization import (
     load_class,
     resolve_serializer,
 )
+from millrace.client.tracing import RecordJourney, now_us
 from millrace.common.errors import ConfigError, RecordTooLargeError
 from millrace.common.time import SYSTEM_TIME, SystemTime, Time
 from millrace.record import HEADER_SIZE
@@ -254,13 +257,43 @@ class KafkaProducer(Generic[K, V]):
             return send_path(record, callback)
         return self._send(record, callback)
 
-    def _send(self, record: ProducerRecord[K, V], callback: Callback | None = None
-              ) -> FutureRecordMetadata:
-        """``send``, every step of it (interceptors, serializers, metadata waits...)."""
+    def send_traced(self, record: ProducerRecord[K, V], callback: Callback | None = None, *,
+                    journey: RecordJourney | None = None
+                    ) -> tuple[FutureRecordMetadata, RecordJourney]:
+        """``send`` a record and trace its journey (``millrace.client.tracing``).
+
+        The record goes with a ``traceparent`` header naming a new span of the journey: a
+        new trace, or, when the record already carries a valid ``traceparent``, a child
+        span in that trace (the old header is replaced).  ``record`` itself is not
+        changed: a copy with the new headers is sent.  Traced records take the full
+        Python ``send`` (never the C fast path), which records each stage; the journey's
+        ``done`` is set once the callback ran (or ``send`` raised).
+        """
+        if journey is None:
+            journey = RecordJourney.start(_journey.find_traceparent_value(record.headers))
+        journey.topic = record.topic
+        journey.client_id = self.client_id
+        traced = copy.copy(record)
+        traced.headers = _journey.with_traceparent(record.headers, journey.traceparent)
+        try:
+            future = self._send(traced, _journey.JourneyCallback(callback, journey), journey)
+        except BaseException as e:
+            journey.finish(e)
+            raise
+        return future, journey
+
+    def _send(self, record: ProducerRecord[K, V], callback: Callback | None = None,
+              journey: RecordJourney | None = None) -> FutureRecordMetadata:
+        """``send``, every step of it (interceptors, serializers, metadata waits...);
+        ``journey``: a traced record's, which gets a stage per step (send_traced)."""
         interceptors = self._interceptors
+        if journey is not None:
+            t_us = now_us()
         if interceptors is not None:
             record = interceptors.on_send(record)
             callback = InterceptorCallback(callback, interceptors)
+        if journey is not None:
+            _journey.traced_interceptors(journey, t_us, interceptors)
         if self._closed:
             raise IllegalStateError("Cannot perform operation after producer has been closed")
         try:
@@ -285,6 +318,8 @@ class KafkaProducer(Generic[K, V]):
                 now = self._clock_ms()
                 count = cluster.partition_count(topic)
                 assert count is not None
+            if journey is not None:
+                t_us = now_us()
             headers = _normalize_headers(record.headers) if record.headers else ()
             key = record.key
             if key is None or (self._key_is_bytes and type(key) is bytes):
@@ -297,6 +332,12 @@ class KafkaProducer(Generic[K, V]):
             else:
                 value_bytes = self._serialize(self._value_serializer, topic, value, headers,
                                               "value")
+            if journey is not None:
+                _journey.traced_serialize(journey, t_us, self._key_serializer,
+                                          self._value_serializer, key_bytes, value_bytes)
+                t_us = now_us()
+                reason = _journey.partition_reason(partition, self._partitioner, key_bytes,
+                                                   self._ignore_keys)
             if partition is None:
                 if self._partitioner is not None:
                     partition = self._custom_partition(record, key_bytes, value_bytes, cluster,
@@ -316,9 +357,18 @@ class KafkaProducer(Generic[K, V]):
             if self._transactional:
                 assert self._transaction_manager is not None
                 self._transaction_manager.fail_if_not_ready_for_send()
+            if journey is not None:
+                if partition >= 0:
+                    _journey.traced_partition(journey, t_us, partition, reason)
+                trace = _journey.AppendTrace(journey, self._accumulator.batch_size)
+            else:
+                trace = None
             future, wake = self._append(topic, partition, now if timestamp is None else timestamp,
                                         key_bytes, value_bytes, headers, callback, remaining, now,
-                                        cluster)
+                                        cluster, trace)
+            if journey is not None and partition < 0:  # sticky: known once appended
+                _journey.traced_partition(journey, t_us, future.topic_partition.partition,
+                                          reason)
             if self._transactional:
                 # after the append: only then is a sticky partition known (Java does the
                 # same); the sender drains nothing of it before AddPartitionsToTxn.  Wake

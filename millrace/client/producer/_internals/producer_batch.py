@@ -25,6 +25,7 @@ from __future__ import annotations
 import enum
 import logging
 import struct
+from typing import Any
 
 from millrace.client.cluster import TopicPartition
 from millrace.client.producer._internals.batch_core import BatchCore
@@ -78,6 +79,7 @@ class ProducerBatch(BatchCore):
         "created_ms",
         "drained_ms",
         "is_split_batch",
+        "journeys",
         "last_attempt_ms",
         "retry",
         "retry_backoff_ms",
@@ -107,6 +109,8 @@ class ProducerBatch(BatchCore):
         self.is_split_batch = is_split_batch
         self.sequence_has_been_reset = False
         self._producer_state: tuple[int, int, int] | None = None  # (id, epoch, base sequence)
+        # (RecordJourney, index) of its traced records (KafkaProducer.send_traced), else None
+        self.journeys: list[tuple[Any, int]] | None = None
 
     # ------------------------------------------------------------------ appending
     def appended_size(self) -> int:
@@ -290,6 +294,7 @@ class ProducerBatch(BatchCore):
         each record to its future in the new batch, where its callback moved too."""
         records = RecordBatch(self.records()).record_list()
         callbacks = {future._index: future._callback for future in self._thunks}
+        journeys = dict((i, j) for j, i in self.journeys) if self.journeys is not None else None
         batches: list[ProducerBatch] = []
         redirect: list[FutureRecordMetadata] = []
         current: ProducerBatch | None = None
@@ -308,6 +313,11 @@ class ProducerBatch(BatchCore):
                                          record.headers, callback, self.created_ms)
                 assert new is not None
             redirect.append(new)
+            if journeys is not None and index in journeys:  # a traced record moves too
+                assert current is not None
+                if current.journeys is None:
+                    current.journeys = []
+                current.journeys.append((journeys[index], new._index))
         for batch in batches:
             batch.close()
         self._final_state = FinalState.ABORTED

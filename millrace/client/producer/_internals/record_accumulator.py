@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 from millrace.client._backoff import ExponentialBackoff
 from millrace.client.cluster import Cluster, Node, TopicPartition
 from millrace.client.errors import IllegalStateError, KafkaTimeoutError
+from millrace.client.producer._internals import journey
 from millrace.client.producer._internals.buffer_pool import BufferPool
 from millrace.client.producer._internals.built_in_partitioner import (
     BuiltInPartitioner,
@@ -43,6 +44,7 @@ from millrace.client.producer._internals.built_in_partitioner import (
 )
 from millrace.client.producer._internals.future_record_metadata import FutureRecordMetadata
 from millrace.client.producer._internals.idempotence_manager import NO_SEQUENCE
+from millrace.client.producer._internals.journey import AppendTrace
 from millrace.client.producer._internals.producer_batch import ProducerBatch
 from millrace.client.producer._internals.send_path import Lock
 from millrace.client.producer._internals.transaction_manager import TransactionManager
@@ -128,10 +130,12 @@ class RecordAccumulator:
     def append(self, topic: str, partition: int, timestamp: int, key: bytes | None,
                value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
                callback: Any, max_time_to_block_ms: float, now_ms: int,
-               cluster: Cluster) -> tuple[FutureRecordMetadata, bool]:
+               cluster: Cluster, trace: AppendTrace | None = None
+               ) -> tuple[FutureRecordMetadata, bool]:
         """Add a record; returns (future, whether the sender should wake up).
 
         ``partition`` -1 means "the topic's sticky partition".  May block for memory.
+        ``trace``: a traced record's journey, told where the record landed (journey.py).
         """
         info = self._topics.get(topic)
         if info is None:
@@ -165,6 +169,8 @@ class RecordAccumulator:
                         future = last.try_append(timestamp, key, value, headers, callback,
                                                  now_ms)
                         if future is not None:
+                            if trace is not None:
+                                trace.landed(last, future._index, False)
                             if sticky is not None:
                                 sticky.produced_bytes += last.last_record_size
                                 if sticky.produced_bytes >= partitioner.sticky_batch_size:
@@ -180,6 +186,8 @@ class RecordAccumulator:
                                                   now_ms)
                         assert future is not None
                         batch.buffer_size, reserved = reserved, 0
+                        if trace is not None:
+                            trace.landed(batch, future._index, True)
                         dq.append(batch)
                         self._incomplete.add(batch)
                         if sticky is not None:
@@ -313,6 +321,9 @@ class RecordAccumulator:
             if tm is not None and self._should_stop_drain(first, tp, tm):
                 continue
             batch = dq.popleft()
+            if batch.journeys is not None:  # a traced record: why it goes now
+                journey.batch_ready(batch, journey.ready_reason(self, batch, bool(dq), now_ms),
+                                    self.linger_ms, now_ms)
             if tm is not None and not batch.has_sequence:
                 tm.maybe_update_producer_id_and_epoch(tp)
                 batch.set_producer_state(tm.producer_id, tm.producer_epoch,

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from millrace.client.cluster import TopicPartition
 from millrace.client.errors import IllegalStateError, KafkaTimeoutError
 from millrace.client.network_client import ClientRequest, ClientResponse, NetworkClient
+from millrace.client.producer._internals import journey
 from millrace.client.producer._internals.producer_batch import ProducerBatch
 from millrace.client.producer._internals.record_accumulator import RecordAccumulator
 from millrace.client.producer._internals.sender_metrics import SenderMetrics
@@ -316,8 +317,10 @@ class Sender:
                 not_ready_timeout = min(not_ready_timeout,
                                         self._client.poll_delay_ms(node, now))
         batches = accumulator.drain(cluster, ready_nodes, self._max_request_size, now)
-        for node_batches in batches.values():
+        for node_id, node_batches in batches.items():
             for batch in node_batches:
+                if batch.journeys is not None:
+                    journey.drained(batch, node_id)
                 self._in_flight_batches.setdefault(batch.topic_partition, []).append(batch)
                 if self._guarantee_message_order:
                     accumulator.mute(batch.topic_partition)
@@ -372,7 +375,10 @@ class Sender:
                               now: int) -> None:
         by_topic: dict[str, list[Any]] = {}
         by_tp: dict[TopicPartition, ProducerBatch] = {}
+        traced = False
         for batch in batches:
+            if batch.journeys is not None:
+                traced = True
             tp = batch.topic_partition
             records = batch.records()
             self._accumulator.record_built(batch)
@@ -400,6 +406,11 @@ class Sender:
             log.debug("could not send a produce request to node %d: %s", node_id, e)
             response = ClientResponse(request, now, disconnected=True)
             self._handle_produce_response(response, by_tp)
+            return
+        if traced:
+            journey.request_sent(batches, node_id, journey.connection_address(
+                self._client, self._metadata.fetch(), node_id), request.correlation_id,
+                self._acks, request.send_completed, request.version)
 
     def _produce_max_version(self) -> int:
         tm = self._tm
@@ -422,7 +433,7 @@ class Sender:
             log.debug("cancelled produce request %s: %s", request, message)
             for batch in batches.values():
                 self._complete_batch(batch, code, -1, -1, -1, None, message, now,
-                                     request.correlation_id)
+                                     request.correlation_id, node)
             return
         if response.version_mismatch is not None:
             for batch in batches.values():
@@ -435,7 +446,7 @@ class Sender:
         if body is None:  # acks=0: done once written
             for batch in batches.values():
                 self._complete_batch(batch, 0, -1, -1, -1, None, None, now,
-                                     request.correlation_id)
+                                     request.correlation_id, request.destination)
             return
         for topic in body.responses:
             for p in topic.partition_responses:
@@ -446,14 +457,18 @@ class Sender:
                     continue
                 self._complete_batch(found, p.error_code, p.base_offset, p.log_append_time_ms,
                                      p.log_start_offset, p.record_errors, p.error_message, now,
-                                     request.correlation_id)
+                                     request.correlation_id, request.destination)
         for batch in batches.values():  # the broker left some out
             self._complete_batch(batch, Errors.NETWORK_EXCEPTION, -1, -1, -1, None,
-                                 "no response for this partition", now, request.correlation_id)
+                                 "no response for this partition", now, request.correlation_id,
+                                 request.destination)
 
     def _complete_batch(self, batch: ProducerBatch, error_code: int, base_offset: int,
                         log_append_time: int, log_start_offset: int, record_errors: Any,
-                        error_message: str | None, now: int, correlation_id: int) -> None:
+                        error_message: str | None, now: int, correlation_id: int,
+                        node_id: int = -1) -> None:
+        if batch.journeys is not None:
+            journey.response_received(batch, node_id, error_code, base_offset, log_append_time)
         tp = batch.topic_partition
         tm = self._tm
         if error_code == Errors.MESSAGE_TOO_LARGE and batch.record_count > 1 and not batch.is_done:
