@@ -44,6 +44,7 @@ from millrace.broker.metrics.burrow import BurrowEvaluator, Status
 from millrace.client.admin import (
     READ_COMMITTED,
     READ_UNCOMMITTED,
+    ClusterDescription,
     ConfigResource,
     ConfigResourceType,
     KafkaAdminClient,
@@ -110,6 +111,8 @@ class ClusterWatcher:
         self._min_isr: dict[str, int] = {}
         self._min_isr_read = 0.0
         self._known_brokers: dict[int, dict[str, Any]] = {}
+        self._cluster: ClusterDescription | None = None     # None until a poll answers
+        self._topics: dict[str, TopicDescription] = {}
         self._snapshot: dict[str, Any] = {"time": now_ms(), "read_only": read_only,
                                           "error": "not polled yet", "cluster": None,
                                           "alerts": [], "throughput": [], "topics": [],
@@ -348,6 +351,7 @@ class ClusterWatcher:
     # ------------------------------------------------------------------ views
     def _build_snapshot(self, t: int) -> dict[str, Any]:
         cluster = self._cluster
+        assert cluster is not None  # built only after a poll that described it
         controller = cluster.controller.id if cluster.controller is not None else None
         live = {n.id for n in cluster.nodes}
         leaders: dict[int, int] = {}
@@ -423,7 +427,7 @@ class ClusterWatcher:
         return alerts
 
     def topic_detail(self, name: str) -> dict[str, Any] | None:
-        topic = self._topics.get(name) if hasattr(self, "_topics") else None
+        topic = self._topics.get(name)
         if topic is None:
             return None
         rows = []
@@ -472,10 +476,11 @@ class ClusterWatcher:
         return sorted(mine + theirs[::-1], key=lambda e: e["t"], reverse=True)
 
     def _broker_state_changes(self, topic: str) -> list[dict[str, Any]]:
-        if self.broker_http is None or not hasattr(self, "_cluster"):
+        cluster = self._cluster
+        if self.broker_http is None or cluster is None:
             return []
         found: list[dict[str, Any]] = []
-        for node in self._cluster.nodes:
+        for node in cluster.nodes:
             try:
                 view = self.broker_http.get(node.id, node.host,
                                             f"/v1/partitions/{quote(topic, safe='')}"
