@@ -270,6 +270,11 @@ class ReplicaManager:
             state = self.metadata.partition_state(info.name, i)
             if state is not None and state.leader == self.local_broker_id:
                 partition.make_leader(state, replicas)
+                self.state_log.record(info.name, i, "leader", self.local_broker_id,
+                                      partition.isr, f"broker {self.local_broker_id} leads "
+                                      f"at leader epoch {partition.leader_epoch} (the "
+                                      f"partition's state when its log was opened), "
+                                      f"replicas {list(replicas)}")
             self.partitions[key] = partition
 
     def update_topic_config(self, info: TopicInfo) -> None:

@@ -229,6 +229,33 @@ def test_metrics_after_producing(broker: BrokerProcess, url: str) -> None:
                        topic="no-such-topic")
 
 
+def test_state_changes_of_a_topic(broker: BrokerProcess, url: str) -> None:
+    topic = create_topic({"bootstrap.servers": broker.bootstrap}, partitions=2)
+
+    def recorded() -> list[dict[str, Any]] | None:
+        reply = http(f"{url}/v1/partitions/{topic}/state-changes")
+        assert reply.status == 200
+        assert reply.headers["Content-Type"].startswith("application/json")
+        body = json.loads(reply.text)
+        assert body["broker"] == 0
+        changes: list[dict[str, Any]] = body["changes"]
+        return changes if len(changes) >= 2 else None
+
+    changes = poll(recorded, f"the leadership records of {topic}")
+    assert {(c["partition"], c["kind"]) for c in changes} >= {(0, "leader"), (1, "leader")}
+    assert all(c["topic"] == topic and c["leader"] == 0 and c["isr"] == [0] and
+               isinstance(c["t"], int) for c in changes)
+    # negative controls: another topic's name, one unknown, a percent-encoded one, a path
+    # with a slash in the name: none of them sees this topic's records, none is an error
+    for other in ("no-such-topic", "http-%2E%2E", "%2F" + topic):
+        reply = http(f"{url}/v1/partitions/{other}/state-changes")
+        assert reply.status == 200, other
+        assert json.loads(reply.text)["changes"] == [], other
+    assert http(f"{url}/v1/partitions/a/b/state-changes").status == 404
+    assert http(f"{url}/v1/partitions/{topic}/state-changes", method="POST",
+                data=b"{}").status == 405
+
+
 def test_openmetrics_when_asked(url: str) -> None:
     reply = http(url + "/metrics",
                  headers={"Accept": "application/openmetrics-text; version=1.0.0"})
@@ -429,6 +456,7 @@ def test_basic_credentials_are_required_but_not_for_the_probes(secured: BrokerPr
     assert http(url + "/healthz").status == 200
     assert http(url + "/readyz").status == 200
     assert http(url + "/v1/consumer-groups").status == 401
+    assert http(url + "/v1/partitions/any/state-changes").status == 401
 
 
 def test_the_authorizer_wants_describe_on_the_cluster(secured: BrokerProcess) -> None:
@@ -439,6 +467,12 @@ def test_the_authorizer_wants_describe_on_the_cluster(secured: BrokerProcess) ->
     assert alice.status == 403 and "alice" in alice.text
     assert http(url + "/metrics", headers=basic(SCRAM_USER, SCRAM_PASSWORD)).status == 403
     assert http(url + "/metrics", headers=basic(SCRAM_USER, "wrong-password")).status == 401
+    # the partitions' state-change records want the same grant, asked before the topic
+    # is looked at: an unknown topic is refused alike
+    for topic in ("__consumer_offsets", "no-such-topic"):
+        denied = http(f"{url}/v1/partitions/{topic}/state-changes",
+                      headers=basic("alice", "alice-secret"))
+        assert denied.status == 403 and "changes" not in denied.text, topic
     # an ACL on something else does not do
     with KafkaAdminClient(admin_config(secured)) as admin:
         topic_read = AclBinding(ResourcePattern(ResourceType.TOPIC, "*", PatternType.LITERAL),
@@ -463,5 +497,8 @@ def test_the_authorizer_wants_describe_on_the_cluster(secured: BrokerProcess) ->
     reply = poll(lambda: allowed("alice", "alice-secret"), "alice's Describe grant")
     assert samples(parse(reply.text), "kafka_server_replicamanager_underreplicatedpartitions")
     poll(lambda: allowed(SCRAM_USER, SCRAM_PASSWORD), "the SCRAM user's grant")
+    granted = http(f"{url}/v1/partitions/no-such-topic/state-changes",
+                   headers=basic("alice", "alice-secret"))
+    assert granted.status == 200 and json.loads(granted.text)["changes"] == []
     # still authenticated each time: the grant lets no wrong password in
     assert http(url + "/metrics", headers=basic("alice", "wrong-password")).status == 401
