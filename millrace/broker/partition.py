@@ -26,19 +26,26 @@ min(leader's high watermark, own log end offset).
 NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below ``min.insync.replicas``
 meanwhile.
 
+``trace`` is None unless the partition's topic is armed for record tracing here
+(``record_tracer.PartitionTrace``): the append, high-watermark and follower hooks cost
+one ``is not None`` check otherwise.
+
 Thread ownership: the event-loop thread.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from millrace.broker.metadata import PartitionState
 from millrace.broker.replica import Replica
 from millrace.common.errors import Errors, NotEnoughReplicasError, NotLeaderOrFollowerError
 from millrace.storage import AppendOrigin, Log, LogAppendInfo
 from millrace.storage.producer_state_manager import VerificationGuard
+
+if TYPE_CHECKING:
+    from millrace.broker.record_tracer import PartitionTrace
 
 
 class AlterIsrManager(Protocol):
@@ -88,6 +95,9 @@ class Partition:
         self.pending_isr: tuple[int, ...] | None = None  # proposed, not yet committed
         self.pending_isr_reason = ""                     # why it was proposed
         self.remote_replicas: dict[int, Replica] = {}
+        # set while the topic is armed for record tracing here (record_tracer.py); the
+        # hot paths' only cost otherwise is the `is not None` check
+        self.trace: PartitionTrace | None = None
 
     def __repr__(self) -> str:
         return (f"Partition({self.topic}-{self.index}, leader={self.leader_id}, "
@@ -199,7 +209,11 @@ class Partition:
             hw = min(hw, replica.log_end_offset)
         # a follower's fetch that moved nothing (most of a fetch of many partitions) stops
         # here; the high watermark changes only on this (the loop's) thread
-        return hw > log.high_watermark and log.maybe_increment_high_watermark(hw)
+        if hw > log.high_watermark and log.maybe_increment_high_watermark(hw):
+            if self.trace is not None:
+                self.trace.high_watermark_advanced(self, hw)
+            return True
+        return False
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
         """(done, error) for an acks=all produce whose batch ends before ``required_offset``."""
@@ -279,6 +293,8 @@ class Partition:
         """Append what the leader's fetch returned (offsets already assigned) and follow
         the leader's high watermark as far as this log reaches."""
         info = self.log.append_as_follower(records, now_ms)
+        if self.trace is not None:
+            self.trace.follower_appended(self, records)
         self.update_follower_high_watermark(leader_high_watermark)
         return info
 

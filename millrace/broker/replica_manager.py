@@ -34,8 +34,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from millrace.broker.add_partitions_to_txn_manager import (
     AddPartitionsToTxnManager,
@@ -57,6 +58,7 @@ from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.partition import AlterIsrManager, IsrChangeMeters, Partition
 from millrace.broker.partition_state_log import PartitionStateLog
 from millrace.broker.purgatory import DelayedOperationPurgatory
+from millrace.broker.record_tracer import ProduceTrace, RecordTracer, now_us
 from millrace.broker.replica_fetcher import BrokerEndpoint, ReplicaFetcherManager
 from millrace.broker.replica_state_changes import LeaderAndIsrPartition, ReplicaStateChanges
 from millrace.broker.security.inter_broker import inter_broker_security
@@ -81,6 +83,9 @@ from millrace.record.batch import COMPRESSION_CODEC_MASK, MAGIC_OFFSET, iter_bat
 from millrace.record.compression import CompressionType
 from millrace.storage import AppendOrigin, LogCleaner, LogManager
 from millrace.storage.producer_state_manager import VerificationGuard
+
+if TYPE_CHECKING:
+    from millrace.broker.context import RequestContext
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +121,7 @@ class FetchParams:
     max_bytes: int
     isolation_level: int = 0
     replica_id: int = -1  # a follower's broker id; -1 for consumers
+    request: RequestContext | None = None  # who asks (the record tracer's consumer.fetch)
 
     @property
     def is_from_follower(self) -> bool:
@@ -186,6 +192,8 @@ class ReplicaManager:
         self.state_changes = ReplicaStateChanges(self)
         # why partitions led here changed leader or ISR (the console's timeline)
         self.state_log = PartitionStateLog(self.local_broker_id, time.milliseconds)
+        # what happened here to records of armed topics (a record's journey, issue 28)
+        self.tracer = RecordTracer(self.local_broker_id, self._topic_partitions)
         self.fetcher_manager: ReplicaFetcherManager | None = None
         # KIP-890: verification (part 1, if enabled) and implicit adds (part 2, always:
         # a transaction.version 2 client sends no AddPartitionsToTxn of its own).
@@ -291,6 +299,9 @@ class ReplicaManager:
             self.partition_changed(key)
         self.topic_stats.remove_topic(name)
 
+    def _topic_partitions(self, topic: str) -> Iterator[Partition]:
+        return (p for (t, _), p in list(self.partitions.items()) if t == topic)
+
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
@@ -337,7 +348,8 @@ class ReplicaManager:
                             produce_version: int | None = None,
                             now_ms: int | None = None,
                             verification_guards: dict[TopicPartition, VerificationGuard]
-                            | None = None
+                            | None = None,
+                            trace: ProduceTrace | None = None
                             ) -> dict[TopicPartition, tuple[PartitionResponse, int]]:
         """Append each partition's records as leader: (response, end offset + 1) each.
         ``produce_version`` given: the records come from a Produce request and are
@@ -374,6 +386,7 @@ class ReplicaManager:
                             buf = validate_produce_records(records, produce_version)
                         else:
                             buf = bytearray(records or b"")
+                        started = now_us() if partition.trace is not None else 0
                         info = partition.append_records_to_leader(
                             buf, now, origin=origin, required_acks=required_acks,
                             verification_guard=None if verification_guards is None
@@ -383,6 +396,9 @@ class ReplicaManager:
                         resp.log_append_time = info.log_append_time
                         resp.log_start_offset = info.log_start_offset
                         end = info.last_offset + 1
+                        if partition.trace is not None:
+                            partition.trace.leader_appended(partition, buf, info, trace,
+                                                            started)
                         c[2] += len(buf)
                         c[3] += info.num_records
                         changed.append(tp)
@@ -426,13 +442,16 @@ class ReplicaManager:
                              produce_version: int | None = None,
                              transactional_id: str | None = None,
                              txn_operation: TransactionSupportedOperation =
-                             TransactionSupportedOperation.DEFAULT_ERROR
+                             TransactionSupportedOperation.DEFAULT_ERROR,
+                             trace: ProduceTrace | None = None
                              ) -> dict[TopicPartition, PartitionResponse]:
         """Kafka's ``appendRecords``: append, then with ``acks=-1`` wait (up to
         ``timeout_ms``) until the ISR has every appended batch.  With a
         ``transactional_id`` the first batch of a producer's transaction on a partition
         is verified with (or, ``ADD_PARTITION``, added by) the transaction coordinator
-        first (``add_partitions_to_txn_manager.verify_transactions``)."""
+        first (``add_partitions_to_txn_manager.verify_transactions``).  ``trace`` (a
+        Produce while some topic is armed): the record tracer hears of the traced
+        records appended and of the answer."""
         if required_acks not in VALID_ACKS:
             return {tp: PartitionResponse(error=Errors.INVALID_REQUIRED_ACKS)
                     for tp in entries}
@@ -451,16 +470,21 @@ class ReplicaManager:
         appended = self.append_to_local_log(
             entries, origin=origin, required_acks=required_acks,
             internal_topics_allowed=internal_topics_allowed, produce_version=produce_version,
-            verification_guards=guards)
+            verification_guards=guards, trace=trace)
         responses = {tp: resp for tp, (resp, _) in appended.items()}
         responses.update(refused)
         if required_acks != -1 or not any(r.error == Errors.NONE for r in responses.values()):
+            if trace is not None and trace.records:
+                self.tracer.produce_responded(trace, {tp: r.error
+                                                      for tp, r in responses.items()})
             return responses
         statuses = {tp: ProducePartitionStatus(end, resp, acks_pending=resp.error == Errors.NONE)
                     for tp, (resp, end) in appended.items()}
         op = DelayedProduce(timeout_ms, statuses, self.get_partition)
         if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
             await op.wait()
+        if trace is not None and trace.records:
+            self.tracer.produce_responded(trace, {tp: r.error for tp, r in responses.items()})
         return responses
 
     def _unsafe_ack_before_append(self, entries: dict[TopicPartition, bytes | None],
@@ -596,7 +620,7 @@ class ReplicaManager:
             data = self.read(topic, index, info.fetch_offset, budget,
                              min_one_message=(total == 0), isolation=params.isolation_level,
                              current_leader_epoch=info.current_leader_epoch,
-                             replica_id=params.replica_id)
+                             replica_id=params.replica_id, request=params.request)
             if data.error:
                 has_error = True
             else:
@@ -623,7 +647,8 @@ class ReplicaManager:
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int,
              min_one_message: bool, isolation: int, current_leader_epoch: int = -1,
-             replica_id: int = -1) -> FetchPartitionData:
+             replica_id: int = -1, request: RequestContext | None = None
+             ) -> FetchPartitionData:
         p = self.leader_partition_or_error(topic, index, current_leader_epoch)
         if isinstance(p, Errors):
             return FetchPartitionData(p)
@@ -633,38 +658,42 @@ class ReplicaManager:
         lso = lg.last_stable_offset  # read first: it never passes the HW read after it
         hw = lg.high_watermark
         result = FetchPartitionData(Errors.NONE, hw, lso, lg.log_start_offset)
-        if fetch_offset < lg.log_start_offset or fetch_offset > lg.log_end_offset:
-            result.error = Errors.OFFSET_OUT_OF_RANGE
-            return result
-        # Followers read to the log end; consumers only what is committed, and
-        # read_committed consumers only what is decided (below the LSO).
-        read_committed = replica_id < 0 and isolation == READ_COMMITTED
-        if replica_id >= 0:
-            bound = lg.log_end_offset
-        else:
-            bound = lso if read_committed else hw
-        if read_committed:
-            result.aborted_transactions = []
-        if fetch_offset >= bound or (max_bytes <= 0 and not min_one_message):
-            return result
         try:
-            info = lg.read(fetch_offset, max_bytes, min_one_message=min_one_message,
-                           max_offset=bound)
-        except KafkaError as e:
-            result.error = e.code
+            if fetch_offset < lg.log_start_offset or fetch_offset > lg.log_end_offset:
+                result.error = Errors.OFFSET_OUT_OF_RANGE
+                return result
+            # Followers read to the log end; consumers only what is committed, and
+            # read_committed consumers only what is decided (below the LSO).
+            read_committed = replica_id < 0 and isolation == READ_COMMITTED
+            if replica_id >= 0:
+                bound = lg.log_end_offset
+            else:
+                bound = lso if read_committed else hw
+            if read_committed:
+                result.aborted_transactions = []
+            if fetch_offset >= bound or (max_bytes <= 0 and not min_one_message):
+                return result
+            try:
+                info = lg.read(fetch_offset, max_bytes, min_one_message=min_one_message,
+                               max_offset=bound)
+            except KafkaError as e:
+                result.error = e.code
+                return result
+            if info.length <= 0:
+                return result
+            if read_committed:
+                upper = lg.fetch_upper_bound_offset(info, bound)
+                result.aborted_transactions = [
+                    (t.producer_id, t.first_offset)
+                    for t in lg.collect_aborted_transactions(fetch_offset, upper)]
+            if info.length <= INLINE_READ_BYTES:
+                result.records = info.read()
+            else:
+                result.records = FileRegion(info)
             return result
-        if info.length <= 0:
-            return result
-        if read_committed:
-            upper = lg.fetch_upper_bound_offset(info, bound)
-            result.aborted_transactions = [
-                (t.producer_id, t.first_offset)
-                for t in lg.collect_aborted_transactions(fetch_offset, upper)]
-        if info.length <= INLINE_READ_BYTES:
-            result.records = info.read()
-        else:
-            result.records = FileRegion(info)
-        return result
+        finally:
+            if p.trace is not None:  # armed for record tracing (record_tracer.py)
+                p.trace.fetched(p, fetch_offset, result, replica_id, isolation, request)
 
     # ------------------------------------------------------------------ offsets
     def offset_for_timestamp(self, topic: str, index: int, timestamp: int,

@@ -128,7 +128,8 @@ class KafkaServer:
         offsets_log = ReplicatedOffsetsLog(replica_manager, metadata,
                                            config["offsets.topic.num.partitions"],
                                            config["offsets.commit.timeout.ms"])
-        group_coordinator = GroupCoordinatorService(config, time, offsets_log)
+        group_coordinator = GroupCoordinatorService(config, time, offsets_log,
+                                                    tracer=replica_manager.tracer)
         # Markers on __consumer_offsets complete transactional offset commits.
         replica_manager.txn_marker_listeners.append(group_coordinator.on_txn_marker)
         producer_id_manager = ProducerIdManager(metadata.reserve_producer_ids)

@@ -108,7 +108,7 @@ def build_zk_services(config: KafkaConfig, time: Time,
     admin = AdminManager(config, metadata, rm, topic_configs, cluster=True)
     group = GroupCoordinatorService(config, time, ReplicatedOffsetsLog(
         rm, metadata, config["offsets.topic.num.partitions"],
-        config["offsets.commit.timeout.ms"]))
+        config["offsets.commit.timeout.ms"]), tracer=rm.tracer)
     rm.leadership_listeners.append(_group_leadership(group, loop))
     rm.txn_marker_listeners.append(group.on_txn_marker)
     producer_id_manager = ProducerIdManager(metadata.reserve_producer_ids)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from millrace.broker.config import KafkaConfig
 from millrace.broker.coordinator_runtime import CoordinatorRuntime
@@ -47,6 +47,9 @@ from millrace.broker.group.group_metadata_manager import (
 from millrace.broker.group.records import LoggedBatch
 from millrace.common.errors import Errors, KafkaError
 from millrace.common.time import Time
+
+if TYPE_CHECKING:
+    from millrace.broker.record_tracer import RecordTracer
 
 log = logging.getLogger("millrace.broker.group")
 
@@ -97,8 +100,9 @@ class GroupCoordinatorService:
     """Owned by the event-loop thread; handlers call the ``async`` request methods."""
 
     def __init__(self, config: KafkaConfig, time: Time, log: OffsetsLog, *,
-                 tick_interval_ms: int = 100) -> None:
+                 tick_interval_ms: int = 100, tracer: RecordTracer | None = None) -> None:
         self._time = time
+        self.tracer = tracer  # told of commits while traced records are active here
         self._log = log
         self._runtime = CoordinatorRuntime(tick_interval_ms)
         self.coordinator = GroupCoordinator(GroupConfig.from_kafka_config(config),
@@ -249,7 +253,11 @@ class GroupCoordinatorService:
             body, version, now))
 
     def _committed(self, body: Any, response: Any, *, transactional: bool) -> None:
-        """Tell ``offset_commit_listeners`` what a commit request applied."""
+        """Tell ``offset_commit_listeners`` (and the record tracer, while traced
+        records are active) what a commit request applied."""
+        tracer = self.tracer
+        if tracer is not None and tracer.active:
+            tracer.commit_applied(body, response)
         if not self.offset_commit_listeners:
             return
         accepted = {(t.name, p.partition_index) for t in response.topics

@@ -66,7 +66,7 @@ async def handle_fetch(ctx: RequestContext, body: FetchRequest) -> FetchResponse
                          min_bytes=body.min_bytes,
                          max_bytes=body.max_bytes if v >= 3 else 0x7FFFFFFF,
                          isolation_level=isolation,
-                         replica_id=replica_id)
+                         replica_id=replica_id, request=ctx)
     results = iter(await services.replica_manager.fetch_messages(params, infos)
                    if infos else ())
     topic_cls = cls.FetchableTopicResponse

@@ -26,6 +26,7 @@ from millrace.broker.add_partitions_to_txn_manager import TransactionSupportedOp
 from millrace.broker.context import RequestContext
 from millrace.broker.delayed_produce import PartitionResponse, TopicPartition
 from millrace.broker.handlers import handles
+from millrace.broker.metrics import request_metrics
 from millrace.broker.replica_manager import VALID_ACKS
 from millrace.common.errors import CorruptBatchError, Errors
 from millrace.protocol import ApiKey
@@ -148,14 +149,19 @@ async def handle_produce(ctx: RequestContext, body: ProduceRequest) -> ProduceRe
             for pd in topic.partition_data:
                 entries[(name, pd.index)] = pd.records
     results: dict[TopicPartition, PartitionResponse] = {}
+    replica_manager = services.replica_manager
+    tracer = replica_manager.tracer
+    # some topic armed for record tracing: who asks and when it arrived (record_tracer.py)
+    trace = tracer.produce_request(ctx, body.acks, request_metrics.CURRENT_REQUEST.get(),
+                                   request_metrics.clock) if tracer.armed else None
     if entries and tid:
-        results = await services.replica_manager.append_records(
+        results = await replica_manager.append_records(
             body.timeout_ms, body.acks, entries, produce_version=version,
             transactional_id=tid, txn_operation=transaction_supported_operation(
-                version, services.config["transaction.version"]))
+                version, services.config["transaction.version"]), trace=trace)
     elif entries:
-        results = await services.replica_manager.append_records(
-            body.timeout_ms, body.acks, entries, produce_version=version)
+        results = await replica_manager.append_records(
+            body.timeout_ms, body.acks, entries, produce_version=version, trace=trace)
     if body.acks == 0:
         return None
     topic_cls = ProduceResponse.TopicProduceResponse

@@ -13,7 +13,10 @@ Routes:
   cluster, holding the controller's metadata (an UpdateMetadata received, this broker
   among the live ones);
 - ``GET /v1/consumer-groups[/{group}]``: consumer lag and Burrow's status of the groups
-  this broker coordinates (``lag_http``), when the lag monitor runs.
+  this broker coordinates (``lag_http``), when the lag monitor runs;
+- ``/v1/partitions/{topic}/state-changes`` (``PartitionStateLog``) and ``/v1/traces...``
+  (``RecordTracer``: GETs, and POSTs of at most 64 KiB of JSON that want Alter on the
+  cluster besides; the guard leaves the authenticated user in ``request["user"]``).
 
 With ``http.authentication.method=BASIC`` every route but the probes needs HTTP basic
 credentials of one of the broker's SASL users (``HttpBasicAuthenticator``; 401 after
@@ -23,7 +26,8 @@ names) is what ``Describe`` protects.  ``https://`` listeners use the TLS contex
 broker's first SSL / SASL_SSL listener.
 
 Bad input: aiohttp refuses malformed requests and oversize headers with 400, unknown
-paths with 404 and other methods with 405; no request body is read.  aiohttp logs each
+paths with 404 and other methods with 405; no request body is read but the record
+tracer's (bounded).  aiohttp logs each
 malformed request at ERROR with a traceback (and the offending bytes, which may be an
 ``Authorization`` header); its request handlers log through ``_request_log`` instead,
 where a client's bad request is one INFO line naming the error class only, and a
@@ -174,6 +178,7 @@ class BrokerHttpServer:
         if self.authorize is not None and not self.authorize(user, request.remote or ""):
             return web.Response(status=403, text=f"User:{user} may not Describe the "
                                                  "cluster\n")
+        request["user"] = user  # for routes that ask more (the record tracer's POSTs)
         return await handler(request)
 
     async def _metrics(self, request: web.Request) -> web.Response:

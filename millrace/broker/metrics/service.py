@@ -27,6 +27,7 @@ from millrace.broker.metrics.consumer_lag import ConsumerLagMonitor
 from millrace.broker.metrics.http_server import BrokerHttpServer
 from millrace.broker.metrics.lag_http import lag_routes
 from millrace.broker.metrics.yammer import TICK_S
+from millrace.broker.record_tracer_http import trace_routes
 from millrace.broker.security.authorizer import Action
 from millrace.broker.security.basic_auth import HttpBasicAuthenticator
 from millrace.broker.security.listener_security import ListenerSecurity
@@ -82,7 +83,12 @@ class MetricsService:
                                                    if self.consumer_lag is not None
                                                    else ()),
                                                  *services.replica_manager.state_log
-                                                 .routes()])
+                                                 .routes(),
+                                                 *trace_routes(
+                                                     services.replica_manager.tracer,
+                                                     self._may_alter_cluster
+                                                     if services.acls is not None
+                                                     else None)])
 
     def _may_describe_cluster(self, user: str, host: str) -> bool:
         acls = self.services.acls
@@ -90,6 +96,14 @@ class MetricsService:
             return True
         return acls.authorizer.authorize(KafkaPrincipal("User", user), host, Action(
             AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, True, True))
+
+    def _may_alter_cluster(self, user: str, host: str) -> bool:
+        """Arming record tracing and watching records (``RecordTracer.routes``)."""
+        acls = self.services.acls
+        if acls is None:
+            return True
+        return acls.authorizer.authorize(KafkaPrincipal("User", user), host, Action(
+            AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, True, True))
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._tick(), name="metrics-tick")

@@ -1,0 +1,159 @@
+"""The HTTP routes of the ``RecordTracer`` (``record_tracer.py``), served by the broker's
+HTTP listener (``BrokerHttpServer``, whose guard authenticates the caller and, under an
+authorizer, wants Describe on the cluster):
+
+- ``GET /v1/traces/{trace_id}`` -> ``{"broker": id, "records": [{"trace_id", "span_id",
+  "topic", "partition", "offset", "events": [...]}]}`` (400 unless 32 lowercase hex);
+- ``GET /v1/traces?topic=T&partition=P&offset=N`` -> the same, for that record;
+- ``POST /v1/traces/arm`` ``{"topic", "ttl_ms"?}`` -> ``{"broker", "topic",
+  "armed_until_ms", "partitions"}`` (429 beyond ``MAX_ARMED`` armed topics);
+- ``POST /v1/traces/watch`` ``{"trace_id", "span_id"?, "topic", "partition", "offset",
+  "ttl_ms"?}`` -> ``{"broker", "watching": true}``.
+
+The POSTs change what the broker does: under an authorizer the caller needs Alter on
+the cluster, asked first (403 before the body or the topic is looked at); then the body
+must be JSON (415), at most 64 KiB (413, read in pieces: a chunked body is bounded too),
+an object whose fields are checked (400 naming the field).  Errors are JSON
+``{"error": "..."}``.
+
+Thread ownership: the broker's event-loop thread (aiohttp's handlers).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from aiohttp import web
+
+from millrace.broker.record_tracer import (
+    DEFAULT_TTL_MS,
+    MAX_TTL_MS,
+    WATCH_TTL_MS,
+    Authorize,
+    RecordTracer,
+    TooManyArmed,
+    TracedRecord,
+)
+
+MAX_BODY_BYTES = 64 * 1024
+TRACE_PATH = "/v1/traces/{trace_id}"
+QUERY_PATH = "/v1/traces"
+ARM_PATH = "/v1/traces/arm"
+WATCH_PATH = "/v1/traces/watch"
+
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_SPAN_ID = re.compile(r"[0-9a-f]{16}")
+_ZERO_TRACE = "0" * 32
+
+
+def trace_routes(tracer: RecordTracer, authorize: Authorize | None = None
+                 ) -> list[web.RouteDef]:
+    """``GET /v1/traces/{trace_id}``, ``GET /v1/traces?topic&partition&offset``,
+    ``POST /v1/traces/arm`` and ``/v1/traces/watch`` (the listener's guard has
+    authenticated the caller; ``authorize``, given under an authorizer, wants Alter
+    on the cluster for the POSTs, asked before anything else)."""
+
+    def records(found: list[TracedRecord]) -> web.Response:
+        return web.json_response({"broker": tracer.broker_id,
+                                  "records": [r.to_json() for r in found]})
+
+    async def by_id(request: web.Request) -> web.Response:
+        tracer.expire()
+        trace_id = request.match_info["trace_id"]
+        if _TRACE_ID.fullmatch(trace_id) is None:
+            return _error(400, "trace_id must be 32 lowercase hex digits")
+        return records(tracer.by_trace(trace_id))
+
+    async def by_offset(request: web.Request) -> web.Response:
+        tracer.expire()
+        q = request.query
+        topic = q.get("topic")
+        if not topic:
+            return _error(400, "topic is required")
+        values = {}
+        for name in ("partition", "offset"):
+            raw = q.get(name)
+            if raw is None or not raw.isdigit() or len(raw) > 19:
+                return _error(400, f"{name} is required, a non-negative integer")
+            values[name] = int(raw)
+        return records(tracer.by_offset(topic, values["partition"], values["offset"]))
+
+    async def arm(request: web.Request) -> web.Response:
+        body = await _body(request, authorize)
+        if isinstance(body, web.Response):
+            return body
+        topic = body.get("topic")
+        if not isinstance(topic, str) or not topic:
+            return _error(400, "topic must be a non-empty string")
+        ttl = body.get("ttl_ms", DEFAULT_TTL_MS)
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or \
+                not 1 <= ttl <= MAX_TTL_MS:
+            return _error(400, f"ttl_ms must be an integer from 1 to {MAX_TTL_MS}")
+        try:
+            until_ms, partitions = tracer.arm(topic, ttl)
+        except TooManyArmed as e:
+            return _error(429, str(e))
+        return web.json_response({"broker": tracer.broker_id, "topic": topic,
+                                  "armed_until_ms": until_ms, "partitions": partitions})
+
+    async def watch(request: web.Request) -> web.Response:
+        body = await _body(request, authorize)
+        if isinstance(body, web.Response):
+            return body
+        trace_id, span_id = body.get("trace_id"), body.get("span_id")
+        if not isinstance(trace_id, str) or _TRACE_ID.fullmatch(trace_id) is None \
+                or trace_id == _ZERO_TRACE:
+            return _error(400, "trace_id must be 32 lowercase hex digits, not all zero")
+        if span_id is not None and (not isinstance(span_id, str)
+                                    or _SPAN_ID.fullmatch(span_id) is None):
+            return _error(400, "span_id must be 16 lowercase hex digits")
+        topic = body.get("topic")
+        if not isinstance(topic, str) or not topic:
+            return _error(400, "topic must be a non-empty string")
+        for name in ("partition", "offset"):
+            value = body.get(name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                return _error(400, f"{name} must be a non-negative integer")
+        ttl = body.get("ttl_ms", WATCH_TTL_MS)
+        if isinstance(ttl, bool) or not isinstance(ttl, int) or \
+                not 1 <= ttl <= MAX_TTL_MS:
+            return _error(400, f"ttl_ms must be an integer from 1 to {MAX_TTL_MS}")
+        tracer.watch(trace_id, span_id, topic, body["partition"], body["offset"], ttl)
+        return web.json_response({"broker": tracer.broker_id, "watching": True})
+
+    return [web.get(QUERY_PATH, by_offset), web.post(ARM_PATH, arm),
+            web.post(WATCH_PATH, watch), web.get(TRACE_PATH, by_id)]
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+async def _body(request: web.Request, authorize: Authorize | None
+                ) -> dict[str, Any] | web.Response:
+    """A POST's JSON object, after the caller's Alter-on-cluster check (403), the
+    media type (415) and the size (413); else the error response."""
+    if authorize is not None:
+        user = request.get("user") or "ANONYMOUS"
+        if not authorize(user, request.remote or ""):
+            return _error(403, f"User:{user} may not Alter the cluster")
+    if request.content_type != "application/json":
+        return _error(415, "the body must be JSON (Content-Type: application/json)")
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        return _error(413, f"the body must be at most {MAX_BODY_BYTES} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await request.content.read(16 * 1024):
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:  # chunked, or a Content-Length that lied
+            return _error(413, f"the body must be at most {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks))
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "the body is not valid JSON")
+    if not isinstance(body, dict):
+        return _error(400, "the body must be a JSON object")
+    return body

@@ -1,0 +1,310 @@
+"""A record's journey as a real ``millrace broker`` process records it (issue 28,
+``millrace.broker.record_tracer``): a topic armed over the HTTP listener, records with a
+W3C ``traceparent`` header produced by millrace's producer with acks=1 and acks=-1,
+consumed by a group that commits, then ``GET /v1/traces/{trace_id}`` shows the stages
+in time order; untraced records (no header, a malformed one) are not recorded; bad
+input answers 400 / 413 / 415; under BASIC authentication and the ACL authorizer the
+POSTs want Alter on the cluster (401 without credentials, 403 without the grant)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from millrace.client.admin import KafkaAdminClient, NewTopic
+from millrace.client.consumer import KafkaConsumer
+from millrace.client.producer import KafkaProducer, ProducerRecord
+from millrace.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from millrace.testing.broker_process import BrokerProcess
+
+pytestmark = [pytest.mark.integration]
+
+T = TypeVar("T")
+JOURNEY = ("broker.receive", "broker.append", "hw.advance", "broker.response",
+           "consumer.fetch", "group.commit")
+
+
+class Reply:
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.body = status, body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http(url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
+         data: bytes | None = None) -> Reply:
+    request = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
+    try:
+        with urllib.request.urlopen(request, timeout=15) as r:
+            return Reply(r.status, r.read())
+    except urllib.error.HTTPError as e:
+        return Reply(e.code, e.read())
+
+
+def post(url: str, body: object, headers: dict[str, str] | None = None) -> Reply:
+    return http(url, method="POST", data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json", **(headers or {})})
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def poll(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def traceparent() -> tuple[str, str, bytes]:
+    trace_id, span_id = uuid.uuid4().hex, uuid.uuid4().hex[:16]
+    return trace_id, span_id, f"00-{trace_id}-{span_id}-01".encode()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data: Path = tmp_path_factory.mktemp("broker-traces")
+    with BrokerProcess(data, overrides={"http.listeners": "http://127.0.0.1:0"}) as b:
+        yield b
+    assert b.proc is not None and b.proc.returncode == 0, b.logs()[-5000:]
+    assert "Traceback" not in b.logs()
+
+
+@pytest.fixture(scope="module")
+def url(broker: BrokerProcess) -> str:
+    (only,) = broker.http_urls
+    return only
+
+
+def create_topic(bootstrap: str, config: dict[str, Any] | None = None) -> str:
+    name = f"traces-{uuid.uuid4().hex[:8]}"
+    with KafkaAdminClient({"bootstrap.servers": bootstrap, **(config or {}),
+                           "default.api.timeout.ms": 20_000}) as admin:
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
+    return name
+
+
+def test_a_traced_records_journey(broker: BrokerProcess, url: str) -> None:
+    topic = create_topic(broker.bootstrap)
+    armed = post(url + "/v1/traces/arm", {"topic": topic, "ttl_ms": 120_000})
+    assert armed.status == 200, armed.body
+    doc = armed.json()
+    assert doc["broker"] == 0 and doc["topic"] == topic and doc["partitions"] == 1
+    assert doc["armed_until_ms"] > time.time() * 1000
+    assert f"tracing armed for topic {topic} for 120000 ms" in broker.logs()
+
+    traced: dict[str, tuple[str, int]] = {}  # trace id -> (acks, offset)
+    for acks in ("1", "-1"):
+        producer: KafkaProducer[bytes, bytes] = KafkaProducer(
+            {"bootstrap.servers": broker.bootstrap, "acks": acks, "client.id": f"p{acks}"})
+        with producer:
+            producer.send(ProducerRecord(topic, b"plain")).get(20)  # untraced
+            bad = producer.send(ProducerRecord(
+                topic, b"bad", headers=[("traceparent", b"00-" + b"0" * 32 + b"-"
+                                         + b"1" * 16 + b"-01")])).get(20)
+            trace_id, _, header = traceparent()
+            meta = producer.send(ProducerRecord(topic, b"traced",
+                                                headers=[("traceparent", header)])).get(20)
+            traced[trace_id] = (acks, meta.offset)
+        untraced = http(f"{url}/v1/traces?topic={topic}&partition=0&offset={bad.offset}")
+        assert untraced.status == 200 and untraced.json()["records"] == []
+
+    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=f"g-{topic}",
+        client_id="journey-consumer", auto_offset_reset="earliest",
+        enable_auto_commit=False)
+    try:
+        seen: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < 6 and time.monotonic() < deadline:
+            seen.extend(consumer.poll(200))
+        assert len(seen) == 6
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+
+    for trace_id, (acks, offset) in traced.items():
+        reply = http(f"{url}/v1/traces/{trace_id}")
+        assert reply.status == 200
+        doc = reply.json()
+        assert doc["broker"] == 0
+        (record,) = doc["records"]
+        assert (record["trace_id"], record["topic"], record["partition"],
+                record["offset"]) == (trace_id, topic, 0, offset)
+        events = record["events"]
+        stages = [e["stage"] for e in events]
+        assert [s for s in stages if s in JOURNEY] == list(JOURNEY), (acks, stages)
+        times = [e["t_us"] for e in events]
+        assert times == sorted(times)
+        by_stage = {e["stage"]: e for e in events}
+        assert all(e["broker"] == 0 and e["detail"] for e in events)
+        receive = by_stage["broker.receive"]
+        assert receive["client_id"] == f"p{acks}"
+        assert receive["client_address"].startswith("127.0.0.1:")
+        assert receive["api_version"] >= 3
+        append = by_stage["broker.append"]
+        assert append["offset"] == offset and append["leader_epoch"] >= 0
+        assert append["append_us"] >= 0 and append["queue_us"] >= 0
+        assert by_stage["hw.advance"]["high_watermark"] > offset
+        assert by_stage["broker.response"]["acks"] == int(acks)
+        assert by_stage["broker.response"]["error"] == "NONE"
+        fetch = by_stage["consumer.fetch"]
+        assert fetch["client_id"] == "journey-consumer"
+        assert fetch["fetch_offset"] <= offset and fetch["isolation"] == "read_uncommitted"
+        commit = by_stage["group.commit"]
+        assert commit["group"] == f"g-{topic}" and commit["committed_offset"] > offset
+        assert commit["member_id"] and commit["generation"] >= 1
+        # the same record by topic, partition and offset
+        same = http(f"{url}/v1/traces?topic={topic}&partition=0&offset={offset}").json()
+        assert [r["trace_id"] for r in same["records"]] == [trace_id]
+    assert http(f"{url}/v1/traces/{uuid.uuid4().hex}").json()["records"] == []
+
+
+def test_watch_registers_a_record_already_in_the_log(broker: BrokerProcess, url: str
+                                                     ) -> None:
+    topic = create_topic(broker.bootstrap)
+    producer: KafkaProducer[bytes, bytes] = KafkaProducer(
+        {"bootstrap.servers": broker.bootstrap, "acks": "1"})
+    trace_id, span_id, header = traceparent()
+    with producer:  # not armed: nothing is recorded
+        offset = producer.send(ProducerRecord(topic, b"x", headers=[("traceparent", header)])
+                               ).get(20).offset
+    assert http(f"{url}/v1/traces/{trace_id}").json()["records"] == []
+    watched = post(url + "/v1/traces/watch", {"trace_id": trace_id, "span_id": span_id,
+                                              "topic": topic, "partition": 0,
+                                              "offset": offset})
+    assert watched.status == 200 and watched.json() == {"broker": 0, "watching": True}
+    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(
+        topic, bootstrap_servers=broker.bootstrap, group_id=f"w-{topic}",
+        auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        poll(lambda: list(consumer.poll(200)), "the record")
+        consumer.commit_sync()
+    finally:
+        consumer.close()
+    (record,) = http(f"{url}/v1/traces/{trace_id}").json()["records"]
+    assert record["span_id"] == span_id and record["offset"] == offset
+    assert [e["stage"] for e in record["events"]] == ["consumer.fetch", "group.commit"]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "word"), [
+    ("/v1/traces/arm", {"ttl_ms": 1000}, 400, "topic"),
+    ("/v1/traces/arm", {"topic": "t", "ttl_ms": 0}, 400, "ttl_ms"),
+    ("/v1/traces/arm", {"topic": "t", "ttl_ms": 600_001}, 400, "ttl_ms"),
+    ("/v1/traces/arm", {"topic": "t", "ttl_ms": "60000"}, 400, "ttl_ms"),
+    ("/v1/traces/arm", ["topic"], 400, "object"),
+    ("/v1/traces/watch", {"trace_id": "A" * 32, "topic": "t", "partition": 0,
+                          "offset": 0}, 400, "trace_id"),
+    ("/v1/traces/watch", {"trace_id": "a" * 32, "span_id": "xyz", "topic": "t",
+                          "partition": 0, "offset": 0}, 400, "span_id"),
+    ("/v1/traces/watch", {"trace_id": "a" * 32, "topic": "t", "partition": -1,
+                          "offset": 0}, 400, "partition"),
+    ("/v1/traces/watch", {"trace_id": "a" * 32, "topic": "t", "partition": 0},
+     400, "offset"),
+])
+def test_bad_posts_are_400_naming_the_field(url: str, path: str, body: object, status: int,
+                                            word: str) -> None:
+    reply = post(url + path, body)
+    assert reply.status == status
+    assert word in reply.json()["error"]
+
+
+def test_bad_requests(url: str) -> None:
+    assert http(url + "/v1/traces/not-hex").status == 400
+    assert "error" in http(url + "/v1/traces/" + "A" * 32).json()
+    assert http(url + "/v1/traces?topic=t&partition=0").status == 400
+    assert http(url + "/v1/traces?topic=t&partition=x&offset=1").status == 400
+    assert http(url + "/v1/traces?partition=0&offset=1").status == 400
+    not_json = http(url + "/v1/traces/arm", method="POST", data=b"topic=t",
+                    headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert not_json.status == 415
+    broken = http(url + "/v1/traces/arm", method="POST", data=b"{",
+                  headers={"Content-Type": "application/json"})
+    assert broken.status == 400
+    big = post(url + "/v1/traces/arm", {"topic": "t", "pad": "x" * 70_000})
+    assert big.status == 413
+    assert http(url + "/v1/traces/arm").status in (400, 405)  # GET: not an id either
+
+
+# ---------------------------------------------------------------------- BASIC + ACLs
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
+JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret" '
+        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data: Path = tmp_path_factory.mktemp("broker-traces-basic")
+    overrides = {
+        "http.listeners": "http://127.0.0.1:0",
+        "http.authentication.method": "BASIC",
+        "security.inter.broker.protocol": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+        "offsets.topic.replication.factor": "1",
+    }
+    with BrokerProcess(data, listener_protocol="SASL_PLAINTEXT", overrides=overrides) as b:
+        yield b
+    assert b.proc is not None and b.proc.returncode == 0, b.logs()[-5000:]
+    logs = b.logs()
+    assert "Traceback" not in logs
+    for secret in PASSWORDS.values():
+        assert secret not in logs
+
+
+def test_the_posts_want_alter_on_the_cluster(secured: BrokerProcess) -> None:
+    (url,) = secured.http_urls
+    arm = {"topic": "no-such-topic", "ttl_ms": 1000}
+    assert post(url + "/v1/traces/arm", arm).status == 401
+    assert http(url + "/v1/traces/" + "a" * 32).status == 401
+    admin_config = {"bootstrap.servers": secured.bootstrap,
+                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                    "sasl.username": "admin", "sasl.password": PASSWORDS["admin"],
+                    "default.api.timeout.ms": 20_000}
+    with KafkaAdminClient(admin_config) as admin:
+        describe = AclBinding(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster",
+                                              PatternType.LITERAL),
+                              AccessControlEntry("User:alice", "*", AclOperation.DESCRIBE,
+                                                 AclPermissionType.ALLOW))
+        admin.create_acls([describe])[describe].result()
+    alice = basic("alice", "alice-secret")
+    poll(lambda: http(url + "/v1/traces/" + "a" * 32, headers=alice).status == 200,
+         "alice's Describe grant")
+    # Describe lets her read traces, not arm or watch: refused before the topic is
+    # looked at, and before the body is
+    for path, body in (("/v1/traces/arm", arm),
+                       ("/v1/traces/watch", {"trace_id": "a" * 32, "topic": "x",
+                                             "partition": 0, "offset": 0}),
+                       ("/v1/traces/arm", "not an object")):
+        denied = post(url + path, body, alice)
+        assert denied.status == 403
+        assert denied.json()["error"] == "User:alice may not Alter the cluster"
+    admin_ok = post(url + "/v1/traces/arm", arm, basic("admin", "admin-secret"))
+    assert admin_ok.status == 200 and admin_ok.json()["partitions"] == 0
