@@ -1,0 +1,194 @@
+"""export_journey through the real OTLP/HTTP exporter to a real (tiny) OTLP receiver.
+
+The receiver is an aiohttp server on loopback answering POST /v1/traces the way a
+collector does; it decodes each body with OpenTelemetry's own protobuf classes.  The
+journey comes from a real traced send to a broker process, so the span checked here is
+the one the record's ``traceparent`` header names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+from millrace.client.otel import export_journey, journey_tracer_provider
+from millrace.client.producer import KafkaProducer, ProducerRecord
+from millrace.client.tracing import RecordJourney
+from millrace.testing.broker_process import BrokerProcess, free_port
+
+pytestmark = pytest.mark.integration
+
+
+class OtlpReceiver:
+    """POST /v1/traces -> the decoded ExportTraceServiceRequests, on its own loop thread."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
+        self.content_types: list[str] = []
+        self._loop = asyncio.new_event_loop()
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="otlp-receiver", daemon=True)
+        self._runner: web.AppRunner | None = None
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        message = trace_service_pb2.ExportTraceServiceRequest()
+        message.ParseFromString(body)
+        self.requests.append(message)
+        self.content_types.append(request.content_type)
+        reply = trace_service_pb2.ExportTraceServiceResponse()
+        return web.Response(body=reply.SerializeToString(),
+                            content_type="application/x-protobuf")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_post("/v1/traces", self._traces)
+        self._runner = web.AppRunner(app)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        self._loop.run_until_complete(site.start())
+        self._started.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._runner.cleanup())
+        self._loop.close()
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        assert self._started.wait(10)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/traces"
+
+    def spans(self) -> list[trace_pb2.Span]:
+        return [span for request in self.requests for rs in request.resource_spans
+                for ss in rs.scope_spans for span in ss.spans]
+
+    def spans_of(self, trace_id: str) -> list[trace_pb2.Span]:
+        return [s for s in self.spans() if s.trace_id.hex() == trace_id]
+
+
+def attributes(span: trace_pb2.Span) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in span.attributes:
+        kind = kv.value.WhichOneof("value")
+        out[kv.key] = getattr(kv.value, kind)
+    return out
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data: Path = tmp_path_factory.mktemp("otel-broker")
+    with BrokerProcess(data, overrides={"num.partitions": "2"}) as b:
+        yield b
+
+
+@pytest.fixture
+def receiver() -> Iterator[OtlpReceiver]:
+    with OtlpReceiver() as r:
+        yield r
+
+
+def traced_send(broker: BrokerProcess, topic: str, partition: int,
+                headers: list[tuple[str, bytes]] | None = None) -> tuple[Any, RecordJourney]:
+    with KafkaProducer({"bootstrap.servers": broker.bootstrap, "client.id": "otel-test"}) \
+            as producer:
+        future, journey = producer.send_traced(
+            ProducerRecord(topic, b"v", partition=partition, headers=headers))
+        metadata = future.get(30)
+        assert journey.wait(10)
+    return metadata, journey
+
+
+def test_a_journey_arrives_as_the_producer_span_its_header_names(
+        broker: BrokerProcess, receiver: OtlpReceiver) -> None:
+    topic = f"otel-{uuid.uuid4().hex[:8]}"
+    metadata, journey = traced_send(broker, topic, 1)
+    _, other = traced_send(broker, topic, 0)  # the negative control: another record
+    provider = journey_tracer_provider(OTLPSpanExporter(endpoint=receiver.endpoint),
+                                       service_name="otel-test", batch=False)
+    broker_events = [{"t_us": journey.stages[5]["t_us"] + 10, "stage": "leader.append",
+                      "broker": 0, "detail": f"offset {metadata.offset}", "duration_us": 20}]
+    try:
+        export_journey(journey, broker_events, provider)
+        export_journey(other, (), provider)
+    finally:
+        provider.shutdown()
+    assert receiver.requests and set(receiver.content_types) == {"application/x-protobuf"}
+
+    spans = receiver.spans_of(journey.trace_id)
+    producer_spans = [s for s in spans if s.kind == trace_pb2.Span.SPAN_KIND_PRODUCER]
+    assert len(producer_spans) == 1
+    span = producer_spans[0]
+    assert span.name == f"send {topic}"
+    assert span.span_id.hex() == journey.span_id and span.parent_span_id == b""
+    assert f"00-{span.trace_id.hex()}-{span.span_id.hex()}-01" == journey.traceparent
+    host, port = broker.bootstrap.split(":")
+    assert attributes(span) == {
+        "messaging.system": "kafka", "messaging.destination.name": topic,
+        "messaging.destination.partition.id": "1", "messaging.kafka.offset": metadata.offset,
+        "messaging.client.id": "otel-test", "messaging.operation.type": "send",
+        "messaging.operation.name": "send", "server.address": host, "server.port": int(port)}
+    assert [e.name for e in span.events] == [s["stage"] for s in journey.stages]
+    assert [e.time_unix_nano for e in span.events] == [s["t_us"] * 1000 for s in journey.stages]
+    assert span.start_time_unix_nano == journey.stages[0]["t_us"] * 1000
+    assert span.end_time_unix_nano >= span.events[-1].time_unix_nano
+    assert span.status.code != trace_pb2.Status.STATUS_CODE_ERROR
+    (child,) = [s for s in spans if s is not span]
+    assert child.name == "broker leader.append" and child.parent_span_id == span.span_id
+    assert child.kind == trace_pb2.Span.SPAN_KIND_INTERNAL
+    assert attributes(child)["millrace.broker.id"] == 0
+    assert child.end_time_unix_nano - child.start_time_unix_nano == 20_000
+
+    # the other journey: its own trace, its own span; neither is mistaken for the other
+    others = receiver.spans_of(other.trace_id)
+    assert other.trace_id != journey.trace_id
+    assert [s.span_id.hex() for s in others] == [other.span_id]
+    assert attributes(others[0])["messaging.destination.partition.id"] == "0"
+    assert journey.span_id not in {s.span_id.hex() for s in others}
+
+
+def test_a_continued_trace_exports_under_its_parent_and_failures_carry_error_type(
+        broker: BrokerProcess, receiver: OtlpReceiver) -> None:
+    topic = f"otel-parent-{uuid.uuid4().hex[:8]}"
+    parent = RecordJourney.start()
+    _, child = traced_send(broker, topic, 0, [("traceparent", parent.traceparent.encode())])
+    failed = RecordJourney.start()
+    failed.topic, failed.partition = topic, 0
+    failed.add("producer.partition", 1_000, lane="producer", partition=0, reason="explicit")
+    failed.add("response.received", 2_000, lane="sender", error="NOT_ENOUGH_REPLICAS")
+    failed.add("producer.callback", 2_010, lane="sender", error="NotEnoughReplicasError",
+               detail="NotEnoughReplicasError: not enough")
+    failed.error = "NotEnoughReplicasError"
+    failed.finish()
+    provider = journey_tracer_provider(OTLPSpanExporter(endpoint=receiver.endpoint),
+                                       batch=False)
+    try:
+        export_journey(child, (), provider)
+        export_journey(failed, (), provider)
+    finally:
+        provider.shutdown()
+    (span,) = receiver.spans_of(parent.trace_id)
+    assert span.parent_span_id.hex() == parent.span_id == child.parent_span_id
+    assert span.span_id.hex() == child.span_id
+    (bad,) = receiver.spans_of(failed.trace_id)
+    assert attributes(bad)["error.type"] == "NOT_ENOUGH_REPLICAS"
+    assert bad.status.code == trace_pb2.Status.STATUS_CODE_ERROR
+    assert "messaging.kafka.offset" not in attributes(bad)
