@@ -192,7 +192,7 @@ class PartitionTrace:
     def leader_appended(self, p: Partition, records: bytes | bytearray | memoryview,
                         info: LogAppendInfo, request: ProduceTrace | None,
                         started_us: int) -> None:
-        now = now_us()
+        now = self.tracer.clock_us()
         if not self._live(p, now) or now > self.armed_until_us:
             return
         tracer = self.tracer
@@ -224,7 +224,7 @@ class PartitionTrace:
                                         high_watermark=hw))
 
     def high_watermark_advanced(self, p: Partition, hw: int) -> None:
-        now = now_us()
+        now = self.tracer.clock_us()
         if not self._live(p, now):
             return
         for record in self._records(now):
@@ -236,7 +236,7 @@ class PartitionTrace:
     def fetched(self, p: Partition, fetch_offset: int, data: FetchPartitionData,
                 replica_id: int, isolation: int, request: RequestContext | None) -> None:
         """A read for a fetch (a follower's or a consumer's) answered ``data``."""
-        now = now_us()
+        now = self.tracer.clock_us()
         if not self._live(p, now):
             return
         tracer = self.tracer
@@ -276,7 +276,7 @@ class PartitionTrace:
     # ------------------------------------------------------------------ follower
     def follower_appended(self, p: Partition, records: bytes | bytearray | memoryview
                           ) -> None:
-        now = now_us()
+        now = self.tracer.clock_us()
         if not self._live(p, now):
             return
         tracer = self.tracer
@@ -335,12 +335,13 @@ class RecordTracer:
                  clock_us: Callable[[], int] = now_us) -> None:
         self.broker_id = broker_id
         self._partitions = partitions  # this broker's partitions of a topic
-        self._clock_us = clock_us
+        self.clock_us = clock_us
         self.armed: dict[str, int] = {}  # topic -> armed until (epoch us)
         # (topic, partition) -> the records still collecting events here
         self.active: dict[tuple[str, int], list[TracedRecord]] = {}
         self._records: OrderedDict[Key, TracedRecord] = OrderedDict()  # oldest first
         self._next_expiry_us = 0
+        self._attached: set[str] = set()  # topics with a PartitionTrace on a partition
 
     # ------------------------------------------------------------------ arming
     def arm(self, topic: str, ttl_ms: int = DEFAULT_TTL_MS) -> tuple[int, int]:
@@ -351,7 +352,7 @@ class RecordTracer:
             raise ValueError(f"ttl_ms must be an integer from 1 to {MAX_TTL_MS}")
         if not topic or not isinstance(topic, str):
             raise ValueError("topic must be a non-empty string")
-        now = self._clock_us()
+        now = self.clock_us()
         self.expire(now)
         if topic not in self.armed and len(self.armed) >= MAX_ARMED:
             raise TooManyArmed(f"at most {MAX_ARMED} topics may be armed at once; "
@@ -376,31 +377,33 @@ class RecordTracer:
         trace = p.trace
         if trace is None or trace.tracer is not self:
             trace = p.trace = PartitionTrace(self, p.topic, p.index)
+            self._attached.add(p.topic)
         return trace
 
     def expire(self, now: int | None = None) -> None:
         """Disarm the topics whose time is up and detach the partitions' traces with
         nothing left to do."""
-        now = self._clock_us() if now is None else now
+        now = self.clock_us() if now is None else now
         for topic in [t for t, until in self.armed.items() if until < now]:
             del self.armed[topic]
         self._next_expiry_us = min(self.armed.values(), default=0)
         for key in [k for k, rs in self.active.items() if all(r.until_us < now for r in rs)]:
             del self.active[key]
-        for topic in {t for t, _ in self.active} | set(self.armed) | self._traced_topics():
+        for topic in list(self._attached):
+            left = False
             for p in self._partitions(topic):
                 if p.trace is not None and p.trace.until_us < now:
                     p.trace = None
-
-    def _traced_topics(self) -> set[str]:
-        return {r.topic for r in self._records.values()}
+                left = left or p.trace is not None
+            if not left:
+                self._attached.discard(topic)
 
     def watch(self, trace_id: str, span_id: str | None, topic: str, partition: int,
               offset: int, ttl_ms: int = WATCH_TTL_MS) -> TracedRecord:
         """Record the later events of a record whose append this broker did not see."""
         if not 1 <= ttl_ms <= MAX_TTL_MS:
             raise ValueError(f"ttl_ms must be an integer from 1 to {MAX_TTL_MS}")
-        now = self._clock_us()
+        now = self.clock_us()
         self.expire(now)
         until = now + ttl_ms * 1000
         span = span_id or ""
@@ -458,7 +461,7 @@ class RecordTracer:
         it and when it arrived (``times``: the network layer's ``RequestTimes`` in
         ``clock_s`` seconds, when request metrics are on), or None once every arm has
         expired."""
-        now = self._clock_us()
+        now = self.clock_us()
         if now > self._next_expiry_us:
             self.expire(now)
             if not self.armed:
@@ -474,7 +477,7 @@ class RecordTracer:
     def produce_responded(self, request: ProduceTrace,
                           errors: Mapping[tuple[str, int], int]) -> None:
         """The Produce request's answer is complete (``errors`` per partition)."""
-        now = self._clock_us()
+        now = self.clock_us()
         for record in request.records:
             code = errors.get((record.topic, record.partition), Errors.NONE)
             name = _error_name(code)
@@ -488,7 +491,7 @@ class RecordTracer:
                           offsets: Iterable[tuple[str, int, int]]) -> None:
         """A group's applied commits (topic, partition, committed offset); called only
         while ``active`` is truthy."""
-        now = self._clock_us()
+        now = self.clock_us()
         for topic, partition, committed in offsets:
             for record in self.active.get((topic, partition), ()):
                 if committed > record.offset and record.until_us >= now and \

@@ -58,7 +58,7 @@ from millrace.broker.metrics.registry import KafkaMetricsRegistry
 from millrace.broker.partition import AlterIsrManager, IsrChangeMeters, Partition
 from millrace.broker.partition_state_log import PartitionStateLog
 from millrace.broker.purgatory import DelayedOperationPurgatory
-from millrace.broker.record_tracer import ProduceTrace, RecordTracer, now_us
+from millrace.broker.record_tracer import ProduceTrace, RecordTracer
 from millrace.broker.replica_fetcher import BrokerEndpoint, ReplicaFetcherManager
 from millrace.broker.replica_state_changes import LeaderAndIsrPartition, ReplicaStateChanges
 from millrace.broker.security.inter_broker import inter_broker_security
@@ -386,7 +386,7 @@ class ReplicaManager:
                             buf = validate_produce_records(records, produce_version)
                         else:
                             buf = bytearray(records or b"")
-                        started = now_us() if partition.trace is not None else 0
+                        started = self.tracer.clock_us() if partition.trace is not None else 0
                         info = partition.append_records_to_leader(
                             buf, now, origin=origin, required_acks=required_acks,
                             verification_guard=None if verification_guards is None
