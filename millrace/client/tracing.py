@@ -211,7 +211,7 @@ class RecordJourney:
         return {"trace_id": self.trace_id, "span_id": self.span_id,
                 "parent_span_id": self.parent_span_id, "topic": self.topic,
                 "partition": self.partition, "offset": self.offset,
-                "stages": self.stages}
+                "client_id": self.client_id, "error": self.error, "stages": self.stages}
 
     def __repr__(self) -> str:
         with self._lock:

@@ -6,6 +6,7 @@ The producer tests run on the in-process FakeCluster with a MockTime and a stepp
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -120,10 +121,13 @@ def test_ties_keep_the_causal_order_and_to_json_has_the_contract_fields() -> Non
         "producer.serialize", "producer.partition", "accumulator.append"]
     journey.topic, journey.partition, journey.offset = "t", 2, 41
     out = journey.to_json()
+    assert set(out) == {"trace_id", "span_id", "parent_span_id", "topic", "partition",
+                        "offset", "client_id", "error", "stages"}
+    assert json.loads(json.dumps(out)) == out  # plain JSON
     assert {k: out[k] for k in ("trace_id", "span_id", "parent_span_id", "topic",
-                                "partition", "offset")} == {
+                                "partition", "offset", "error")} == {
         "trace_id": journey.trace_id, "span_id": journey.span_id, "parent_span_id": None,
-        "topic": "t", "partition": 2, "offset": 41}
+        "topic": "t", "partition": 2, "offset": 41, "error": None}
     assert out["stages"][0] == {"stage": "producer.serialize", "t_us": 5, "duration_us": 3,
                                 "lane": "producer", "detail": "d"}
     out["stages"][0]["stage"] = "changed"  # a copy: the journey is not changed through it

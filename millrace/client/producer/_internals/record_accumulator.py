@@ -44,7 +44,6 @@ from millrace.client.producer._internals.built_in_partitioner import (
 )
 from millrace.client.producer._internals.future_record_metadata import FutureRecordMetadata
 from millrace.client.producer._internals.idempotence_manager import NO_SEQUENCE
-from millrace.client.producer._internals.journey import AppendTrace
 from millrace.client.producer._internals.producer_batch import ProducerBatch
 from millrace.client.producer._internals.send_path import Lock
 from millrace.client.producer._internals.transaction_manager import TransactionManager
@@ -130,7 +129,7 @@ class RecordAccumulator:
     def append(self, topic: str, partition: int, timestamp: int, key: bytes | None,
                value: bytes | None, headers: Sequence[tuple[str, bytes | None]],
                callback: Any, max_time_to_block_ms: float, now_ms: int,
-               cluster: Cluster, trace: AppendTrace | None = None
+               cluster: Cluster, trace: journey.AppendTrace | None = None
                ) -> tuple[FutureRecordMetadata, bool]:
         """Add a record; returns (future, whether the sender should wake up).
 
