@@ -99,11 +99,11 @@ def url(broker: BrokerProcess) -> str:
     return only
 
 
-def create_topic(bootstrap: str, config: dict[str, Any] | None = None) -> str:
+def create_topic(bootstrap: str, replicas: int = 1) -> str:
     name = f"traces-{uuid.uuid4().hex[:8]}"
-    with KafkaAdminClient({"bootstrap.servers": bootstrap, **(config or {}),
+    with KafkaAdminClient({"bootstrap.servers": bootstrap,
                            "default.api.timeout.ms": 20_000}) as admin:
-        admin.create_topics([NewTopic(name, 1, 1)])[name].result(20)
+        admin.create_topics([NewTopic(name, 1, replicas)])[name].result(20)
     return name
 
 
@@ -308,3 +308,75 @@ def test_the_posts_want_alter_on_the_cluster(secured: BrokerProcess) -> None:
         assert denied.json()["error"] == "User:alice may not Alter the cluster"
     admin_ok = post(url + "/v1/traces/arm", arm, basic("admin", "admin-secret"))
     assert admin_ok.status == 200 and admin_ok.json()["partitions"] == 0
+
+
+# ---------------------------------------------------------------------- three brokers
+def test_replication_stages_on_a_three_broker_cluster(tmp_path: Path) -> None:
+    """The leader records each follower's first fetch of the record and the fetch that
+    shows it has it; each follower records its own append of it, naming the leader."""
+    from confluent_kafka.admin import AdminClient
+
+    from millrace.launcher.local_cluster import LocalCluster
+
+    cluster = LocalCluster(tmp_path / "cluster", 3, overrides={
+        "default.replication.factor": "3", "offsets.topic.replication.factor": "3",
+        "replica.fetch.backoff.ms": "200"}).start()
+    ok = False
+    try:
+        urls = cluster.http_urls()
+        assert set(urls) == {1, 2, 3}
+        topic = create_topic(cluster.bootstrap, 3)
+        client = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+        def in_sync() -> tuple[int, list[int]] | None:
+            meta = client.list_topics(topic, timeout=10).topics[topic].partitions.get(0)
+            if meta is None or meta.leader < 0 or sorted(meta.isrs) != [1, 2, 3]:
+                return None
+            return meta.leader, sorted(meta.isrs)
+
+        leader, _ = poll(in_sync, "the partition in sync on three brokers", 60)
+        followers = sorted({1, 2, 3} - {leader})
+        for url in urls.values():
+            assert post(url + "/v1/traces/arm", {"topic": topic}).status == 200
+        trace_id, _, header = traceparent()
+        producer: KafkaProducer[bytes, bytes] = KafkaProducer(
+            {"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        with producer:
+            offset = producer.send(ProducerRecord(topic, b"replicated",
+                                                  headers=[("traceparent", header)])
+                                   ).get(30).offset
+
+        def stages_on(broker_id: int) -> list[dict[str, Any]]:
+            records = http(f"{urls[broker_id]}/v1/traces/{trace_id}").json()["records"]
+            return records[0]["events"] if records else []
+
+        def leader_done() -> list[dict[str, Any]] | None:
+            events = stages_on(leader)
+            caught_up = {e["replica"] for e in events if e["stage"] == "replica.caught-up"}
+            return events if caught_up == set(followers) else None
+
+        events = poll(leader_done, "both followers caught up, on the leader", 60)
+        by_stage: dict[str, list[dict[str, Any]]] = {}
+        for e in events:
+            by_stage.setdefault(e["stage"], []).append(e)
+        assert {e["replica"] for e in by_stage["replica.fetch"]} == set(followers)
+        assert all(e["fetch_offset"] <= offset for e in by_stage["replica.fetch"])
+        assert all(e["fetch_offset"] > offset for e in by_stage["replica.caught-up"])
+        assert all(e["broker"] == leader for e in events)
+        for stage in ("broker.receive", "broker.append", "hw.advance", "broker.response"):
+            assert len(by_stage[stage]) == 1, stage
+        assert by_stage["broker.response"][0]["acks"] == -1
+        assert by_stage["broker.append"][0]["t_us"] <= by_stage["hw.advance"][0]["t_us"] \
+            <= by_stage["broker.response"][0]["t_us"]
+        for follower in followers:
+            appended = poll(lambda f=follower: [e for e in stages_on(f)
+                                                if e["stage"] == "follower.append"],
+                            f"broker {follower}'s follower.append")
+            assert [(e["broker"], e["offset"], e["leader"]) for e in appended] == \
+                [(follower, offset, leader)]
+        ok = True
+    finally:
+        if ok:
+            cluster.stop()
+        else:
+            cluster.kill_all()
