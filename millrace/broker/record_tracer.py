@@ -49,7 +49,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from millrace.common.errors import CorruptBatchError, Errors, KafkaError
+from millrace.common.errors import CorruptBatchError, Errors
 from millrace.record.batch import RecordBatch, iter_batches
 
 if TYPE_CHECKING:
@@ -315,7 +315,8 @@ def scan_traceparents(records: bytes | bytearray | memoryview, first_offset: int
                 continue
             try:
                 decoded = RecordBatch(records, pos).record_list()
-            except (CorruptBatchError, KafkaError):
+            except Exception:  # a codec's own error included: tracing never fails
+                log.debug("a batch at position %d did not decode for tracing", pos)
                 continue
             for record in decoded:
                 for name, value in record.headers:

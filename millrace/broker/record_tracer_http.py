@@ -10,7 +10,8 @@ authorizer, wants Describe on the cluster):
 - ``POST /v1/traces/watch`` ``{"trace_id", "span_id"?, "topic", "partition", "offset",
   "ttl_ms"?}`` -> ``{"broker", "watching": true}``.
 
-The POSTs change what the broker does: under an authorizer the caller needs Alter on
+The POSTs change what the broker does: under an authorizer the caller (the guard's
+``request["user"]``; ``ANONYMOUS`` on a listener without authentication) needs Alter on
 the cluster, asked first (403 before the body or the topic is looked at); then the body
 must be JSON (415), at most 64 KiB (413, read in pieces: a chunked body is bounded too),
 an object whose fields are checked (400 naming the field).  Errors are JSON

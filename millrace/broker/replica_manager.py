@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -299,8 +299,13 @@ class ReplicaManager:
             self.partition_changed(key)
         self.topic_stats.remove_topic(name)
 
-    def _topic_partitions(self, topic: str) -> Iterator[Partition]:
-        return (p for (t, _), p in list(self.partitions.items()) if t == topic)
+    def _topic_partitions(self, topic: str) -> list[Partition]:
+        """This broker's partitions of ``topic`` (the record tracer arms them)."""
+        info = self.metadata.topics.get(topic)
+        if info is None:
+            return []
+        found = (self.partitions.get((topic, i)) for i in range(info.partitions))
+        return [p for p in found if p is not None]
 
     def get_partition(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
