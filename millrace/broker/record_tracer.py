@@ -409,6 +409,9 @@ class RecordTracer:
         until = now + ttl_ms * 1000
         span = span_id or ""
         record = self.get(trace_id, span, topic, partition, offset)
+        if record is None and not span:   # no span named: the record of that trace there
+            record = next((r for r in self.active.get((topic, partition), ())
+                           if r.trace_id == trace_id and r.offset == offset), None)
         if record is None:
             record = self.track(trace_id, span, topic, partition, offset, until)
             assert record is not None

@@ -286,6 +286,25 @@ def test_follower_append_names_the_leader(broker: Broker, clock: Clock) -> None:
         ("follower.append", 1, p.leader_id)
 
 
+def test_a_watch_of_a_record_seen_appended_is_the_same_record(broker: Broker,
+                                                              clock: Clock) -> None:
+    """The console watches what the leader (or a follower) already found by its header:
+    one record, so each later event is recorded once."""
+    broker.create_topic("t")
+    tracer = tracer_of(broker)
+    tracer.arm("t", 60_000)
+    p = broker.partition("t")
+    assert p.trace is not None
+    p.trace.follower_appended(p, headed_batch(None, GOOD))
+    (seen,) = tracer.by_trace(TRACE)
+    assert tracer.watch(TRACE, SPAN, "t", 0, 1) is seen          # its span named
+    assert tracer.watch(TRACE, None, "t", 0, 1) is seen          # or none named
+    assert len(tracer.by_trace(TRACE)) == 1
+    # negative control: another offset of the same trace is another record
+    assert tracer.watch(TRACE, None, "t", 0, 2) is not seen
+    assert len(tracer.by_trace(TRACE)) == 2
+
+
 def test_group_commit_once_per_group_above_the_offset(broker: Broker, clock: Clock
                                                        ) -> None:
     tracer = tracer_of(broker)
