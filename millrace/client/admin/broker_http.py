@@ -39,6 +39,10 @@ class BrokerHttpUnavailable(Exception):
     """Why a broker's HTTP view could not be read."""
 
 
+class BrokerHttpDenied(BrokerHttpUnavailable):
+    """The broker's HTTP listener refused the user (403): its authorizer said no."""
+
+
 class BrokerHttp:
     """Each broker's listeners are asked for once (module docstring)."""
 
@@ -59,16 +63,28 @@ class BrokerHttp:
 
     def get(self, broker: int, kafka_host: str, path: str) -> dict[str, Any]:
         """``path`` from the broker's first listener that answers."""
+        return self._call(broker, kafka_host, path, None)
+
+    def post(self, broker: int, kafka_host: str, path: str,
+             body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``body`` as JSON to ``path`` on the broker's first listener that answers."""
+        return self._call(broker, kafka_host, path, json.dumps(body).encode())
+
+    def _call(self, broker: int, kafka_host: str, path: str, data: bytes | None
+              ) -> dict[str, Any]:
         urls = self.listener_urls(broker, kafka_host)
         if isinstance(urls, str):
             raise BrokerHttpUnavailable(urls)
-        reason = ""
+        failure: BrokerHttpUnavailable | None = None
         for base in urls:
             try:
-                return self._get(base + path)
+                return self._request(base + path, data)
+            except BrokerHttpDenied as e:   # another listener would say the same
+                raise BrokerHttpDenied(f"broker {broker} ({base}): {e}") from None
             except BrokerHttpUnavailable as e:
-                reason = f"broker {broker} ({base}): {e}"
-        raise BrokerHttpUnavailable(reason)
+                failure = BrokerHttpUnavailable(f"broker {broker} ({base}): {e}")
+        assert failure is not None  # listener_urls gives at least one
+        raise failure
 
     def listener_urls(self, broker: int, kafka_host: str) -> list[str] | str:
         """The broker's HTTP listeners as base URLs, http ones first; or why it has none."""
@@ -89,8 +105,11 @@ class BrokerHttp:
         self._urls[broker] = found
         return found
 
-    def _get(self, url: str) -> dict[str, Any]:
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    def _request(self, url: str, data: bytes | None) -> dict[str, Any]:
+        headers = {"Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=data, headers=headers)
         credentials = basic_credentials(self._configs)
         if credentials is not None:
             token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
@@ -107,10 +126,13 @@ class BrokerHttp:
             if e.code == 401:
                 raise BrokerHttpUnavailable("the HTTP listener asks for credentials (give "
                                             "sasl.username and sasl.password)") from None
+            body = e.read()
             try:
-                detail = json.loads(e.read()).get("error") or e.reason
+                detail = json.loads(body).get("error") or e.reason
             except (ValueError, AttributeError):
-                detail = e.reason
+                detail = body.decode(errors="replace").strip()[:200] or e.reason
+            if e.code == 403:
+                raise BrokerHttpDenied(f"HTTP 403: {detail}") from None
             raise BrokerHttpUnavailable(f"HTTP {e.code}: {detail}") from None
         except (urllib.error.URLError, OSError, ValueError) as e:
             why = e.reason if isinstance(e, urllib.error.URLError) else e
