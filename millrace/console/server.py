@@ -14,6 +14,10 @@ Routes (the page's contract; ``static/app.js`` is the one client):
   ``/api/messages?topic=..``: the snapshot, a topic's and a group's detail, a browse.
 - ``GET /api/security``: ACLs, SCRAM users and quotas, each part with its own error
   (``security``).
+- ``POST /api/journey``: send a traced record (``journey``); ``202`` with its trace id,
+  then its journey arrives as SSE ``journey`` events, and at
+  ``GET /api/journey/{trace_id}``.  ``GET /api/journey?topic=&partition=&offset=``:
+  what is known of a record already in the log.
 - ``POST /api/produce``, ``POST /api/topics``, ``DELETE /api/topics/{name}``,
   ``POST /api/topics/{name}/partitions``, ``POST /api/groups/{id}/reset``,
   ``POST /api/users``, ``DELETE /api/users/{name}?mechanism=``: the writes, refused with
@@ -61,6 +65,7 @@ from millrace.client.admin import (
 from millrace.client.admin.broker_http import BrokerHttp
 from millrace.common.errors import KafkaError, MillraceError
 from millrace.console import security
+from millrace.console.journey import JourneyRequest, JourneyTracker
 from millrace.console.messages import BadRequest, BrowseRequest, Producer, ProduceRequest, browse
 from millrace.console.watcher import ClusterWatcher
 
@@ -68,6 +73,7 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 1 << 20
 MAX_SESSIONS = 1000
+MAX_RUNNING_JOURNEYS = 4
 SESSION_COOKIE = "millrace_console"
 STATIC_FILES = {"app.js": "text/javascript", "style.css": "text/css",
                 "index.html": "text/html"}
@@ -111,8 +117,13 @@ class ConsoleServer:
         http = None if protocol_only else BrokerHttp(self.admin, self.configs, 2.0)
         self.watcher = ClusterWatcher(self.admin, read_only=read_only, broker_http=http)
         self.producer = Producer(self.configs)
+        self.journeys = JourneyTracker(self.configs, self.admin, http, notify=self._notify)
+        self._running_journeys = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._poll_pool = ThreadPoolExecutor(1, thread_name_prefix="console-poll")
         self._work_pool = ThreadPoolExecutor(4, thread_name_prefix="console-work")
+        self._journey_pool = ThreadPoolExecutor(MAX_RUNNING_JOURNEYS,
+                                                thread_name_prefix="console-journey")
         self._tick = asyncio.Event()
         self._closing = False
         self._poller: asyncio.Task[None] | None = None
@@ -131,6 +142,9 @@ class ConsoleServer:
             web.get("/api/topics/{name}", self._topic),
             web.get("/api/groups/{group}", self._group),
             web.get("/api/messages", self._messages),
+            web.get("/api/journey", self._journey_lookup),
+            web.get("/api/journey/{trace_id}", self._journey),
+            web.post("/api/journey", self._write(self._trace)),
             web.post("/api/produce", self._write(self._produce)),
             web.post("/api/topics", self._write(self._create_topic)),
             web.delete("/api/topics/{name}", self._write(self._delete_topic)),
@@ -158,6 +172,7 @@ class ConsoleServer:
         self.port = int(sock.getsockname()[1])
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{self.port}/"
+        self._loop = asyncio.get_running_loop()
         self._poller = asyncio.create_task(self._poll_forever())
 
     async def stop(self) -> None:
@@ -173,8 +188,11 @@ class ConsoleServer:
         await loop.run_in_executor(None, self._close_clients)
 
     def _close_clients(self) -> None:
+        self.journeys.close()
         self._poll_pool.shutdown(wait=True, cancel_futures=True)
         self._work_pool.shutdown(wait=True, cancel_futures=True)
+        self._journey_pool.shutdown(wait=True, cancel_futures=True)
+        self.journeys.close()   # a producer a journey made while closing
         self.producer.close()
         self.admin.close()
 
@@ -186,9 +204,20 @@ class ConsoleServer:
                 await loop.run_in_executor(self._poll_pool, self.watcher.poll)
             except Exception:  # a defect in the watcher must not end the console
                 log.exception("polling the cluster failed")
-            tick, self._tick = self._tick, asyncio.Event()
-            tick.set()
+            self._wake()
             await asyncio.sleep(max(0.0, self.interval_s - (loop.time() - started)))
+
+    def _wake(self) -> None:
+        """Every SSE stream sends what changed (the event loop's thread)."""
+        tick, self._tick = self._tick, asyncio.Event()
+        tick.set()
+
+    def _notify(self) -> None:
+        """A journey changed (any thread)."""
+        loop = self._loop
+        if loop is not None and not self._closing:
+            with contextlib.suppress(RuntimeError):   # the loop closed meanwhile
+                loop.call_soon_threadsafe(self._wake)
 
     # ------------------------------------------------------------------ middleware
     @web.middleware
@@ -269,11 +298,23 @@ class ConsoleServer:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
+        sent: dict[str, int] = {}   # trace id -> the version this stream has sent
+        state = None
         try:
             await response.write(b"retry: 2000\n\n")
             while not self._closing:
-                payload = json.dumps(self.watcher.snapshot(), separators=(",", ":"))
-                await response.write(f"event: state\ndata: {payload}\n\n".encode())
+                snapshot = self.watcher.snapshot()
+                if snapshot is not state:
+                    state = snapshot
+                    payload = json.dumps(snapshot, separators=(",", ":"))
+                    await response.write(f"event: state\ndata: {payload}\n\n".encode())
+                for journey in self.journeys.recent():
+                    if journey.version > sent.get(journey.trace_id, 0):
+                        view = journey.to_json()
+                        sent[journey.trace_id] = view["version"]
+                        payload = json.dumps(view, separators=(",", ":"))
+                        await response.write(f"event: journey\ndata: {payload}\n\n"
+                                             .encode())
                 await self._tick.wait()
         except (ConnectionResetError, asyncio.CancelledError):
             pass
@@ -306,6 +347,26 @@ class ConsoleServer:
         result = await self._in_worker(browse, self.configs, browse_request)
         return result if isinstance(result, web.Response) else web.json_response(result)
 
+    async def _journey(self, request: web.Request) -> web.StreamResponse:
+        trace_id = request.match_info["trace_id"]
+        journey = self.journeys.get(trace_id)
+        if journey is None:
+            return _error(404, f"no journey {trace_id[:64]!r} (the console keeps the "
+                               "newest ones it traced)")
+        return web.json_response(journey.to_json())
+
+    async def _journey_lookup(self, request: web.Request) -> web.StreamResponse:
+        try:
+            topic = request.query.get("topic", "")
+            if not topic:
+                raise BadRequest("topic is required")
+            partition = _query_int(request.query, "partition")
+            offset = _query_int(request.query, "offset")
+        except BadRequest as e:
+            return _error(400, str(e))
+        result = await self._in_worker(self.journeys.lookup, topic, partition, offset)
+        return result if isinstance(result, web.Response) else web.json_response(result)
+
     async def _security(self, request: web.Request) -> web.StreamResponse:
         view = await self._in_worker(security.security_view, self.admin)
         return view if isinstance(view, web.Response) else web.json_response(view)
@@ -318,6 +379,27 @@ class ConsoleServer:
             return _error(400, str(e))
         result = await self._in_worker(self.producer.send, produce)
         return result if isinstance(result, web.Response) else web.json_response(result)
+
+    async def _trace(self, request: web.Request) -> web.StreamResponse:
+        try:
+            journey_request = JourneyRequest.from_json(await _json_body(request))
+        except BadRequest as e:
+            return _error(400, str(e))
+        if self._running_journeys >= MAX_RUNNING_JOURNEYS:
+            return _error(429, f"{MAX_RUNNING_JOURNEYS} journeys are being traced; try "
+                               "again when one is done")
+        journey = self.journeys.begin(journey_request)
+        self._running_journeys += 1
+        loop = asyncio.get_running_loop()
+
+        def finished(done: asyncio.Future[None]) -> None:
+            self._running_journeys -= 1
+            if not done.cancelled() and done.exception() is not None:
+                log.error("tracing journey %s failed", journey.trace_id,
+                          exc_info=done.exception())
+        loop.run_in_executor(self._journey_pool, self.journeys.run,
+                             journey).add_done_callback(finished)
+        return web.json_response({"trace_id": journey.trace_id}, status=202)
 
     async def _create_topic(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -445,6 +527,18 @@ def _positive(body: Mapping[str, Any], name: str, default: int | None) -> int:
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise BadRequest(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def _query_int(params: Mapping[str, str], name: str) -> int:
+    raw = params.get(name, "")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a non-negative integer, got {raw[:40]!r}") \
+            from None
+    if value < 0:
+        raise BadRequest(f"{name} must be a non-negative integer, got {value}")
     return value
 
 

@@ -1412,6 +1412,235 @@
     });
   }
 
+
+  // -------------------------------------------------------------- journey
+
+  const STAGE_LABELS = {
+    'producer.interceptors': 'interceptors (onSend)',
+    'producer.serialize': 'serializer',
+    'producer.partition': 'partitioner',
+    'accumulator.append': 'RecordAccumulator append',
+    'batch.ready': 'batch ready',
+    'sender.drain': 'Sender drain',
+    'request.sent': 'ProduceRequest in flight',
+    'broker.receive': 'broker receives',
+    'broker.append': 'leader appends',
+    'replica.fetch': 'follower fetch carries it',
+    'follower.append': 'follower appends',
+    'replica.caught-up': 'follower has it (next fetch)',
+    'hw.advance': 'high watermark passes it',
+    'broker.response': 'produce response',
+    'response.received': 'response received',
+    'producer.callback': 'callback',
+    'consumer.fetch': 'consumer fetch returns it',
+    'consumer.poll': 'poll returns it',
+    'group.commit': 'commit covers it (coordinator)',
+    'consumer.commit': 'commit',
+    'record.timestamp': 'record timestamp',
+  };
+
+  function laneLabel(lane) {
+    if (lane === 'producer') return 'producer · application thread';
+    if (lane === 'sender') return 'producer · Sender thread';
+    return lane;
+  }
+
+  function laneRank(lane) {
+    if (lane === 'producer') return [0, 0];
+    if (lane === 'sender') return [1, 0];
+    const b = /^broker (\d+)$/.exec(lane);
+    if (b) return [2, Number(b[1])];
+    if (lane === 'log') return [2, -1];
+    return [3, 0];
+  }
+
+  function journeyLanes(stages) {
+    const lanes = [...new Set(stages.map((s) => s.lane || '?'))];
+    return lanes.sort((a, b) => {
+      const ra = laneRank(a);
+      const rb = laneRank(b);
+      return ra[0] - rb[0] || ra[1] - rb[1] || byName(a, b);
+    });
+  }
+
+  function fmtElapsed(us) {
+    if (!isNum(us)) return '—';
+    if (Math.abs(us) < 1000) return `${Math.round(us)} µs`;
+    return `${(us / 1000).toFixed(us < 100000 ? 2 : 0)} ms`;
+  }
+
+  function stageAttrs(s) {
+    const skip = new Set(['stage', 't_us', 'duration_us', 'lane', 'detail', 'broker']);
+    return Object.entries(s).filter(([k, v]) => !skip.has(k) && v !== null && v !== undefined
+      && typeof v !== 'object').map(([k, v]) => `${esc(k)}=${esc(v)}`).join(' ');
+  }
+
+  /** The swim lanes: one row per place, the stages in time order left to right. */
+  function swimlanes(stages) {
+    const lanes = journeyLanes(stages);
+    const laneH = 38;
+    const left = 210;
+    const step = 46;
+    const width = Math.max(760, left + 30 + step * stages.length);
+    const height = 34 + laneH * lanes.length;
+    const t0 = stages.length ? stages[0].t_us : 0;
+    const y = (lane) => 34 + laneH * lanes.indexOf(lane) + laneH / 2;
+    let out = `<svg class="swimlanes" data-testid="swimlanes" viewBox="0 0 ${width} ${height}" `
+      + `width="${width}" height="${height}" role="img" aria-label="journey of the record" `
+      + 'xmlns="http://www.w3.org/2000/svg">';
+    lanes.forEach((lane, i) => {
+      const top = 34 + laneH * i;
+      out += `<rect class="lane${i % 2 ? ' lane-odd' : ''}" x="0" y="${top}" width="${width}" height="${laneH}"/>`
+        + `<text class="lane-label" x="8" y="${top + laneH / 2 + 4}">${esc(laneLabel(lane))}</text>`;
+    });
+    let prev = null;
+    stages.forEach((s, i) => {
+      const x = left + 20 + step * i;
+      const yy = y(s.lane || '?');
+      if (prev) out += `<line class="hop" x1="${prev[0]}" y1="${prev[1]}" x2="${x}" y2="${yy}"/>`;
+      prev = [x, yy];
+      const title = `${STAGE_LABELS[s.stage] || s.stage} · +${fmtElapsed(s.t_us - t0)}`
+        + `${s.detail ? ` · ${s.detail}` : ''}`;
+      out += `<g class="stage-dot" data-stage="${esc(s.stage)}"><title>${esc(title)}</title>`
+        + `<circle cx="${x}" cy="${yy}" r="6"/>`
+        + `<text class="stage-num" x="${x}" y="${yy - 10}" text-anchor="middle">${i + 1}</text></g>`;
+    });
+    out += `<text class="chart-title" x="8" y="20">${stages.length} stages over `
+      + `${esc(fmtElapsed(stages.length ? stages[stages.length - 1].t_us - t0 : 0))}</text>`;
+    return `${out}</svg>`;
+  }
+
+  function stageTable(stages) {
+    const t0 = stages.length ? stages[0].t_us : 0;
+    const rows = stages.map((s, i) => `<tr data-testid="stage-row" data-stage="${esc(s.stage)}"
+        data-lane="${esc(s.lane || '')}" data-t="${esc(s.t_us)}" data-broker="${esc(s.broker ?? '')}"
+        data-offset="${esc(s.offset ?? '')}" data-partition="${esc(s.partition ?? '')}">
+      <td class="num mono">${i + 1}</td>
+      <td class="num mono">+${esc(fmtElapsed(s.t_us - t0))}</td>
+      <td>${esc(laneLabel(s.lane || '?'))}</td>
+      <td><b>${esc(STAGE_LABELS[s.stage] || s.stage)}</b> <span class="muted mono">${esc(s.stage)}</span></td>
+      <td>${esc(s.detail || '')} <span class="muted mono">${stageAttrs(s)}</span></td>
+      <td class="num mono">${s.duration_us ? esc(fmtElapsed(s.duration_us)) : ''}</td>
+    </tr>`);
+    return `<table class="data"><thead><tr><th>#</th><th>at</th><th>where</th><th>stage</th>
+      <th>detail</th><th>took</th></tr></thead><tbody>${rowsOrEmpty(rows, 6, 'No stages yet')}</tbody></table>`;
+  }
+
+  function journeyHtml(j) {
+    const r = j.record || {};
+    const where = isNum(r.offset) ? `${r.topic}-${r.partition} @ offset ${r.offset}` : (r.topic || '');
+    const notes = (j.notes || []).map((n) => `<li>${esc(n)}</li>`).join('');
+    const facts = (j.facts || []).map((n) => `<li data-testid="fact">${esc(n)}</li>`).join('');
+    const denied = (j.denied || []).map((n) => `<p class="denied" data-testid="denied">denied: ${esc(n)}</p>`).join('');
+    const stages = j.stages || [];
+    return `<div class="card" data-testid="journey" data-state="${esc(j.state || 'done')}"
+        data-trace="${esc(j.trace_id || r.trace_id || '')}">
+      <h2>Journey of ${esc(where)}</h2>
+      <p class="muted">trace <span class="mono">${esc(j.trace_id || r.trace_id || '—')}</span>
+        ${j.acks ? ` · acks=${esc(j.acks)}` : ''}${j.state ? ` · <span data-testid="journey-state">${esc(j.state)}</span>` : ''}</p>
+      ${denied}
+      <div class="swim-wrap">${swimlanes(stages)}</div>
+      ${stageTable(stages)}
+      ${facts ? `<h3>What the cluster can still tell</h3><ul>${facts}</ul>` : ''}
+      ${notes ? `<h3>Notes</h3><ul data-testid="journey-notes">${notes}</ul>` : ''}
+    </div>`;
+  }
+
+  function JourneyView(traceId) {
+    let ref;
+    let current = traceId || null;
+    let alive = true;
+
+    function show(j) {
+      if (alive && j) ref('result').innerHTML = journeyHtml(j);
+    }
+
+    function buildTrace(slot) {
+      slot.innerHTML = `
+        <form class="card form-grid" data-testid="trace-form" novalidate>
+          <h2>Trace a record</h2>
+          <p class="wide muted">The console sends one record with a <span class="mono">traceparent</span>
+            header; the producer, every broker and the console's own consumer record each stage it passes.</p>
+          <label>Topic <select name="topic"></select></label>
+          <label>Partition <input name="partition" type="number" min="0" placeholder="auto"></label>
+          <label>acks <select name="acks"><option value="all" selected>all</option>
+            <option value="1">1</option><option value="0">0</option></select></label>
+          <label class="wide">Key <input name="key" placeholder="(none)" spellcheck="false"></label>
+          <label class="wide">Value <textarea name="value" rows="2" spellcheck="false">hello</textarea></label>
+          <button type="submit">Trace a record</button>
+          <div class="form-msg" data-ref="msg"></div>
+        </form>`;
+      const form = slot.querySelector('form');
+      onSubmit(form, async () => {
+        const el = form.elements;
+        const topic = el.topic.value;
+        if (!topic) throw invalid('choose a topic');
+        const partition = parseIntField(el.partition.value);
+        if (Number.isNaN(partition)) throw invalid('partition must be a non-negative integer (blank = auto)');
+        const key = el.key.value === '' ? null : el.key.value;
+        const res = await api('/api/journey', {
+          method: 'POST', body: { topic, partition, key, value: el.value.value, acks: el.acks.value },
+        });
+        current = res.trace_id;
+        history.replaceState(null, '', `#/journey/${encodeURIComponent(current)}`);
+        show(app.journeys.get(current) || { trace_id: current, state: 'sending', stages: [], record: { topic } });
+        return okHtml(`tracing ${current}`, 'trace-started');
+      });
+    }
+
+    return {
+      mount(r) {
+        r.innerHTML = `<section class="view" data-testid="view-journey">
+          <h1>The journey of a record</h1>
+          <div data-ref="write"></div>
+          <form class="card form-grid" data-testid="lookup-form" novalidate>
+            <h2>Trace a record already in the log</h2>
+            <label>Topic <select name="topic"></select></label>
+            <label>Partition <input name="partition" type="number" min="0" value="0"></label>
+            <label>Offset <input name="offset" type="number" min="0" value="0"></label>
+            <button type="submit">Trace offset</button>
+            <div class="form-msg" data-ref="lookup-msg"></div>
+          </form>
+          <div data-ref="result"></div>
+        </section>`;
+        ref = (name) => r.querySelector(`[data-ref="${name}"]`);
+        const lookup = r.querySelector('[data-testid="lookup-form"]');
+        lookup.addEventListener('submit', (ev) => {
+          ev.preventDefault();
+          runAction(lookup, ref('lookup-msg'), async () => {
+            const el = lookup.elements;
+            const partition = parseIntField(el.partition.value);
+            const offset = parseIntField(el.offset.value);
+            if (!el.topic.value) throw invalid('choose a topic');
+            if (partition === null || Number.isNaN(partition)) throw invalid('partition must be a non-negative integer');
+            if (offset === null || Number.isNaN(offset)) throw invalid('offset must be a non-negative integer');
+            const params = new URLSearchParams({ topic: el.topic.value, partition, offset });
+            const found = await api(`/api/journey?${params}`);
+            current = null;
+            show({ ...found, state: found.record.trace_id ? 'traced' : 'untraced' });
+            return '';
+          });
+        });
+        if (current) {
+          show(app.journeys.get(current));
+          api(`/api/journey/${encodeURIComponent(current)}`).then(show, (e) => {
+            if (alive) ref('result').innerHTML = `<div class="card">${errorHtml(e)}</div>`;
+          });
+        }
+      },
+      update(snap) {
+        const names = topicNames(snap);
+        syncWrite(ref('write'), snap, buildTrace);
+        document.querySelectorAll('[data-testid="view-journey"] select[name="topic"]')
+          .forEach((sel) => syncTopicSelect(sel, names, ''));
+      },
+      journey(j) {
+        if (j.trace_id === current) show(j);
+      },
+      unmount() { alive = false; },
+    };
+  }
+
   // ---------------------------------------------------------- not found
 
   function NotFoundView(path) {
@@ -1451,9 +1680,11 @@
     [/^\/groups$/, 'groups', () => GroupsView()],
     [/^\/groups\/(.+)$/, 'groups', (m) => GroupView(safeDecode(m[1]))],
     [/^\/security$/, 'security', () => SecurityView()],
+    [/^\/journey$/, 'journey', () => JourneyView(null)],
+    [/^\/journey\/([0-9a-f]{32})$/, 'journey', (m) => JourneyView(m[1])],
   ];
 
-  const app = { snapshot: null, view: null, es: null, retryMs: 1000 };
+  const app = { snapshot: null, view: null, es: null, retryMs: 1000, journeys: new Map() };
 
   function route() {
     const { path, query } = parseHash();
@@ -1519,6 +1750,23 @@
     }
   }
 
+  function onJourney(ev) {
+    let j;
+    try {
+      j = JSON.parse(ev.data);
+    } catch (err) {
+      console.error('bad journey event', err);
+      return;
+    }
+    if (!j || typeof j.trace_id !== 'string') return;
+    app.journeys.set(j.trace_id, j);
+    try {
+      if (app.view && app.view.journey) app.view.journey(j);
+    } catch (err) {
+      console.error('render failed', err);
+    }
+  }
+
   /**
    * EventSource retries by itself after network errors, but gives up on a
    * non-200 response (e.g. 401). Then probe the status and reconnect ourselves.
@@ -1546,6 +1794,7 @@
     app.es = es;
     es.addEventListener('open', () => setLive(true));
     es.addEventListener('state', onState);
+    es.addEventListener('journey', onJourney);
     es.addEventListener('error', () => {
       setLive(false);
       if (es.readyState === EventSource.CLOSED && app.es === es) onStreamClosed();

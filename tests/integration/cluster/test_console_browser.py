@@ -254,9 +254,167 @@ def test_through_the_kafka_protocol_alone_the_core_views_work(
             assert status == 200 and {e["source"] for e in group["rebalances"]} == {"console"}
             status, topic = api(console, "api/topics/console-orders")
             assert status == 200 and {e["source"] for e in topic["timeline"]} == {"console"}
+            # a journey: the client's part, none of the brokers', and a note saying why
+            status, started = api(console, "api/journey",
+                                  {"topic": "console-orders", "value": "v", "acks": "1"})
+            assert status == 202, started
+            path = f"api/journey/{started['trace_id']}"
+
+            def traced() -> dict[str, Any] | None:
+                status, journey = api(console, path)
+                assert status == 200, journey
+                return journey if journey["state"] in ("done", "failed") else None
+            journey = wait_until("the journey traced", traced)
+            assert journey["state"] == "done", journey
+            stages = {s["stage"] for s in journey["stages"]}
+            assert {"request.sent", "response.received", "consumer.poll"} <= stages
+            assert not any(s["stage"].startswith(("broker.", "hw.", "replica."))
+                           for s in journey["stages"])
+            assert any("--protocol-only" in note for note in journey["notes"])
         finally:
             for member in members:
                 _stop(member)
+
+
+# ---------------------------------------------------------------------- the journey
+CLIENT_STAGES = ("producer.interceptors", "producer.serialize", "producer.partition",
+                 "accumulator.append", "batch.ready", "sender.drain", "request.sent",
+                 "response.received", "producer.callback", "consumer.poll",
+                 "consumer.commit")
+LEADER_STAGES = ("broker.receive", "broker.append", "hw.advance", "broker.response",
+                 "consumer.fetch")
+# each pair: the first happened before the second (one clock: every process is on this host)
+CAUSAL = [("producer.serialize", "producer.partition"),
+          ("producer.partition", "accumulator.append"),
+          ("accumulator.append", "sender.drain"), ("sender.drain", "request.sent"),
+          ("request.sent", "broker.receive"), ("broker.receive", "broker.append"),
+          ("broker.append", "broker.response"), ("broker.response", "response.received"),
+          ("response.received", "producer.callback"),
+          ("broker.append", "replica.fetch"), ("replica.fetch", "follower.append"),
+          ("follower.append", "replica.caught-up"), ("broker.append", "hw.advance"),
+          ("hw.advance", "consumer.fetch"), ("consumer.fetch", "consumer.poll"),
+          ("consumer.poll", "consumer.commit"), ("consumer.commit", "group.commit")]
+# acks=all: the leader answers only once the followers have it and the HW has passed it
+ACKS_ALL = [("replica.caught-up", "broker.response"), ("hw.advance", "broker.response")]
+
+
+def _stage_rows(page: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = page.get_by_test_id("stage-row").evaluate_all(
+        "rows => rows.map(r => ({...r.dataset}))")
+    return rows
+
+
+def _out_of_order(by_stage: dict[str, list[dict[str, Any]]],
+                  pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (cause, effect) pairs whose every effect is timed before the first cause."""
+    return [(before, after) for before, after in pairs
+            if min(int(r["t"]) for r in by_stage[before])
+            > max(int(r["t"]) for r in by_stage[after])]
+
+
+@pytest.mark.parametrize("acks", ["1", "all"])
+def test_trace_a_record_draws_every_stage_in_order(
+        cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded, shots: Path,
+        acks: str) -> None:
+    topic = f"console-journey-{acks}"
+    leader = create_topic(admin(cluster.bootstrap), topic, 2, 3)[1].leader
+    page = guarded.page
+    page.goto(console.url + "#/journey")
+    expect(page.get_by_test_id("view-journey")).to_be_visible(timeout=EXPECT_MS)
+    form = page.get_by_test_id("trace-form")
+    _choose(form, "topic", topic)
+    form.locator('[name="partition"]').fill("1")
+    form.locator('[name="acks"]').select_option(acks)
+    form.locator('[name="key"]').fill("journey-key")
+    form.locator('button[type="submit"]').click()
+    expect(page.get_by_test_id("trace-started")).to_be_visible(timeout=EXPECT_MS)
+    journey = page.get_by_test_id("journey")
+    expect(journey).to_have_attribute("data-state", "done", timeout=60_000)
+    followers = {b for b in (1, 2, 3) if b != leader}
+
+    def complete() -> list[dict[str, Any]] | None:
+        rows = _stage_rows(page)
+        names = {r["stage"] for r in rows}
+        copied = {int(r["broker"]) for r in rows if r["stage"] == "follower.append"}
+        if set(CLIENT_STAGES) | set(LEADER_STAGES) | {"group.commit", "replica.fetch",
+                                                      "replica.caught-up"} <= names \
+                and copied == followers:
+            return rows
+        return None
+    rows = wait_until("every stage of the journey on the page", complete)
+    page.screenshot(path=str(shots / f"journey-acks-{acks}.png"), full_page=True)
+
+    heading = journey.locator("h2").inner_text()
+    found = re.search(rf"{topic}-1 @ offset (\d+)", heading)
+    assert found is not None, heading
+    offset = int(found.group(1))
+    by_stage: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_stage.setdefault(row["stage"], []).append(row)
+    # the client's stages once each, on the producer's threads or the console's consumer
+    for stage in CLIENT_STAGES:
+        assert len(by_stage[stage]) == 1, (stage, by_stage[stage])
+    assert by_stage["producer.partition"][0]["partition"] == "1"   # explicit
+    # the leader's part, on the partition's leader, at the record's offset
+    for stage in LEADER_STAGES:
+        assert {r["broker"] for r in by_stage[stage]} == {str(leader)}, (stage, leader)
+    assert by_stage["broker.append"][0]["offset"] == str(offset)
+    assert {int(r["broker"]) for r in by_stage["follower.append"]} == followers
+    # once each: per follower, per consumer, per group (a fresh topic: only the console's)
+    for stage, count in (("follower.append", 2), ("replica.fetch", 2),
+                         ("replica.caught-up", 2), ("consumer.fetch", 1),
+                         ("group.commit", 1), ("broker.append", 1), ("hw.advance", 1)):
+        assert len(by_stage[stage]) == count, (stage, by_stage[stage])
+    assert all(r["offset"] == str(offset) for r in by_stage["follower.append"])
+    # in time order on the page, and each cause before its effect
+    times = [int(r["t"]) for r in rows]
+    assert times == sorted(times)
+    pairs = CAUSAL + (ACKS_ALL if acks == "all" else [])
+    assert _out_of_order(by_stage, pairs) == []
+    # negative control: the check catches a leader said to append after the callback ran
+    late = int(by_stage["producer.callback"][0]["t"]) + 1
+    tampered = {**by_stage, "broker.append": [{**by_stage["broker.append"][0], "t": late}]}
+    assert ("broker.append", "broker.response") in _out_of_order(tampered, pairs)
+    # the swim lanes drew each of them
+    dots = page.locator('[data-testid="swimlanes"] .stage-dot')
+    assert dots.count() == len(rows)
+
+    # "trace offset N of partition P": what the brokers recorded of it, looked up later
+    lookup = page.get_by_test_id("lookup-form")
+    _choose(lookup, "topic", topic)
+    lookup.locator('[name="partition"]').fill("1")
+    lookup.locator('[name="offset"]').fill(str(offset))
+    lookup.locator('button[type="submit"]').click()
+    expect(page.get_by_test_id("journey")).to_have_attribute("data-state", "traced",
+                                                             timeout=EXPECT_MS)
+    expect(page.locator('[data-testid="stage-row"][data-stage="broker.append"]')
+           ).to_have_count(1, timeout=EXPECT_MS)
+    expect(page.get_by_test_id("fact").filter(has_text="millrace-console-journey")
+           ).to_have_count(1)
+
+
+def test_trace_offset_of_a_record_nobody_traced(
+        cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded) -> None:
+    create_topic(admin(cluster.bootstrap), "console-untraced", 1, 3)
+    _produce(cluster, "console-untraced", 3, 0)
+    page = guarded.page
+    page.goto(console.url + "#/journey")
+    lookup = page.get_by_test_id("lookup-form")
+    _choose(lookup, "topic", "console-untraced")
+    lookup.locator('[name="partition"]').fill("0")
+    lookup.locator('[name="offset"]').fill("2")
+    lookup.locator('button[type="submit"]').click()
+    journey = page.get_by_test_id("journey")
+    expect(journey).to_have_attribute("data-state", "untraced", timeout=EXPECT_MS)
+    expect(journey).to_contain_text("it was not traced")
+    expect(page.get_by_test_id("fact").filter(has_text="high watermark")).to_have_count(1)
+    # no broker stage: only the record's own timestamp
+    expect(page.get_by_test_id("stage-row")).to_have_count(1)
+    # an offset past the end is an error naming the range, not a page of nothing
+    lookup.locator('[name="offset"]').fill("99")
+    lookup.locator('button[type="submit"]').click()
+    expect(lookup.get_by_test_id("form-error")).to_contain_text("holds 0 to 2",
+                                                                timeout=EXPECT_MS)
 
 
 # ---------------------------------------------------------------------- access
@@ -276,7 +434,8 @@ def test_read_only_console_offers_no_writes_and_refuses_them(
                   ("api/topics", {"name": "ro-made", "partitions": 1}, "POST"),
                   ("api/topics/console-orders", None, "DELETE"),
                   ("api/topics/console-orders/partitions", {"count": 9}, "POST"),
-                  ("api/groups/billing/reset", {"to": "earliest"}, "POST")]
+                  ("api/groups/billing/reset", {"to": "earliest"}, "POST"),
+                  ("api/journey", {"topic": "console-orders", "value": "x"}, "POST")]
         for path, body, method in writes:
             status, answer = api(console, path, body, method=method)
             assert status == 403 and "read-only" in answer["error"], (path, status, answer)
@@ -328,6 +487,18 @@ def test_bad_requests_get_an_error_naming_the_problem(console: ConsoleProcess) -
         ("api/groups/billing/reset", {"to": "offset"}, "POST", 400, "needs a non-negative"),
         ("api/topics/no-such-topic", None, "GET", 404, "no topic"),
         ("api/groups/no-such-group", None, "GET", 404, "no group"),
+        ("api/journey", {"topic": "console-orders", "acks": "2"}, "POST", 400,
+         "acks must be one of"),
+        ("api/journey", {"value": "x"}, "POST", 400, "topic is required"),
+        ("api/journey?topic=console-orders&partition=0&offset=-1", None, "GET", 400,
+         "offset must be a non-negative integer"),
+        ("api/journey?topic=console-orders&partition=zero&offset=0", None, "GET", 400,
+         "partition must be"),
+        ("api/journey?topic=no-such-topic&partition=0&offset=0", None, "GET", 400,
+         "does not exist"),
+        ("api/journey?topic=console-orders&partition=7&offset=0", None, "GET", 400,
+         "has no partition 7"),
+        ("api/journey/" + "0" * 32, None, "GET", 404, "no journey"),
     ]
     for path, body, method, code, text in cases:
         status, answer = api(console, path, body, method=method)
