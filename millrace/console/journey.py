@@ -49,7 +49,7 @@ from millrace.client.admin.broker_http import BrokerHttp, BrokerHttpDenied, Brok
 from millrace.client.consumer import KafkaConsumer
 from millrace.client.producer import KafkaProducer, ProducerRecord
 from millrace.client.tracing import RecordJourney, parse_traceparent
-from millrace.common.errors import MillraceError
+from millrace.common.errors import KafkaError, MillraceError
 from millrace.common.topic_partition import TopicPartition
 from millrace.console.messages import BadRequest, ProduceRequest
 from millrace.record import TimestampType
@@ -161,6 +161,8 @@ class JourneyTracker:
             self._read_back(journey, topic, partition, offset)
             self._follow(journey, brokers)
         except Exception as e:   # the journey says why; the console goes on
+            if isinstance(e, KafkaError) and e.name.endswith("AUTHORIZATION_FAILED"):
+                self._change(journey, denied=f"the record was not sent: {_one_line(e)}")
             self._change(journey, note=f"the journey stopped: {_one_line(e)}",
                          state="failed")
             if not isinstance(e, MillraceError | BadRequest | OSError):

@@ -52,6 +52,7 @@ class BrokerHttp:
         self._configs = configs
         self._timeout_s = timeout_s
         self._urls: dict[int, list[str] | str] = {}   # broker id -> base URLs, or why none
+        self._denied: set[int] = set()   # brokers whose configs the authorizer refused
 
     def group_view(self, group: ConsumerGroupDescription) -> dict[str, Any]:
         """The coordinator's ``/v1/consumer-groups/<group>`` view."""
@@ -74,7 +75,7 @@ class BrokerHttp:
               ) -> dict[str, Any]:
         urls = self.listener_urls(broker, kafka_host)
         if isinstance(urls, str):
-            raise BrokerHttpUnavailable(urls)
+            raise (BrokerHttpDenied if broker in self._denied else BrokerHttpUnavailable)(urls)
         failure: BrokerHttpUnavailable | None = None
         for base in urls:
             try:
@@ -96,6 +97,8 @@ class BrokerHttp:
             config = self._admin.describe_configs([resource])[resource].result()
         except MillraceError as e:
             found: list[str] | str = f"broker {broker}'s configs not read: {_one_line(e)}"
+            if isinstance(e, KafkaError) and e.name.endswith("AUTHORIZATION_FAILED"):
+                self._denied.add(broker)
         else:
             entry = config.get("http.listeners")
             if entry is None:

@@ -7,6 +7,7 @@ with which a real client then authenticates, and deletes it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cluster_support import ClusterFactory, admin, create_topic, wait_until
@@ -81,6 +82,17 @@ def test_denied_is_shown_as_denied_and_admin_manages_users_acls_and_quotas(
         status, body = api(console, "api/users", {"name": "mallory", "password": "pw"})
         assert status == 403 and body["denied"] is True, body
         page.screenshot(path=str(shots / "security-denied.png"), full_page=True)
+        # a journey: the brokers refuse to trace for this user (no Describe or Alter on
+        # the cluster), shown as denied, and the send itself is refused (no Write)
+        journey = _journey(console)
+        assert journey["state"] == "failed", journey
+        denied = journey["denied"]
+        assert any(d.startswith("/v1/traces/arm") for d in denied), denied
+        assert any(d.startswith("the record was not sent") for d in denied), denied
+        assert all("AUTHORIZATION_FAILED" in d for d in denied), denied
+        page.goto(console.url + f"#/journey/{journey['trace_id']}")
+        expect(page.get_by_test_id("journey").get_by_test_id("denied").first
+               ).to_contain_text("AUTHORIZATION_FAILED", timeout=EXPECT_MS)
 
     # as admin: everything, and a SCRAM user made in the form works
     with ConsoleProcess(cluster.bootstrap, tmp_path / "as-admin", interval_s=0.5,
@@ -106,11 +118,30 @@ def test_denied_is_shown_as_denied_and_admin_manages_users_acls_and_quotas(
                  "sasl.password": "carol-secret-7"}
         wait_until("carol authenticating", lambda: _authenticates(cluster, carol))
 
+        # a journey over SASL_SSL, the brokers' HTTP views read with the admin's password
+        journey = _journey(console)
+        assert journey["state"] == "done" and not journey["denied"], journey
+        stages = {s["stage"] for s in journey["stages"]}
+        assert {"request.sent", "broker.append", "response.received",
+                "consumer.poll"} <= stages, stages
+
         page.once("dialog", lambda dialog: dialog.accept())
         row.get_by_test_id("delete-user").click()
         expect(row).to_have_count(0, timeout=EXPECT_MS)
         status, body = api(console, "api/users/carol?mechanism=SCRAM-SHA-1", method="DELETE")
         assert status == 400 and "mechanism must be one of" in body["error"], body
+
+
+def _journey(console: ConsoleProcess) -> dict[str, Any]:
+    status, started = api(console, "api/journey", {"topic": TOPIC, "value": "traced"})
+    assert status == 202, started
+
+    def finished() -> dict[str, Any] | None:
+        status, journey = api(console, f"api/journey/{started['trace_id']}")
+        assert status == 200, journey
+        return journey if journey["state"] in ("done", "failed") else None
+    journey: dict[str, Any] = wait_until("the journey traced", finished)
+    return journey
 
 
 def _authenticates(cluster: LocalCluster, settings: dict[str, str]) -> bool:
