@@ -31,7 +31,9 @@ clock in epoch microseconds (``time.time_ns() // 1000``) so that events of sever
 processes on one host line up with the producer's.  Stages (the console relies on the
 names): ``broker.receive``, ``broker.append``, ``hw.advance``, ``broker.response``,
 ``replica.fetch``, ``replica.caught-up`` and ``consumer.fetch`` on the leader,
-``follower.append`` on a follower, ``group.commit`` on the group coordinator.  The
+``follower.append`` on a follower, ``group.commit`` on the group coordinator; and the
+stages a client reports for a range of offsets it handled (``report``: ``spark.*``,
+``sink.*``, ``client.*``, each with the reporter's ``lane``).  The
 "first only" rules: one ``replica.fetch`` / ``replica.caught-up`` per follower, one
 ``consumer.fetch`` per client id, one ``group.commit`` per group, one ``hw.advance``.
 Compressed batches are decompressed to find the header (only on armed partitions).
@@ -43,6 +45,7 @@ the partitions and the handlers; the HTTP routes in aiohttp's handlers on the sa
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections import OrderedDict
@@ -71,6 +74,12 @@ READ_COMMITTED = 1
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 _ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
+
+REPORT_STAGE = re.compile(r"(spark|sink|client)\.[a-z0-9_.-]{1,40}")
+MAX_REPORT_TEXT = 200   # characters of a report's lane, detail and string attributes
+MAX_REPORT_ATTRS = 16
+_REPORT_ATTR = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,39}")
+_RESERVED = frozenset({"t_us", "stage", "broker", "detail", "lane"})
 
 Key = tuple[str, str, str, int, int]  # trace id, span id, topic, partition, offset
 Authorize = Callable[[str, str], bool]  # (user, client host) -> may Alter the cluster
@@ -507,6 +516,32 @@ class RecordTracer:
                         member_id=member_id, generation=generation,
                         committed_offset=committed))
 
+    def report(self, topic: str, partition: int, from_offset: int, until_offset: int,
+               stage: str, lane: str, detail: str, t_us: int | None = None,
+               attrs: Mapping[str, str | int | float | bool] | None = None) -> int:
+        """A client handled offsets ``from_offset`` (inclusive) to ``until_offset``
+        (exclusive) of a partition (a Spark micro-batch planned, a sink's transaction
+        committed): add ``stage`` to each traced record of that range here, once per
+        (stage, lane) and record, within ``MAX_EVENTS``.  The number of records matched;
+        ValueError for a bad argument (``check_report``).  Costs one truthiness check
+        while nothing is traced."""
+        if not self.active:
+            return 0
+        check_report(from_offset, until_offset, stage, lane, detail, t_us, attrs)
+        records = self.active.get((topic, partition))
+        if not records:
+            return 0
+        now = self.clock_us()
+        event = self.event(now if t_us is None else t_us, stage, detail, lane=lane,
+                           **(attrs or {}))
+        matched = 0
+        for record in records:
+            if from_offset <= record.offset < until_offset and record.until_us >= now:
+                matched += 1
+                if record.first(stage, lane):
+                    record.add(dict(event))
+        return matched
+
     def commit_applied(self, body: Any, response: Any) -> None:
         """An OffsetCommit or TxnOffsetCommit the group coordinator applied: the
         partitions its ``response`` accepted, with the member and generation of
@@ -520,6 +555,46 @@ class RecordTracer:
             body.group_id, getattr(body, "member_id", "") or "", int(generation),
             [(t.name, p.partition_index, int(p.committed_offset)) for t in body.topics
              for p in t.partitions if (t.name, p.partition_index) in accepted])
+
+
+def check_report(from_offset: int, until_offset: int, stage: str, lane: str, detail: str,
+                 t_us: int | None = None,
+                 attrs: Mapping[str, str | int | float | bool] | None = None) -> None:
+    """ValueError naming the first bad argument of a ``report``."""
+    for name, offset in (("from_offset", from_offset), ("until_offset", until_offset)):
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"{name} must be a non-negative integer")
+    if until_offset < from_offset:
+        raise ValueError("until_offset must not be below from_offset")
+    if not isinstance(stage, str) or REPORT_STAGE.fullmatch(stage) is None:
+        raise ValueError("stage must be spark.*, sink.* or client.* (lowercase letters, "
+                         "digits, '_', '.', '-'; at most 40 after the prefix)")
+    for name, text in (("lane", lane), ("detail", detail)):
+        if not isinstance(text, str) or len(text) > MAX_REPORT_TEXT:
+            raise ValueError(f"{name} must be a string of at most {MAX_REPORT_TEXT} "
+                             "characters")
+    if not lane:
+        raise ValueError("lane must not be empty")
+    if t_us is not None and (isinstance(t_us, bool) or not isinstance(t_us, int)
+                             or t_us < 0):
+        raise ValueError("t_us must be a non-negative integer (epoch microseconds)")
+    if attrs is None:
+        return
+    if not isinstance(attrs, Mapping) or len(attrs) > MAX_REPORT_ATTRS:
+        raise ValueError(f"attrs must be an object of at most {MAX_REPORT_ATTRS} entries")
+    for key, value in attrs.items():
+        if not isinstance(key, str) or _REPORT_ATTR.fullmatch(key) is None \
+                or key in _RESERVED:
+            raise ValueError(f"attrs: {str(key)[:40]!r} is not an attribute name (a letter "
+                             "or '_', then up to 39 of [A-Za-z0-9_.-]; not t_us, stage, "
+                             "broker, detail or lane)")
+        if isinstance(value, str):
+            if len(value) > MAX_REPORT_TEXT:
+                raise ValueError(f"attrs: {key} must be at most {MAX_REPORT_TEXT} "
+                                 "characters")
+        elif not isinstance(value, (bool, int, float)) or \
+                (isinstance(value, float) and not math.isfinite(value)):
+            raise ValueError(f"attrs: {key} must be a string, finite number or boolean")
 
 
 class TooManyArmed(Exception):

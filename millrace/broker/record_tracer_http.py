@@ -8,11 +8,18 @@ authorizer, wants Describe on the cluster):
 - ``POST /v1/traces/arm`` ``{"topic", "ttl_ms"?}`` -> ``{"broker", "topic",
   "armed_until_ms", "partitions"}`` (429 beyond ``MAX_ARMED`` armed topics);
 - ``POST /v1/traces/watch`` ``{"trace_id", "span_id"?, "topic", "partition", "offset",
-  "ttl_ms"?}`` -> ``{"broker", "watching": true}``.
+  "ttl_ms"?}`` -> ``{"broker", "watching": true}``;
+- ``POST /v1/traces/report`` ``{"topic", "partition", "from_offset", "until_offset",
+  "stage", "lane", "detail", "t_us"?, "attrs"?}`` -> ``{"broker", "matched": n}``: a
+  client that handled offsets [from, until) of the partition (a Spark micro-batch, a
+  sink's commit) adds ``stage`` (``spark.*``, ``sink.*``, ``client.*``) to the traced
+  records among them (``RecordTracer.report``; a retried report adds nothing).
 
-The POSTs change what the broker does: under an authorizer the caller (the guard's
+Arm and watch change what the broker does: under an authorizer the caller (the guard's
 ``request["user"]``; ``ANONYMOUS`` on a listener without authentication) needs Alter on
-the cluster, asked first (403 before the body or the topic is looked at); then the body
+the cluster, asked first (403 before the body or the topic is looked at).  A report
+needs Read on its topic instead (the reporter read those records), asked as soon as the
+body names the topic and before the tracer is asked anything about it.  Then the body
 must be JSON (415), at most 64 KiB (413, read in pieces: a chunked body is bounded too),
 an object whose fields are checked (400 naming the field).  Errors are JSON
 ``{"error": "..."}``.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -36,6 +44,7 @@ from millrace.broker.record_tracer import (
     RecordTracer,
     TooManyArmed,
     TracedRecord,
+    check_report,
 )
 
 MAX_BODY_BYTES = 64 * 1024
@@ -43,18 +52,22 @@ TRACE_PATH = "/v1/traces/{trace_id}"
 QUERY_PATH = "/v1/traces"
 ARM_PATH = "/v1/traces/arm"
 WATCH_PATH = "/v1/traces/watch"
+REPORT_PATH = "/v1/traces/report"
+
+ReadTopic = Callable[[str, str, str], bool]  # (user, client host, topic) -> may Read it
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
 _ZERO_TRACE = "0" * 32
 
 
-def trace_routes(tracer: RecordTracer, authorize: Authorize | None = None
-                 ) -> list[web.RouteDef]:
+def trace_routes(tracer: RecordTracer, authorize: Authorize | None = None,
+                 may_read: ReadTopic | None = None) -> list[web.RouteDef]:
     """``GET /v1/traces/{trace_id}``, ``GET /v1/traces?topic&partition&offset``,
-    ``POST /v1/traces/arm`` and ``/v1/traces/watch`` (the listener's guard has
-    authenticated the caller; ``authorize``, given under an authorizer, wants Alter
-    on the cluster for the POSTs, asked before anything else)."""
+    ``POST /v1/traces/arm``, ``/v1/traces/watch`` and ``/v1/traces/report`` (the
+    listener's guard has authenticated the caller; ``authorize``, given under an
+    authorizer, wants Alter on the cluster for arm and watch, asked before anything
+    else; ``may_read``, given under an authorizer, wants Read on a report's topic)."""
 
     def records(found: list[TracedRecord]) -> web.Response:
         return web.json_response({"broker": tracer.broker_id,
@@ -124,8 +137,36 @@ def trace_routes(tracer: RecordTracer, authorize: Authorize | None = None
         tracer.watch(trace_id, span_id, topic, body["partition"], body["offset"], ttl)
         return web.json_response({"broker": tracer.broker_id, "watching": True})
 
+    async def report(request: web.Request) -> web.Response:
+        body = await _body(request, None)
+        if isinstance(body, web.Response):
+            return body
+        topic = body.get("topic")
+        if not isinstance(topic, str) or not topic:
+            return _error(400, "topic must be a non-empty string")
+        if may_read is not None:  # before anything about the topic is looked at
+            user = request.get("user") or "ANONYMOUS"
+            if not may_read(user, request.remote or "", topic):
+                return _error(403, f"User:{user} may not Read topic {topic!r}")
+        partition = body.get("partition")
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+            return _error(400, "partition must be a non-negative integer")
+        for name in ("from_offset", "until_offset", "stage", "lane", "detail"):
+            if name not in body:
+                return _error(400, f"{name} is required")
+        try:
+            check_report(body["from_offset"], body["until_offset"], body["stage"],
+                         body["lane"], body["detail"], body.get("t_us"), body.get("attrs"))
+        except ValueError as e:
+            return _error(400, str(e))
+        matched = tracer.report(topic, partition, body["from_offset"], body["until_offset"],
+                                body["stage"], body["lane"], body["detail"],
+                                body.get("t_us"), body.get("attrs"))
+        return web.json_response({"broker": tracer.broker_id, "matched": matched})
+
     return [web.get(QUERY_PATH, by_offset), web.post(ARM_PATH, arm),
-            web.post(WATCH_PATH, watch), web.get(TRACE_PATH, by_id)]
+            web.post(WATCH_PATH, watch), web.post(REPORT_PATH, report),
+            web.get(TRACE_PATH, by_id)]
 
 
 def _error(status: int, message: str) -> web.Response:

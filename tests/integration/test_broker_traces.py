@@ -4,7 +4,8 @@ W3C ``traceparent`` header produced by millrace's producer with acks=1 and acks=
 consumed by a group that commits, then ``GET /v1/traces/{trace_id}`` shows the stages
 in time order; untraced records (no header, a malformed one) are not recorded; bad
 input answers 400 / 413 / 415; under BASIC authentication and the ACL authorizer the
-POSTs want Alter on the cluster (401 without credentials, 403 without the grant)."""
+arm and watch POSTs want Alter on the cluster (401 without credentials, 403 without the
+grant) and a report wants Read on its topic."""
 
 from __future__ import annotations
 
@@ -210,6 +211,10 @@ def test_watch_registers_a_record_already_in_the_log(broker: BrokerProcess, url:
     assert [e["stage"] for e in record["events"]] == ["consumer.fetch", "group.commit"]
 
 
+REPORT = {"topic": "t", "partition": 0, "from_offset": 0, "until_offset": 10,
+          "stage": "spark.batch", "lane": "spark p", "detail": "micro-batch 0"}
+
+
 @pytest.mark.parametrize(("path", "body", "status", "word"), [
     ("/v1/traces/arm", {"ttl_ms": 1000}, 400, "topic"),
     ("/v1/traces/arm", {"topic": "t", "ttl_ms": 0}, 400, "ttl_ms"),
@@ -224,6 +229,16 @@ def test_watch_registers_a_record_already_in_the_log(broker: BrokerProcess, url:
                           "offset": 0}, 400, "partition"),
     ("/v1/traces/watch", {"trace_id": "a" * 32, "topic": "t", "partition": 0},
      400, "offset"),
+    ("/v1/traces/report", {"partition": 0}, 400, "topic"),
+    ("/v1/traces/report", {**REPORT, "partition": "0"}, 400, "partition"),
+    ("/v1/traces/report", {**REPORT, "stage": "broker.append"}, 400, "stage"),
+    ("/v1/traces/report", {**REPORT, "until_offset": 0, "from_offset": 1}, 400,
+     "until_offset"),
+    ("/v1/traces/report", {**REPORT, "lane": "x" * 201}, 400, "lane"),
+    ("/v1/traces/report", {**REPORT, "attrs": {f"a{i}": i for i in range(17)}}, 400,
+     "attrs"),
+    ("/v1/traces/report", {k: v for k, v in REPORT.items() if k != "detail"}, 400,
+     "detail"),
 ])
 def test_bad_posts_are_400_naming_the_field(url: str, path: str, body: object, status: int,
                                             word: str) -> None:
@@ -246,6 +261,11 @@ def test_bad_requests(url: str) -> None:
     assert broken.status == 400
     big = post(url + "/v1/traces/arm", {"topic": "t", "pad": "x" * 70_000})
     assert big.status == 413
+    assert post(url + "/v1/traces/report", {**REPORT, "pad": "x" * 70_000}).status == 413
+    assert http(url + "/v1/traces/report", method="POST", data=b"{}",
+                headers={"Content-Type": "text/plain"}).status == 415
+    # nothing traced there: matched nothing, and a topic need not exist
+    assert post(url + "/v1/traces/report", REPORT).json() == {"broker": 0, "matched": 0}
     assert http(url + "/v1/traces/arm").status in (400, 405)  # GET: not an id either
 
 
@@ -308,6 +328,42 @@ def test_the_posts_want_alter_on_the_cluster(secured: BrokerProcess) -> None:
         assert denied.json()["error"] == "User:alice may not Alter the cluster"
     admin_ok = post(url + "/v1/traces/arm", arm, basic("admin", "admin-secret"))
     assert admin_ok.status == 200 and admin_ok.json()["partitions"] == 0
+
+
+def test_a_report_wants_read_on_its_topic(secured: BrokerProcess) -> None:
+    (url,) = secured.http_urls
+    admin_config = {"bootstrap.servers": secured.bootstrap,
+                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                    "sasl.username": "admin", "sasl.password": PASSWORDS["admin"],
+                    "default.api.timeout.ms": 20_000}
+    grants = [AclBinding(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster",
+                                         PatternType.LITERAL),
+                         AccessControlEntry("User:alice", "*", AclOperation.DESCRIBE,
+                                            AclPermissionType.ALLOW)),
+              AclBinding(ResourcePattern(ResourceType.TOPIC, "reported",
+                                         PatternType.LITERAL),
+                         AccessControlEntry("User:alice", "*", AclOperation.READ,
+                                            AclPermissionType.ALLOW))]
+    with KafkaAdminClient(admin_config) as admin:
+        for result in admin.create_acls(grants).values():
+            result.result()
+    alice = basic("alice", "alice-secret")
+    body = {**REPORT, "topic": "reported"}
+    assert post(url + "/v1/traces/report", body).status == 401
+    allowed = poll(lambda: (r := post(url + "/v1/traces/report", body, alice)).status == 200
+                   and r, "alice's Read grant")
+    assert allowed.json() == {"broker": 0, "matched": 0}
+    # no Read on the topic: 403 naming it, whether or not it exists, and before the rest
+    # of the body is looked at; Alter on the cluster is not what a report wants
+    for topic in ("no-such-topic", "__consumer_offsets"):
+        for extra in ({}, {"stage": "not a stage", "partition": -1}):
+            denied = post(url + "/v1/traces/report", {**REPORT, "topic": topic, **extra},
+                          alice)
+            assert denied.status == 403, denied.body
+            assert denied.json()["error"] == f"User:alice may not Read topic {topic!r}"
+    # the super user may
+    assert post(url + "/v1/traces/report", REPORT,
+                basic("admin", "admin-secret")).json()["matched"] == 0
 
 
 # ---------------------------------------------------------------------- three brokers

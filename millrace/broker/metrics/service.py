@@ -88,6 +88,9 @@ class MetricsService:
                                                      services.replica_manager.tracer,
                                                      self._may_alter_cluster
                                                      if services.acls is not None
+                                                     else None,
+                                                     self._may_read_topic
+                                                     if services.acls is not None
                                                      else None)])
 
     def _may_describe_cluster(self, user: str, host: str) -> bool:
@@ -104,6 +107,14 @@ class MetricsService:
             return True
         return acls.authorizer.authorize(KafkaPrincipal("User", user), host, Action(
             AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, True, True))
+
+    def _may_read_topic(self, user: str, host: str, topic: str) -> bool:
+        """Reporting a stage of the records of a topic (``/v1/traces/report``)."""
+        acls = self.services.acls
+        if acls is None:
+            return True
+        return acls.authorizer.authorize(KafkaPrincipal("User", user), host, Action(
+            AclOperation.READ, ResourceType.TOPIC, topic, True, True))
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._tick(), name="metrics-tick")
