@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--protocol-only", action="store_true",
                    help="read the cluster through the Kafka protocol only, never the "
                         "millrace brokers' HTTP views (what the console sees of any Kafka)")
+    p.add_argument("--otlp", action="store_true",
+                   help="also export each traced record's journey over OTLP/HTTP (where: "
+                        "the OTEL_EXPORTER_OTLP_* variables; needs millrace[otel])")
     p.add_argument("--interval", type=float, default=1.0, metavar="SECONDS",
                    help="how often the cluster is polled (default 1)")
     p.set_defaults(func=command)
@@ -82,13 +85,21 @@ def command(args: argparse.Namespace) -> int:
     made_up = False
     if not is_loopback(host):
         token, made_up = _token(args)
+    otlp = None
+    if args.otlp:
+        from millrace.client.otel import MissingExtraError, journey_tracer_provider
+        try:
+            otlp = journey_tracer_provider(service_name="millrace-console")
+        except MissingExtraError as e:
+            raise CommandError(f"--otlp: {e}") from None
     configure_client_logging()
     as_json = args.output == "json"
 
     async def run() -> None:
         server = ConsoleServer(client_configs(args), host=host, port=port,
                                read_only=args.read_only, token=token,
-                               interval_s=args.interval, protocol_only=args.protocol_only)
+                               interval_s=args.interval, protocol_only=args.protocol_only,
+                               otlp=otlp)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -111,6 +122,8 @@ def command(args: argparse.Namespace) -> int:
             await stop.wait()
         finally:
             await server.stop()
+            if otlp is not None:
+                otlp.shutdown()
 
     asyncio.run(run())
     if as_json:

@@ -273,3 +273,48 @@ def export_journey(journey: RecordJourney, broker_events: Iterable[Mapping[str, 
     span.end(end_time=None if end_us is None else end_us * 1000)
     if flush:
         provider.force_flush()
+
+
+def export_consumed(trace_id: str, span_id: str, *, topic: str, partition: int,
+                    offset: int, group: str | None, client_id: str | None,
+                    stages: Iterable[Mapping[str, Any]], tracer_provider: Any) -> None:
+    """A consumer's part of a record's journey as spans (semconv's span model): a CLIENT
+    span ``poll <topic>`` *linked* to the record's creation context (``trace_id`` /
+    ``span_id``, from its ``traceparent``), and a CLIENT span ``commit <topic>`` as its
+    child, each timed by the ``consumer.poll`` / ``consumer.commit`` stage (dicts with
+    ``t_us`` and ``duration_us``).  Links, not parent-child: a poll may return records of
+    many traces.  The spans get fresh ids (the provider's own)."""
+    ot = _otel()
+    trace = ot.trace
+    from millrace import __version__
+
+    tracer = tracer_provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+    creation = trace.SpanContext(int(trace_id, 16), int(span_id, 16), is_remote=True,
+                                 trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+    by_stage = {stage["stage"]: stage for stage in stages}
+    common = {"messaging.system": "kafka", "messaging.destination.name": topic,
+              "messaging.destination.partition.id": str(partition),
+              "messaging.kafka.offset": offset}
+    if group:
+        common["messaging.consumer.group.name"] = group
+    if client_id:
+        common["messaging.client.id"] = client_id
+    poll = by_stage.get("consumer.poll")
+    if poll is None:
+        return
+    start = int(poll["t_us"]) - int(poll.get("duration_us", 0) or 0)
+    span = tracer.start_span(
+        f"poll {topic}", context=ot.context.Context(), kind=trace.SpanKind.CLIENT,
+        links=[trace.Link(creation)], start_time=start * 1000,
+        attributes={**common, "messaging.operation.type": "receive",
+                    "messaging.operation.name": "poll", "messaging.batch.message_count": 1})
+    span.end(end_time=int(poll["t_us"]) * 1000)
+    commit = by_stage.get("consumer.commit")
+    if commit is not None:
+        t_us = int(commit["t_us"])
+        child = tracer.start_span(
+            f"commit {topic}", context=trace.set_span_in_context(span, ot.context.Context()),
+            kind=trace.SpanKind.CLIENT, start_time=t_us * 1000,
+            attributes={**common, "messaging.operation.type": "settle",
+                        "messaging.operation.name": "commit"})
+        child.end(end_time=(t_us + int(commit.get("duration_us", 0) or 0)) * 1000)

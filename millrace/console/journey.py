@@ -26,6 +26,10 @@ partition P" for a record already in the log: what the brokers recorded of it, i
 traced, and what the cluster can still tell (its timestamp, its header, whether the high
 watermark has passed it, which groups have committed past it).
 
+With ``export`` (``OtlpExport``, the console's ``--otlp``), each finished journey is also
+exported over OTLP: the producer's ``send`` span with the brokers' events as its children,
+and the console consumer's ``poll`` and ``commit`` spans linked to it.
+
 Every change to a journey bumps its ``version`` and calls ``notify``, which the server
 turns into an SSE ``journey`` event: the page draws the journey live.
 
@@ -123,7 +127,8 @@ class JourneyTracker:
 
     def __init__(self, configs: Mapping[str, Any], admin: KafkaAdminClient,
                  broker_http: BrokerHttp | None,
-                 notify: Callable[[], None] = lambda: None) -> None:
+                 notify: Callable[[], None] = lambda: None,
+                 export: Callable[[Journey], None] | None = None) -> None:
         self._configs = {key: value for key, value in configs.items()
                          if key != "default.api.timeout.ms"}
         self._client_id = str(configs.get("client.id", "millrace-console")) + "-journey"
@@ -131,6 +136,7 @@ class JourneyTracker:
         self._http = broker_http
         self._http_lock = threading.Lock()   # BrokerHttp: one thread at a time
         self._notify = notify
+        self._export = export
         self._producers: dict[str, KafkaProducer[bytes, bytes]] = {}
         self._lock = threading.Lock()
         self._journeys: OrderedDict[str, Journey] = OrderedDict()
@@ -160,6 +166,13 @@ class JourneyTracker:
                              "partition": partition, "offset": offset})
             self._read_back(journey, topic, partition, offset)
             self._follow(journey, brokers)
+            if self._export is not None:
+                try:
+                    self._export(journey)
+                except Exception as e:   # the collector's trouble is not the journey's
+                    self._change(journey, note=f"OTLP export failed: {_one_line(e)}")
+                else:
+                    self._change(journey, note="exported over OTLP")
         except Exception as e:   # the journey says why; the console goes on
             if isinstance(e, KafkaError) and e.name.endswith("AUTHORIZATION_FAILED"):
                 self._change(journey, denied=f"the record was not sent: {_one_line(e)}")
@@ -191,10 +204,11 @@ class JourneyTracker:
     def _read_back(self, journey: Journey, topic: str, partition: int, offset: int) -> None:
         """The console's own consumer polls the record and commits past it."""
         tp = TopicPartition(topic, partition)
+        consumer_id = self._client_id + "-consumer"
         consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer(
             {**self._configs, "group.id": CONSUMER_GROUP, "enable.auto.commit": False,
-             "client.id": self._client_id + "-consumer"})
-        lane = f"consumer {self._client_id}-consumer"
+             "client.id": consumer_id})
+        lane = f"consumer {consumer_id}"
         try:
             consumer.assign([tp])
             consumer.seek(tp, offset)
@@ -213,7 +227,8 @@ class JourneyTracker:
                 self._change(journey, client=[_stage(
                     "consumer.poll", done, lane, f"poll returned offset {offset} "
                     f"({len(records)} record(s))", duration_us=done - started,
-                    group=CONSUMER_GROUP, partition=partition, offset=offset)])
+                    group=CONSUMER_GROUP, client_id=consumer_id, partition=partition,
+                    offset=offset)])
                 started = _now_us()
                 consumer.commit_sync({tp: offset + 1})
                 done = _now_us()
@@ -221,7 +236,8 @@ class JourneyTracker:
                 self._change(journey, client=[_stage(
                     "consumer.commit", started, lane, f"committed offset {offset + 1} for "
                     f"group {CONSUMER_GROUP}", duration_us=done - started,
-                    group=CONSUMER_GROUP, committed_offset=offset + 1)])
+                    group=CONSUMER_GROUP, client_id=consumer_id,
+                    committed_offset=offset + 1)])
                 return
             self._change(journey, note=f"the console's consumer did not read offset "
                                        f"{offset} within {READ_BACK_TIMEOUT_S:.0f} s")
@@ -427,6 +443,32 @@ class JourneyTracker:
                 return
             journey.version += 1
         self._notify()
+
+
+class OtlpExport:
+    """Exports a finished journey through ``provider`` (``millrace.client.otel``'s
+    ``journey_tracer_provider``) and flushes it."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider = provider
+
+    def __call__(self, journey: Journey) -> None:
+        from millrace.client.otel import export_consumed, export_journey
+
+        with journey.lock:
+            events = [e for found in journey.broker_events.values() for e in found]
+            consumed = [s for s in journey.client_stages
+                        if s["stage"] in ("consumer.poll", "consumer.commit")]
+            record = dict(journey.record)
+        traced = journey.traced
+        export_journey(traced, events, self.provider)
+        if consumed and "offset" in record:
+            export_consumed(traced.trace_id, traced.span_id, topic=record["topic"],
+                            partition=record["partition"], offset=record["offset"],
+                            group=CONSUMER_GROUP, client_id=consumed[0].get("client_id"),
+                            stages=consumed, tracer_provider=self.provider)
+        if not self.provider.force_flush(10_000):
+            raise TimeoutError("the OTLP exporter did not flush within 10 s")
 
 
 def _stage(stage: str, t_us: int, lane: str, detail: str, *, duration_us: int = 0,

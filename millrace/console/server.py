@@ -65,7 +65,7 @@ from millrace.client.admin import (
 from millrace.client.admin.broker_http import BrokerHttp
 from millrace.common.errors import KafkaError, MillraceError
 from millrace.console import security
-from millrace.console.journey import JourneyRequest, JourneyTracker
+from millrace.console.journey import JourneyRequest, JourneyTracker, OtlpExport
 from millrace.console.messages import BadRequest, BrowseRequest, Producer, ProduceRequest, browse
 from millrace.console.watcher import ClusterWatcher
 
@@ -101,7 +101,8 @@ class ConsoleServer:
 
     def __init__(self, client_configs: Mapping[str, Any], *, host: str = "127.0.0.1",
                  port: int = 8080, read_only: bool = False, token: str | None = None,
-                 interval_s: float = 1.0, protocol_only: bool = False) -> None:
+                 interval_s: float = 1.0, protocol_only: bool = False,
+                 otlp: Any = None) -> None:
         if not is_loopback(host) and not token:
             raise ValueError(f"the console bound to {host} (not loopback) needs a login "
                              "token")
@@ -117,7 +118,8 @@ class ConsoleServer:
         http = None if protocol_only else BrokerHttp(self.admin, self.configs, 2.0)
         self.watcher = ClusterWatcher(self.admin, read_only=read_only, broker_http=http)
         self.producer = Producer(self.configs)
-        self.journeys = JourneyTracker(self.configs, self.admin, http, notify=self._notify)
+        self.journeys = JourneyTracker(self.configs, self.admin, http, notify=self._notify,
+                                       export=None if otlp is None else OtlpExport(otlp))
         self._running_journeys = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._poll_pool = ThreadPoolExecutor(1, thread_name_prefix="console-poll")

@@ -42,7 +42,7 @@ class ConsoleProcess(ChildProcess):
                  token: str | None = None, interval_s: float = 1.0,
                  protocol_only: bool = False,
                  client_properties: Mapping[str, str] | None = None,
-                 new_session: bool = False) -> None:
+                 new_session: bool = False, otlp_endpoint: str | None = None) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         super().__init__(self.directory / "console.log", START_TIMEOUT_S, new_session)
@@ -54,6 +54,7 @@ class ConsoleProcess(ChildProcess):
         self.interval_s = interval_s
         self.protocol_only = protocol_only
         self.client_properties = dict(client_properties or {})
+        self.otlp_endpoint = otlp_endpoint   # --otlp, exporting there
 
     @property
     def url(self) -> str:
@@ -78,6 +79,8 @@ class ConsoleProcess(ChildProcess):
             args.append("--read-only")
         if self.protocol_only:
             args.append("--protocol-only")
+        if self.otlp_endpoint is not None:
+            args.append("--otlp")
         return args
 
     def ready(self) -> bool:
@@ -89,5 +92,7 @@ class ConsoleProcess(ChildProcess):
 
     def start(self) -> ConsoleProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self.otlp_endpoint is not None:
+            env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = self.otlp_endpoint
         self.launch(self.command(), env, self.ready, cwd=self.directory)
         return self

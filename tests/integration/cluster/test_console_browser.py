@@ -28,12 +28,14 @@ from typing import Any
 import pytest
 from cluster_support import WAIT, admin, create_topic, wait_in_sync, wait_until
 from console_support import EXPECT_MS, TOKEN, Guarded, api, state
+from opentelemetry.proto.trace.v1 import trace_pb2
 from playwright.sync_api import expect
 
 from millrace.client.consumer import KafkaConsumer
 from millrace.common.topic_partition import TopicPartition
 from millrace.launcher.console_process import ConsoleProcess
 from millrace.launcher.local_cluster import LocalCluster
+from tests.integration.otlp_receiver import OtlpReceiver, attributes
 
 pytestmark = pytest.mark.integration
 
@@ -391,6 +393,45 @@ def test_trace_a_record_draws_every_stage_in_order(
            ).to_have_count(1, timeout=EXPECT_MS)
     expect(page.get_by_test_id("fact").filter(has_text="millrace-console-journey")
            ).to_have_count(1)
+
+
+def test_with_otlp_the_console_exports_each_journey(cluster: LocalCluster,
+                                                   tmp_path: Path) -> None:
+    """--otlp: the producer's span (the id the record's traceparent names) with the
+    brokers' events as children, and the console consumer's poll span linked to it,
+    received by a real OTLP/HTTP endpoint."""
+    create_topic(admin(cluster.bootstrap), "console-otlp", 1, 3)
+    with OtlpReceiver() as receiver, \
+            ConsoleProcess(cluster.bootstrap, tmp_path / "otlp", interval_s=0.5,
+                           otlp_endpoint=receiver.endpoint) as console:
+        status, started = api(console, "api/journey",
+                              {"topic": "console-otlp", "value": "v", "acks": "all"})
+        assert status == 202, started
+        trace_id = started["trace_id"]
+
+        def exported() -> dict[str, Any] | None:
+            status, journey = api(console, f"api/journey/{trace_id}")
+            assert status == 200, journey
+            return journey if "exported over OTLP" in journey["notes"] else None
+        journey = wait_until("the journey exported", exported)
+        spans = receiver.spans()
+    (send,) = [s for s in spans if s.name == "send console-otlp"]
+    assert send.trace_id.hex() == trace_id and send.kind == trace_pb2.Span.SPAN_KIND_PRODUCER
+    header = journey["record"]["traceparent"]
+    assert header == f"00-{trace_id}-{send.span_id.hex()}-01"
+    assert attributes(send)["messaging.kafka.offset"] == journey["record"]["offset"]
+    children = {s.name for s in spans if s.parent_span_id == send.span_id}
+    assert {"broker broker.append", "broker hw.advance", "broker group.commit"} <= children
+    (poll,) = [s for s in spans if s.name == "poll console-otlp"]
+    assert poll.kind == trace_pb2.Span.SPAN_KIND_CLIENT
+    assert [(link.trace_id.hex(), link.span_id.hex()) for link in poll.links] == \
+        [(trace_id, send.span_id.hex())]
+    assert attributes(poll)["messaging.consumer.group.name"] == "millrace-console-journey"
+    (commit,) = [s for s in spans if s.name == "commit console-otlp"]
+    assert commit.parent_span_id == poll.span_id
+    # negative control: nothing else claims the journey's trace id
+    assert [s.name for s in spans if s.trace_id.hex() == trace_id
+            and s.parent_span_id == b""] == ["send console-otlp"]
 
 
 def test_trace_offset_of_a_record_nobody_traced(
