@@ -1,9 +1,12 @@
 """Faults the pipeline survives on a Spark standalone cluster: executors and workers killed.
 
-One ``SparkStandaloneCluster`` (a master and two one-core workers) and one broker serve the
-module.  Each test runs its driver as a child process -- ``millrace pipeline run --master
-spark://...`` for the database, ``cluster_copy_child.py`` for the topic sink -- so the
-driver, the executors and the workers are all separate JVMs, as they are in production.
+One broker serves the module, and the Spark standalone cluster (a master and two one-core
+workers) that conftest's ``cluster`` shares with the other cluster modules serves the
+executor tests; the worker test kills a worker and so has a cluster of its own
+(``own_cluster``).  Each test runs its driver as a child process -- ``millrace pipeline
+run --master spark://...`` for the database, ``cluster_copy_child.py`` for the topic sink
+-- so the driver, the executors and the workers are all separate JVMs, as they are in
+production.
 
 Placing a kill.  A kill must land while an executor runs a task of a micro-batch, not
 between batches, and that is found by watching state, never the clock: the first batch is
@@ -31,8 +34,8 @@ non-transactionally): a sink without the transactional commit duplicates only if
 lands after a task has sent some of its rows, which no state can time, so the duplicate
 is planted rather than provoked.
 
-The worker test kills ``workers[0]`` (its JVM and its executor) after the first commit;
-the application continues on the other worker.  It runs last and starts the worker again.
+The worker test kills ``workers[0]`` of its own cluster (its JVM and its executor) after
+the first commit; the application continues on the other worker.
 
 Everything here runs on the test's thread; the processes it watches are its children.
 """
@@ -399,7 +402,8 @@ def test_executor_killed_mid_batch_the_output_topic_is_exactly_once(
 
 # ------------------------------------------------------------------ a worker
 def test_worker_killed_the_job_finishes_on_the_other_worker(
-        cluster: SparkStandaloneCluster, broker: BrokerProcess, tmp_path: Path) -> None:
+        own_cluster: SparkStandaloneCluster, broker: BrokerProcess, tmp_path: Path) -> None:
+    cluster = own_cluster
     topic = "cluster-worker"
     database = f"sqlite:///{tmp_path / 'millrace.db'}"
     create_topic(broker.bootstrap, topic, 2)
@@ -417,7 +421,6 @@ def test_worker_killed_the_job_finishes_on_the_other_worker(
         driver.wait()
     finally:
         driver.kill()
-        victim.start()  # the module's cluster whole again
     assert_tables(database, fold(produced))
     # the survivor's executor ran tasks, and the victim's application directory stopped
     # at the one executor it had
