@@ -2,9 +2,9 @@
 restarted, a broker that leads a partition killed, PostgreSQL restarted -- each in the
 middle of a run, and each run ending with the database equal to the fold of the input.
 
-One ``SparkStandaloneCluster`` (conftest's ``cluster``: a master, two one-core workers),
-one 3-broker ``LocalCluster`` (ZooKeeper; topics replicated 3 times,
-``min.insync.replicas=2``) and one PostgreSQL serve the module.  Every driver is a child process, ``millrace pipeline run
+The Spark standalone cluster that conftest's ``cluster`` shares with the other cluster
+modules (a master, two one-core workers), one 3-broker ``LocalCluster`` (ZooKeeper; topics
+replicated 3 times, ``min.insync.replicas=2``) and one PostgreSQL serve the module.  Every driver is a child process, ``millrace pipeline run
 --master spark://...`` (through ``restart_driver.py``, which adds the test-only hooks), so
 the driver, the executors and the workers are separate JVMs, as in production.  Each test
 has its own topic, pipeline name, tables and checkpoint.
@@ -20,13 +20,14 @@ Placing the faults by state, never by the clock:
 - The negative control: the same kill with ``MILLRACE_TEST_UNGUARDED=1`` (a sink whose
   batch-id records are deleted before each transaction, i.e. no guard): the replayed batch
   is merged into the aggregates a second time, and the checker must see it.
-- A broker: once the first batch is in the database, the leader of one of the topic's
-  partitions (not the controller) gets SIGKILL (``millrace.demo.cluster.LeaderKill``) while
-  the run continues; the executors' readers must find the new leader.
-- PostgreSQL: once the first batch is in the database, ``pg_ctl restart -m fast``, which
-  ends the driver's connection.  The next batch's commit finds the connection lost, and
-  the PostgreSQL sink reconnects and runs the transaction again (``postgres.py``: bounded
-  retry, safe by the batch-id guard).  The run must end normally and exact.
+- PostgreSQL, then a broker, in one run (two tests' worth of faults for one driver's
+  start): once the first batch is in the database, ``pg_ctl restart -m fast``, which ends
+  the driver's connection.  The next batch's commit finds the connection lost, and the
+  PostgreSQL sink reconnects and runs the transaction again (``postgres.py``: bounded
+  retry, safe by the batch-id guard).  Right after, the leader of one of the topic's
+  partitions (not the controller) gets SIGKILL (``millrace.demo.cluster.LeaderKill``)
+  while the run continues; the executors' readers must find the new leader.  The run
+  must end normally and exact.
 
 A fault counts only if it landed mid-run: each test checks that batches were still to
 come when it struck.  The demo test runs ``millrace demo --brokers 3 --spark-master ...
@@ -201,56 +202,42 @@ def test_without_the_guard_the_same_kill_doubles_a_batch(
     assert paid < counted < 2 * paid, (paid, counted)
 
 
-# ---------------------------------------------------------------------------- PostgreSQL
-def test_postgres_restarted_mid_run_the_job_retries_and_is_exact(
+# ------------------------------------------------------------------ PostgreSQL, a broker
+def test_postgres_restarted_and_a_leader_killed_mid_run_the_job_is_exact(
         cluster: SparkStandaloneCluster, kafka: LocalCluster,
         postgres: PostgresServer, tmp_path: Path) -> None:
-    tag = "pgrestart"
+    """Two faults in one run (one driver on the cluster: its start is most of the cost):
+    once the first batch is in the database PostgreSQL restarts -- the next commit meets
+    the lost connection, the sink reconnects and runs the transaction again -- and then the
+    leader of one of the topic's partitions is killed -- the executors' readers must find
+    the new leader.  Each fault must land with batches still to come."""
+    tag = "pgleader"
     produced = stream(kafka, tag, seed=33)
     args = restart_pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
                          tmp_path / "checkpoints", BATCH, tag)
     driver = Driver(args, tmp_path / "driver.log")
     wait_committed(driver, postgres.url, tag, SINKS)
+    victim = None
     try:
-        restart_postgres(postgres)
-    except BaseException:
-        driver.kill()
-        raise
-    # the restart ended the driver's connection with batches still to come: the next
-    # commit necessarily met the lost connection
-    assert committed(postgres.url, tag) < SINKS * BATCHES, "the restart came too late"
-    assert driver.running(), driver.output()[-6000:]
-    assert driver.wait() == 0, driver.output()[-6000:]
-    assert set(driver.summary()["lag"].values()) == {0}
-    assert committed(postgres.url, tag) == SINKS * BATCHES
-    assert_tables(postgres.url, fold(produced), f"orders_{tag}", f"revenue_{tag}")
-    wait_application_gone(cluster, app_name(tag))
-
-
-# ---------------------------------------------------------------------------- a broker
-def test_partition_leader_killed_mid_run_the_job_finishes_exact(
-        cluster: SparkStandaloneCluster, kafka: LocalCluster,
-        postgres: PostgresServer, tmp_path: Path) -> None:
-    tag = "leaderkill"
-    produced = stream(kafka, tag, seed=34)
-    args = restart_pipeline_args(cluster.master_url, kafka.bootstrap, tag, postgres.url,
-                         tmp_path / "checkpoints", BATCH, tag)
-    driver = Driver(args, tmp_path / "driver.log")
-    wait_committed(driver, postgres.url, tag, SINKS)
-    try:
-        victim = LeaderKill(kafka, tag)()
-    except BaseException:
-        driver.kill()
-        raise
-    try:
-        assert committed(postgres.url, tag) < SINKS * BATCHES, "the kill came too late"
+        try:
+            restart_postgres(postgres)
+            # the restart ended the driver's connection with batches still to come: the
+            # next commit necessarily met the lost connection
+            assert committed(postgres.url, tag) < SINKS * BATCHES, "the restart came too late"
+            assert driver.running(), driver.output()[-6000:]
+            victim = LeaderKill(kafka, tag)()
+            assert committed(postgres.url, tag) < SINKS * BATCHES, "the kill came too late"
+        except BaseException:
+            driver.kill()
+            raise
         assert driver.wait() == 0, driver.output()[-6000:]
         assert set(driver.summary()["lag"].values()) == {0}
         assert committed(postgres.url, tag) == SINKS * BATCHES
         assert_tables(postgres.url, fold(produced), f"orders_{tag}", f"revenue_{tag}")
         wait_application_gone(cluster, app_name(tag))
     finally:
-        kafka.restart_broker(victim.broker_id)
+        if victim is not None:
+            kafka.restart_broker(victim.broker_id)
 
 
 def test_postgres_sink_reconnects_and_applies_a_batch_once(postgres: PostgresServer
