@@ -6,6 +6,7 @@ prometheus-client's parser reads), and the JSON summary keeps the same URL."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,12 +39,17 @@ def printed_metrics_urls(stderr_line: str) -> list[str]:
     return re.findall(r"http://[\w.:]+/metrics", stderr_line)
 
 
-def scrape(metrics_url: str) -> set[str]:
-    """/healthz must answer 200 and /metrics parse: the metric families' names."""
+def scrape(metrics_url: str, auth: tuple[str, str] | None = None) -> set[str]:
+    """/healthz must answer 200 and /metrics parse: the metric families' names.  ``auth``:
+    (user, password) for a secured cluster's HTTP listener (basic authentication)."""
     health = metrics_url.removesuffix("/metrics") + "/healthz"
     with urllib.request.urlopen(health, timeout=10) as response:
         assert response.status == 200
-    with urllib.request.urlopen(metrics_url, timeout=10) as response:
+    request = urllib.request.Request(metrics_url)
+    if auth is not None:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    with urllib.request.urlopen(request, timeout=10) as response:
         text = response.read().decode()
     return {family.name for family in text_string_to_metric_families(text)}
 
@@ -59,12 +66,14 @@ def console_brokers(url: str) -> int:
         time.sleep(0.2)
 
 
-def demo_scraping(*args: str, timeout: float = 600
+def demo_scraping(*args: str, timeout: float = 600,
+                  auth: Callable[[], tuple[str, str]] | None = None
                   ) -> tuple[subprocess.CompletedProcess[str], dict[str, set[str]],
                              dict[str, int]]:
     """``demo`` that, as soon as the demo prints its brokers' metrics URLs and its
     console's (while they serve), scrapes each of them: (the finished run, URL -> its
-    metric families, console URL -> the brokers it showed)."""
+    metric families, console URL -> the brokers it showed).  ``auth()``, asked once the
+    URLs are printed: the credentials a secured cluster's /metrics wants."""
     consoles: dict[str, int] = {}
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "120"}
     scraped: dict[str, set[str]] = {}
@@ -77,7 +86,7 @@ def demo_scraping(*args: str, timeout: float = 600
             for line in proc.stderr:
                 err.append(line)
                 for url in printed_metrics_urls(line):
-                    scraped[url] = scrape(url)
+                    scraped[url] = scrape(url, None if auth is None else auth())
                 if line.startswith("console http://"):
                     console = line.split()[1]
                     consoles[console] = console_brokers(console)

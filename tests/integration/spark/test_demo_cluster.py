@@ -2,7 +2,14 @@
 replicated three times with min.insync.replicas=2, the leader of one partition killed with
 SIGKILL half-way through producing -- and still every row of the database verified; and
 the same with ``--security sasl_ssl``, every listener SASL_SSL (replication included) and
-every client -- admin, producer, Spark's driver and workers -- a SCRAM-SHA-512 user."""
+every client -- admin, producer, Spark's driver and workers -- a SCRAM-SHA-512 user.
+
+CI runs the secured demo, and checks in that one run what the plaintext run checks too
+(every broker's /metrics and the console scraped while the cluster serves, the leader kill's
+note, the data dir's layout): the code path is the same but for the security settings.  The
+plaintext run is in the long profile (``scripts/pipeline-soak.sh`` runs it); CI also runs
+the pipeline on a plaintext 3-broker cluster through a leader kill
+(``test_cluster_restarts.py``)."""
 
 from __future__ import annotations
 
@@ -23,6 +30,8 @@ if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
                 allow_module_level=True)
 
 
+# long profile: the secured run below checks all of this as well (module docstring)
+@pytest.mark.long
 def test_demo_on_three_brokers_survives_a_leader_kill(tmp_path: Path) -> None:
     data = tmp_path / "demo"
     result, scraped, consoles = demo_scraping("--brokers", "3", "--events", "3000",
@@ -58,8 +67,15 @@ def test_cluster_demo_needs_three_brokers(tmp_path: Path) -> None:
 
 def test_demo_on_a_sasl_ssl_cluster_survives_a_leader_kill(tmp_path: Path) -> None:
     data = tmp_path / "demo"
-    result = demo("--brokers", "3", "--security", "sasl_ssl", "--events", "3000",
-                  "--partitions", "3", "--data-dir", str(data), "--output", "json")
+    security = data / "cluster" / "security"
+
+    def client_user() -> tuple[str, str]:  # every route but the probes wants a SASL user
+        return "client", json.loads((security / "users.json").read_text())["client"]
+
+    result, scraped, consoles = demo_scraping("--brokers", "3", "--security", "sasl_ssl",
+                                              "--events", "3000", "--partitions", "3",
+                                              "--data-dir", str(data), "--output", "json",
+                                              auth=client_user)
     assert result.returncode == 0, result.stdout + result.stderr
     doc = json.loads(result.stdout)
     assert doc["security_protocol"] == "SASL_SSL" and doc["brokers"] == 3
@@ -68,8 +84,19 @@ def test_demo_on_a_sasl_ssl_cluster_survives_a_leader_kill(tmp_path: Path) -> No
     assert doc["verification"]["orders_actual"] == doc["verification"]["orders_expected"] > 0
     assert any(n.startswith("killed broker ") for n in doc["notes"]), doc["notes"]
     assert "(SASL_SSL, SCRAM-SHA-512)" in result.stderr
+    # what the plaintext run (long profile) checks, checked here too: every broker's
+    # /metrics printed, one port each, scraped while the cluster served
+    assert sorted(doc["metrics_urls"]) == ["1", "2", "3"]
+    assert sorted(scraped) == sorted(doc["metrics_urls"].values())
+    assert len(set(scraped)) == 3
+    assert list(consoles.values()) == [3], result.stderr   # the console saw all three
+    assert all(any(n.startswith("kafka_") for n in names) for names in scraped.values())
+    killed = [n for n in doc["notes"] if n.startswith("killed broker ")]
+    assert len(killed) == 1 and "(kill -9), the leader of orders-" in killed[0], doc["notes"]
+    assert "fault killed broker " in result.stderr
+    assert sorted(p.name for p in (data / "cluster").iterdir()) == [
+        "broker-1", "broker-2", "broker-3", "security", "zookeeper"]
 
-    security = data / "cluster" / "security"
     properties = Path(doc["client_properties"])
     assert properties == security / "client.properties"
     assert stat.S_IMODE(properties.stat().st_mode) == 0o600  # it holds a password
