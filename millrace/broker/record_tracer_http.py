@@ -13,13 +13,15 @@ authorizer, wants Describe on the cluster):
   "stage", "lane", "detail", "t_us"?, "attrs"?}`` -> ``{"broker", "matched": n}``: a
   client that handled offsets [from, until) of the partition (a Spark micro-batch, a
   sink's commit) adds ``stage`` (``spark.*``, ``sink.*``, ``client.*``) to the traced
-  records among them (``RecordTracer.report``; a retried report adds nothing).
+  records among them (``RecordTracer.report``; a retried report adds nothing); or
+  ``{"ranges": [{"topic", "partition", "from_offset", "until_offset"}, ...], "stage",
+  ...}`` for several partitions at once (a micro-batch in one POST per broker).
 
 Arm and watch change what the broker does: under an authorizer the caller (the guard's
 ``request["user"]``; ``ANONYMOUS`` on a listener without authentication) needs Alter on
 the cluster, asked first (403 before the body or the topic is looked at).  A report
-needs Read on its topic instead (the reporter read those records), asked as soon as the
-body names the topic and before the tracer is asked anything about it.  Then the body
+needs Read on its topics instead (the reporter read those records), asked as soon as
+the body names them and before anything else about them is looked at.  Then the body
 must be JSON (415), at most 64 KiB (413, read in pieces: a chunked body is bounded too),
 an object whose fields are checked (400 naming the field).  Errors are JSON
 ``{"error": "..."}``.
@@ -53,6 +55,7 @@ QUERY_PATH = "/v1/traces"
 ARM_PATH = "/v1/traces/arm"
 WATCH_PATH = "/v1/traces/watch"
 REPORT_PATH = "/v1/traces/report"
+MAX_REPORT_RANGES = 10_000
 
 ReadTopic = Callable[[str, str, str], bool]  # (user, client host, topic) -> may Read it
 
@@ -141,32 +144,59 @@ def trace_routes(tracer: RecordTracer, authorize: Authorize | None = None,
         body = await _body(request, None)
         if isinstance(body, web.Response):
             return body
-        topic = body.get("topic")
-        if not isinstance(topic, str) or not topic:
-            return _error(400, "topic must be a non-empty string")
-        if may_read is not None:  # before anything about the topic is looked at
+        ranges = _report_ranges(body)
+        if isinstance(ranges, web.Response):
+            return ranges
+        if may_read is not None:  # before anything about the topics is looked at
             user = request.get("user") or "ANONYMOUS"
-            if not may_read(user, request.remote or "", topic):
-                return _error(403, f"User:{user} may not Read topic {topic!r}")
-        partition = body.get("partition")
-        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-            return _error(400, "partition must be a non-negative integer")
-        for name in ("from_offset", "until_offset", "stage", "lane", "detail"):
+            for topic in dict.fromkeys(r[0] for r in ranges):
+                if not may_read(user, request.remote or "", topic):
+                    return _error(403, f"User:{user} may not Read topic {topic!r}")
+        for name in ("stage", "lane", "detail"):
             if name not in body:
                 return _error(400, f"{name} is required")
         try:
-            check_report(body["from_offset"], body["until_offset"], body["stage"],
-                         body["lane"], body["detail"], body.get("t_us"), body.get("attrs"))
+            for _, partition, from_offset, until_offset in ranges:
+                if isinstance(partition, bool) or not isinstance(partition, int) or \
+                        partition < 0:
+                    raise ValueError("partition must be a non-negative integer")
+                check_report(from_offset, until_offset, body["stage"], body["lane"],
+                             body["detail"], body.get("t_us"), body.get("attrs"))
         except ValueError as e:
             return _error(400, str(e))
-        matched = tracer.report(topic, partition, body["from_offset"], body["until_offset"],
-                                body["stage"], body["lane"], body["detail"],
-                                body.get("t_us"), body.get("attrs"))
+        matched = sum(tracer.report(topic, partition, from_offset, until_offset,
+                                    body["stage"], body["lane"], body["detail"],
+                                    body.get("t_us"), body.get("attrs"))
+                      for topic, partition, from_offset, until_offset in ranges)
         return web.json_response({"broker": tracer.broker_id, "matched": matched})
 
     return [web.get(QUERY_PATH, by_offset), web.post(ARM_PATH, arm),
             web.post(WATCH_PATH, watch), web.post(REPORT_PATH, report),
             web.get(TRACE_PATH, by_id)]
+
+
+def _report_ranges(body: dict[str, Any]) -> list[tuple[str, Any, Any, Any]] | web.Response:
+    """A report's (topic, partition, from, until): the body's own, or its ``ranges``
+    (at most ``MAX_REPORT_RANGES``); only the topics are checked here (400)."""
+    if "ranges" not in body:
+        entries: Any = [body]
+    else:
+        entries = body["ranges"]
+        if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_REPORT_RANGES \
+                or not all(isinstance(e, dict) for e in entries):
+            return _error(400, f"ranges must be a list of 1 to {MAX_REPORT_RANGES} objects "
+                               "{topic, partition, from_offset, until_offset}")
+    ranges = []
+    for entry in entries:
+        topic = entry.get("topic")
+        if not isinstance(topic, str) or not topic:
+            return _error(400, "topic must be a non-empty string")
+        for name in ("partition", "from_offset", "until_offset"):
+            if name not in entry:
+                return _error(400, f"{name} is required")
+        ranges.append((topic, entry["partition"], entry["from_offset"],
+                       entry["until_offset"]))
+    return ranges
 
 
 def _error(status: int, message: str) -> web.Response:

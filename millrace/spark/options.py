@@ -439,6 +439,7 @@ SOURCE_OPTIONS = frozenset({
     "startingtimestamp", "endingtimestamp", "startingoffsetsbytimestamp",
     "endingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy", "maxoffsetspertrigger",
     "minpartitions", "maxpartitions", "failondataloss", "includeheaders", "kafkaconsumer.polltimeoutms",
+    "tracereports", "tracereportsname",
     *REGISTRY_OPTIONS,
 })
 
@@ -460,6 +461,10 @@ class SourceOptions:
     value_format: Any = None
     key_format: Any = None
     permissive: bool = False  # mode=PERMISSIVE: undecodable records as decodeError rows
+    # traceReports: report spark.batch to the brokers' record tracers (trace_reports.py),
+    # in the lane "spark <traceReportsName>"
+    trace_reports: bool = False
+    trace_reports_name: str = "millrace"
 
     @property
     def decodes(self) -> bool:
@@ -481,7 +486,7 @@ class SourceOptions:
                                   "startingOffsetsByTimestamp, endingOffsetsByTimestamp, "
                                   "startingOffsetsByTimestampStrategy, maxOffsetsPerTrigger, "
                                   "minPartitions, maxPartitions, failOnDataLoss, "
-                                  "includeHeaders, "
+                                  "includeHeaders, traceReports, traceReportsName, "
                                   "kafkaConsumer.pollTimeoutMs, valueFormat, keyFormat, "
                                   "schema.registry.url, "
                                   "schema.registry.basic.auth.user.info, subject, "
@@ -537,12 +542,23 @@ class SourceOptions:
             include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
             poll_timeout_ms=poll_timeout or DEFAULT_POLL_TIMEOUT_MS,
             kafka_params=kafka_params, value_format=value_format, key_format=key_format,
-            permissive=mode == "PERMISSIVE")
+            permissive=mode == "PERMISSIVE",
+            trace_reports=_bool(opts, "tracereports", "traceReports", False),
+            trace_reports_name=_trace_reports_name(opts))
 
     def consumer_config(self, client_id: str) -> dict[str, Any]:
         """The millrace ``KafkaConsumer`` configuration for a reader."""
         return {**READER_CONSUMER_DEFAULTS, "client.id": client_id, **self.kafka_params,
                 **READER_CONSUMER_FIXED}
+
+
+def _trace_reports_name(opts: dict[str, str]) -> str:
+    name = opts.get("tracereportsname", "millrace").strip()
+    if not name or len(name) > 100:
+        raise ConfigError(f"Invalid value '{opts['tracereportsname']}' for option "
+                          "'traceReportsName': 1 to 100 characters (the lane of the "
+                          "query's trace reports)")
+    return name
 
 
 def _strategy(opts: dict[str, str]) -> ConsumerStrategy:

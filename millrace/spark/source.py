@@ -57,6 +57,11 @@ Source options (names are case-insensitive):
     ``kafka.max.partition.fetch.bytes``).  Refused: ``kafka.group.id``,
     ``kafka.auto.offset.reset``, ``kafka.enable.auto.commit``, ``kafka.key.deserializer``,
     ``kafka.value.deserializer``, ``kafka.interceptor.classes``.
+``traceReports`` (millrace's own; default false)
+    report each planned micro-batch to every broker's record tracer (stage
+    ``spark.batch``, lane ``spark <traceReportsName>``, default name ``millrace``): a
+    traced record's journey in the console then shows the micro-batch that read it
+    (``trace_reports.py``; under ``Pipeline`` also the database write, ``sink.write``).
 ``valueFormat`` / ``keyFormat`` (millrace's own)
     ``avro``, ``json-schema`` or ``protobuf``: decode with the schema registry
     (Confluent's wire format; ``registry.py``); ``binary`` (default): the bytes.
@@ -156,6 +161,7 @@ from millrace.spark.reader import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from millrace.spark.trace_reports import TraceReporter
     from millrace.spark.writer import MillraceCommitMessage, SinkColumns
 
 # The sink half (millrace.spark.writer, and with it the producer) is imported when a writer
@@ -334,9 +340,10 @@ class MillraceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         self._lookup: KafkaOffsetReader | None = None
         self._latest: PartitionOffsets | None = None  # of the last latestOffset call
         self._available_now: PartitionOffsets | None = None
+        self._reporter: TraceReporter | None = None  # traceReports=true
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_lookup": None}
+        return {**self.__dict__, "_lookup": None, "_reporter": None}
 
     def _offset_reader(self) -> KafkaOffsetReader:
         if self._lookup is None:
@@ -392,7 +399,26 @@ class MillraceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         ranges = plan_ranges(offsets_from_json(start), offsets_from_json(end),
                              self._offset_reader(), self._options.fail_on_data_loss)
+        if self._options.trace_reports:
+            self._report_planned(ranges)
         return self._plan(ranges)
+
+    def _report_planned(self, ranges: list[OffsetRange]) -> None:
+        """``spark.batch`` for the micro-batch's ranges (``trace_reports.py``)."""
+        from millrace.common.topic_partition import TopicPartition
+        from millrace.spark.trace_reports import TraceReporter
+
+        if self._reporter is None:
+            options = self._options
+            self._reporter = TraceReporter(options.kafka_params,
+                                           f"spark {options.trace_reports_name}")
+        spans = {TopicPartition(r.topic, r.partition): (r.from_offset, r.until_offset)
+                 for r in ranges if r.from_offset < r.until_offset}
+        shown = ", ".join(f"{tp} {a}..{b - 1}" for tp, (a, b) in sorted(spans.items()))
+        self._reporter.report(
+            "spark.batch", spans,
+            f"micro-batch planned: {sum(b - a for a, b in spans.values())} record(s), "
+            f"offsets {shown}", attrs={"partitions": len(spans)})
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to do: offsets live in Spark's checkpoint, not in Kafka."""
@@ -401,6 +427,9 @@ class MillraceStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         if self._lookup is not None:
             self._lookup.close()
             self._lookup = None
+        if self._reporter is not None:
+            self._reporter.close()
+            self._reporter = None
 
 
 class MillraceBatchWriter(DataSourceArrowWriter):

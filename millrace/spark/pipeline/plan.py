@@ -178,6 +178,9 @@ def source_frame(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     if source.format == "millrace" and not any(k.lower() in ("maxpartitions", "minpartitions")
                                                for k in options):
         options["maxPartitions"] = str(spark.sparkContext.defaultParallelism)
+    if source.format == "millrace" and not any(k.lower() == "tracereportsname"
+                                               for k in options):
+        options["traceReportsName"] = config.name  # the lane of its spark.batch reports
     options.update(registry_options(config))
     return _analysed(f"source format {source.format}", lambda: spark.readStream.format(
         source.format).options(**options).load())

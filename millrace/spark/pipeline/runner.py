@@ -308,6 +308,8 @@ class Pipeline:
             for t in tracked:
                 if t.query.isActive:
                     t.query.stop()
+                if t.writer.reports is not None:
+                    t.writer.reports[0].close()
             for database in databases:
                 database.close()
             for policy in policies:
@@ -352,8 +354,7 @@ class Pipeline:
 
         trigger = Trigger.parse(self.config.trigger)
         stage_url = self.config.database if self.config.writes_on_executors() else None
-        writer = SinkWriter(self.config.name, plans, database, policy, stage_url)
-        if writer.shared:
+        if plans[0].shares_query:
             assert plans[0].rows is not None
             name, frame, mode, checkpoint = (self.config.name, plans[0].rows, "append",
                                              self.checkpoint(None))
@@ -361,6 +362,13 @@ class Pipeline:
             plan = plans[0]
             name, frame, mode, checkpoint = (f"{self.config.name}.{plan.table}", plan.frame,
                                              plan.output_mode, self.checkpoint(plan.table))
+        reports = None
+        if trace_reports(self.config):
+            from millrace.spark.trace_reports import TraceReporter
+
+            reports = (TraceReporter(self.config.source.client_config(),
+                                     "sink " + "+".join(p.table for p in plans)), checkpoint)
+        writer = SinkWriter(self.config.name, plans, database, policy, stage_url, reports)
         stream = (frame.writeStream.queryName(name).outputMode(mode)
                   .option("checkpointLocation", checkpoint).foreachBatch(writer))
         if trigger.kind == "available-now":
@@ -514,6 +522,13 @@ class Pipeline:
                 signal.signal(signum, old)
 
         return restore
+
+
+def trace_reports(config: PipelineConfig) -> bool:
+    """The source option ``traceReports``: the queries report their micro-batches and
+    database writes to the brokers' record tracers (``millrace.spark.trace_reports``)."""
+    value = _option(config.source.options, "traceReports")
+    return value is not None and str(value).strip().lower() == "true"
 
 
 def _option(options: dict[str, Any], name: str) -> str | None:

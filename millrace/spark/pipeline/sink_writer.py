@@ -5,6 +5,9 @@ batch (as Arrow on the driver, or staged in the database by the executors:
 ``sinks/staged.py``), deals with the batch's bad records first (``bad_records.py``), and
 hands the rows to ``Database.commit``: one transaction per micro-batch over every sink
 of the query, a batch id already recorded skipped (see ``runner.py`` for the whole).
+With the source option ``traceReports=true`` it then reports ``sink.write`` for the
+batch's offsets (from the query's offset log) to the brokers' record tracers
+(``millrace.spark.trace_reports``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from millrace.spark.sinks.staged import StagedRows
+    from millrace.spark.trace_reports import TraceReporter
 
 QUERY_ID_WAIT_S = 120.0
 
@@ -50,7 +54,9 @@ class SinkWriter:
     the transaction, so before it commits."""
 
     def __init__(self, pipeline: str, plans: list[SinkPlan], database: Database,
-                 policy: BadRecordPolicy | None = None, stage_url: str | None = None) -> None:
+                 policy: BadRecordPolicy | None = None, stage_url: str | None = None,
+                 reports: tuple[TraceReporter, str] | None = None) -> None:
+        """``reports``: the reporter and the query's checkpoint (``traceReports``)."""
         self.pipeline = pipeline
         self.plans = plans
         self.database = database
@@ -68,6 +74,7 @@ class SinkWriter:
         # took after the last rows were computed (with several sinks it starts earlier)
         self.timings: dict[int, tuple[float, float]] = {}
         self.error: BaseException | None = None
+        self.reports = reports
 
     @property
     def label(self) -> str:
@@ -94,6 +101,8 @@ class SinkWriter:
                 timing = (collected - started, time.perf_counter() - collected)
             self.timings[batch_id] = timing
             self.outcomes[batch_id] = outcome
+            if self.reports is not None:
+                self._report_written(batch_id, outcome, timing[1])
         except BaseException as e:
             self.error = e
             # Spark matches the Python error's text with a regular expression that overflows
@@ -102,6 +111,28 @@ class SinkWriter:
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
             raise PipelineError(f"{self.label} batch {batch_id}: "
                                 f"{type(e).__name__}: {first}") from None
+
+    def _report_written(self, batch_id: int, outcome: dict[str, int | None],
+                        commit_s: float) -> None:
+        """``sink.write`` for the batch's offsets, now that its transaction committed
+        (never raises: ``TraceReporter`` logs its failures)."""
+        from millrace.spark.trace_reports import batch_offsets
+
+        assert self.reports is not None
+        reporter, checkpoint = self.reports
+        found = batch_offsets(checkpoint, batch_id)
+        if found is None:
+            reporter._failed("the offset log", FileNotFoundError(
+                f"no offsets of batch {batch_id} in {checkpoint}/offsets"))
+            return
+        ranges, _ = found
+        written = ", ".join(f"{table} ({'already committed' if rows is None else rows})"
+                            for table, rows in outcome.items())
+        reporter.report("sink.write", ranges,
+                        f"micro-batch {batch_id} committed in {commit_s * 1000:.0f} ms: "
+                        f"{written}",
+                        attrs={"batch_id": batch_id, "tables": self.label,
+                               "rows": sum(r or 0 for r in outcome.values())})
 
     def _collect_one(self, frame: DataFrame, batch_id: int) -> SinkBatch:
         plan = self.plans[0]
