@@ -397,7 +397,10 @@ def pipeline_config(config: DemoConfig, bootstrap: str,
         source=SourceConfig(
             bootstrap_servers=bootstrap, subscribe=config.topic,
             options={**kafka, "startingOffsets": "earliest",
-                     "maxOffsetsPerTrigger": str(config.max_offsets_per_trigger)}),
+                     "maxOffsetsPerTrigger": str(config.max_offsets_per_trigger),
+                     # a record traced in the console shows its micro-batch and the
+                     # database write (issue 28; trace_reports.py)
+                     "traceReports": "true"}),
         value_format=config.value_format,
         value_schema=VALUE_SCHEMA if config.value_format == "json" else None,
         schema_registry_url=registry_url if config.value_format != "json" else None,
