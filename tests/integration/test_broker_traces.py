@@ -210,9 +210,27 @@ def test_watch_registers_a_record_already_in_the_log(broker: BrokerProcess, url:
     assert record["span_id"] == span_id and record["offset"] == offset
     assert [e["stage"] for e in record["events"]] == ["consumer.fetch", "group.commit"]
 
+    # a client reports a stage for a range with the record in it, twice: one event
+    report = {"ranges": [{"topic": topic, "partition": 0, "from_offset": offset,
+                          "until_offset": offset + 1},
+                         {"topic": topic, "partition": 1, "from_offset": 0,
+                          "until_offset": 100}],
+              "stage": "sink.write", "lane": "sink orders", "detail": "batch 3",
+              "attrs": {"batch_id": 3}}
+    for _ in range(2):
+        reply = post(url + "/v1/traces/report", report)
+        assert reply.status == 200 and reply.json() == {"broker": 0, "matched": 1}
+    (record,) = http(f"{url}/v1/traces/{trace_id}").json()["records"]
+    *_, last = record["events"]
+    assert [e["stage"] for e in record["events"]] == ["consumer.fetch", "group.commit",
+                                                      "sink.write"]
+    assert (last["lane"], last["detail"], last["batch_id"], last["broker"]) == \
+        ("sink orders", "batch 3", 3, 0)
+
 
 REPORT = {"topic": "t", "partition": 0, "from_offset": 0, "until_offset": 10,
           "stage": "spark.batch", "lane": "spark p", "detail": "micro-batch 0"}
+RANGE = {"topic": "t", "partition": 0, "from_offset": 0, "until_offset": 10}
 
 
 @pytest.mark.parametrize(("path", "body", "status", "word"), [
@@ -239,6 +257,11 @@ REPORT = {"topic": "t", "partition": 0, "from_offset": 0, "until_offset": 10,
      "attrs"),
     ("/v1/traces/report", {k: v for k, v in REPORT.items() if k != "detail"}, 400,
      "detail"),
+    ("/v1/traces/report", {**REPORT, "ranges": []}, 400, "ranges"),
+    ("/v1/traces/report", {**REPORT, "ranges": [{"topic": "t", "partition": 0}]}, 400,
+     "from_offset"),
+    ("/v1/traces/report", {**REPORT, "ranges": [RANGE, {**RANGE, "partition": -1}]}, 400,
+     "partition"),
 ])
 def test_bad_posts_are_400_naming_the_field(url: str, path: str, body: object, status: int,
                                             word: str) -> None:
@@ -363,6 +386,12 @@ def test_a_report_wants_read_on_its_topic(secured: BrokerProcess) -> None:
                           alice)
             assert denied.status == 403, denied.body
             assert denied.json()["error"] == f"User:alice may not Read topic {topic!r}"
+    # several ranges: Read on every topic named, the first refused one named
+    ranges = {**REPORT, "ranges": [{**RANGE, "topic": "reported"},
+                                   {**RANGE, "topic": "secret"}]}
+    denied = post(url + "/v1/traces/report", ranges, alice)
+    assert denied.status == 403
+    assert denied.json()["error"] == "User:alice may not Read topic 'secret'"
     # the super user may
     assert post(url + "/v1/traces/report", REPORT,
                 basic("admin", "admin-secret")).json()["matched"] == 0
