@@ -1480,7 +1480,8 @@
     const lanes = journeyLanes(stages);
     const laneH = 38;
     const left = 210;
-    const step = 46;
+    // fit a card's width when the stages allow (a long journey scrolls sideways)
+    const step = Math.max(26, Math.min(46, (1080 - left - 40) / Math.max(stages.length, 1)));
     const width = Math.max(760, left + 30 + step * stages.length);
     const height = 34 + laneH * lanes.length;
     const t0 = stages.length ? stages[0].t_us : 0;
