@@ -65,6 +65,7 @@ FOLLOW_EVERY_S = 0.25
 SEND_TIMEOUT_S = 30.0
 READ_BACK_TIMEOUT_S = 15.0
 MAX_JOURNEYS = 50
+MAX_GROUPS_ASKED = 100   # a lookup asks each group for its offset: bounded work
 ACKS = ("0", "1", "all")
 
 
@@ -349,7 +350,11 @@ class JourneyTracker:
     def _groups_past(self, tp: TopicPartition, offset: int) -> list[str]:
         out = []
         try:
-            for listing in self._admin.list_groups():
+            listings = self._admin.list_groups()
+            if len(listings) > MAX_GROUPS_ASKED:
+                out.append(f"only the first {MAX_GROUPS_ASKED} of {len(listings)} groups "
+                           "were asked for their offsets")
+            for listing in listings[:MAX_GROUPS_ASKED]:
                 group = listing.group_id
                 committed = self._admin.list_group_offsets(
                     group, [tp], include_lag=False).get(tp)
