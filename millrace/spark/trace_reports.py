@@ -86,9 +86,9 @@ class TraceReporter:
                     matched += int(http.post(node.id, node.host, REPORT_PATH,
                                              body).get("matched", 0))
                 except Exception as e:  # reporting never fails the query
-                    self._failed(f"broker {node.id}", e)
+                    self.failed(f"broker {node.id}", e)
         except Exception as e:
-            self._failed("the cluster", e)
+            self.failed("the cluster", e)
         return matched
 
     def close(self) -> None:
@@ -115,7 +115,8 @@ class TraceReporter:
             self._nodes_at = now
         return self._nodes
 
-    def _failed(self, where: str, error: Exception) -> None:
+    def failed(self, where: str, error: Exception) -> None:
+        """Log a failure to report: the first at WARNING, the rest at DEBUG."""
         text = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
         if not self._warned:
             self._warned = True

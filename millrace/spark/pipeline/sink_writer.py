@@ -120,19 +120,22 @@ class SinkWriter:
 
         assert self.reports is not None
         reporter, checkpoint = self.reports
-        found = batch_offsets(checkpoint, batch_id)
-        if found is None:
-            reporter._failed("the offset log", FileNotFoundError(
-                f"no offsets of batch {batch_id} in {checkpoint}/offsets"))
-            return
-        ranges, _ = found
-        written = ", ".join(f"{table} ({'already committed' if rows is None else rows})"
-                            for table, rows in outcome.items())
-        reporter.report("sink.write", ranges,
-                        f"micro-batch {batch_id} committed in {commit_s * 1000:.0f} ms: "
-                        f"{written}",
-                        attrs={"batch_id": batch_id, "tables": self.label,
-                               "rows": sum(r or 0 for r in outcome.values())})
+        try:
+            found = batch_offsets(checkpoint, batch_id)
+            if found is None:
+                reporter.failed("the offset log", FileNotFoundError(
+                    f"no offsets of batch {batch_id} in {checkpoint}/offsets"))
+                return
+            ranges, _ = found
+            written = ", ".join(f"{table} ({'already committed' if rows is None else rows})"
+                                for table, rows in outcome.items())
+            reporter.report("sink.write", ranges,
+                            f"micro-batch {batch_id} committed in {commit_s * 1000:.0f} "
+                            f"ms: {written}",
+                            attrs={"batch_id": batch_id, "tables": self.label,
+                                   "rows": sum(r or 0 for r in outcome.values())})
+        except Exception as e:  # the batch is committed: a report never fails it
+            reporter.failed("sink.write", e)
 
     def _collect_one(self, frame: DataFrame, batch_id: int) -> SinkBatch:
         plan = self.plans[0]
