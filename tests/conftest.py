@@ -1,11 +1,21 @@
 """The test profiles: CI's bounded one (the default) and the long one.
 
 Tests marked ``long`` repeat, at length, what faster tests and the long scripts cover:
-the randomized fault scenarios whose long profile is ``scripts/faults.sh``, the demo on a
-Spark cluster and the driver kill's unguarded control that ``scripts/pipeline-soak.sh``
-runs, and the SQLite case of the pipeline's kill-twice test (CI runs the PostgreSQL one).  They are deselected -- and
-counted in the summary line -- unless ``MILLRACE_TESTS=all`` (``MILLRACE_TESTS=all bash
-scripts/test.sh`` runs everything), so the test command stays within CI's time budget.
+
+- the randomized fault scenarios, whose long profile is ``scripts/faults.sh``;
+- run by ``scripts/pipeline-soak.sh``: the demo on a Spark cluster and the driver kill's
+  unguarded control (test_cluster_restarts.py); the plaintext demo on three brokers
+  (test_demo_cluster.py: CI runs the SASL_SSL one, which checks the same things); the
+  pipeline's kill-twice test in both dialects (test_pipeline_exactly_once.py: CI runs the
+  driver kill into PostgreSQL on the Spark cluster, and the SQLite sink through executor
+  and worker kills); the exactly-once topic sink's kill-twice copy
+  (test_sink_exactly_once.py: CI runs that sink through an executor kill and a replayed
+  micro-batch on the Spark cluster, test_cluster_faults.py, and a task's rerun and a
+  zombie attempt without Spark).
+
+They are deselected -- and counted in the summary line -- unless ``MILLRACE_TESTS=all``
+(``MILLRACE_TESTS=all bash scripts/test.sh`` runs everything), so the test command stays
+within CI's time budget.
 
 Tests marked ``third_party_leaks`` use a third-party client against a broker they kill;
 the client can leave sockets behind that its captured log records keep alive until pytest

@@ -6,7 +6,9 @@ The kills are placed by watching the database, not the clock: the first once the
 committed its first batch, the second once the restarted child has committed a few more.
 The child runs in its own process group (Python, the JVM and Spark's Python workers), and
 the whole group is killed at once and gone before the next run starts, so two runs never
-share a checkpoint.  The same test runs against SQLite and against PostgreSQL.
+share a checkpoint.  The same test runs against SQLite and against PostgreSQL, both in the
+long profile (``scripts/pipeline-soak.sh``; CI runs the driver kill on the Spark cluster,
+``test_cluster_restarts.py``).
 """
 
 from __future__ import annotations
@@ -74,10 +76,13 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServe
         yield server
 
 
-# CI runs the PostgreSQL case; the SQLite one (the same guard in the other dialect, and
-# the driver-side sink other tests here run on SQLite) is in the long profile
+# long profile, both dialects (scripts/pipeline-soak.sh runs them): CI runs the same kill
+# -9 of the driver's process group and restart from the checkpoint into PostgreSQL on the
+# Spark cluster (test_cluster_restarts.py's driver test, which also checks that the batch
+# the database had and Spark's commit log lacked was skipped), and the SQLite sink through
+# an executor kill and a worker kill (test_cluster_faults.py)
 @pytest.mark.parametrize("dialect", [pytest.param("sqlite", marks=pytest.mark.long),
-                                     "postgresql"])
+                                     pytest.param("postgresql", marks=pytest.mark.long)])
 def test_killed_twice_then_restarted_the_tables_equal_the_fold(
         dialect: str, broker: BrokerProcess, tmp_path: Path,
         request: pytest.FixtureRequest) -> None:
