@@ -32,7 +32,9 @@ design, so a stale row is its failure, not a doubled one).  The topic checker is
 fail on a planted duplicate record (a copy of one output record produced again,
 non-transactionally): a sink without the transactional commit duplicates only if the kill
 lands after a task has sent some of its rows, which no state can time, so the duplicate
-is planted rather than provoked.
+is planted rather than provoked.  Then the copy runs once more on its checkpoint with the
+last commit entry removed (a crash between the sink's write and Spark's commit log): the
+replayed micro-batch must add nothing to the output.
 
 The worker test kills ``workers[0]`` of its own cluster (its JVM and its executor) after
 the first commit; the application continues on the other worker.
@@ -74,6 +76,9 @@ from millrace.launcher.broker_process import free_port
 from millrace.launcher.spark_cluster import SparkStandaloneCluster, get_json
 from millrace.spark.sinks import open_database
 from millrace.testing.broker_process import BrokerProcess
+from tests.integration.spark.test_sink_exactly_once import (
+    _forget_last_commit as forget_last_commit,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -390,6 +395,23 @@ def test_executor_killed_mid_batch_the_output_topic_is_exactly_once(
     finally:
         driver.kill()
     assert "copy finished" in driver.output()
+    got = read_topic(broker.bootstrap, output, partitions, n)
+    assert_copied_once(got, sent)
+
+    # a replay: the checkpoint left as a crash between the sink's write and Spark's commit
+    # log leaves it (the last micro-batch's rows in the topic, its commit entry not), and
+    # the copy run again on it: the batch runs again, and the exactly-once sink writes
+    # none of it twice
+    forget_last_commit(checkpoint)
+    ui_port = free_port()
+    again = Driver([sys.executable, str(COPY_CHILD), cluster.master_url, str(ui_port),
+                    broker.bootstrap, source, output, str(checkpoint), "exactly-once"],
+                   tmp_path / "copy-again.log", ui_port)
+    try:
+        again.wait()
+    finally:
+        again.kill()
+    assert "copy finished" in again.output()
     got = read_topic(broker.bootstrap, output, partitions, n)
     assert_copied_once(got, sent)
 

@@ -103,6 +103,12 @@ def _forget_last_commit(checkpoint: Path) -> None:
         (commits / f".{last}.crc").unlink()
 
 
+# long profile (scripts/pipeline-soak.sh): CI runs the exactly-once sink through an
+# executor kill mid-task and then a replayed micro-batch, on the Spark cluster
+# (test_cluster_faults.py's topic-sink test), a task run again for a committed batch and
+# a zombie attempt (below), and the pipeline's driver killed and restarted from its
+# checkpoint (test_cluster_restarts.py)
+@pytest.mark.long
 def test_streaming_copy_killed_twice_is_exactly_once(broker: BrokerProcess,
                                                      tmp_path: Path) -> None:
     source, output = "eos-in", "eos-out"
