@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 REPORT_PATH = "/v1/traces/report"
 NODES_TTL_S = 60.0
 HTTP_TIMEOUT_S = 2.0
+ADMIN_TIMEOUT_MS = 5_000
 MAX_TEXT = 200  # the broker's bound on a lane and a detail
 
 Ranges = Mapping[TopicPartition, tuple[int, int]]  # [from, until) per partition
@@ -102,8 +103,10 @@ class TraceReporter:
             from millrace.client.admin.broker_http import BrokerHttp
             from millrace.spark.options import admin_config
 
+            # a report waits at most seconds for the cluster, never a query's minute
             self._admin = KafkaAdminClient({**admin_config(self._client_config),
-                                            "client.id": "millrace-spark-trace-reports"})
+                                            "client.id": "millrace-spark-trace-reports",
+                                            "default.api.timeout.ms": ADMIN_TIMEOUT_MS})
             self._http = BrokerHttp(self._admin, self._client_config, HTTP_TIMEOUT_S)
         return self._http
 
