@@ -43,6 +43,16 @@ FAST = {
     "offsets.topic.replication.factor": "3",
 }
 # A bound on every wait; tests assert outcomes, never speed.
+# Transactions on a cluster: the transaction log replicated 3 times (min ISR 2), in fewer
+# partitions than Kafka's 50 (each one a coordinator to load), and a transaction left open
+# past its timeout aborted within half a second of it
+TXN = {
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
+    "transaction.state.log.num.partitions": "10",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+}
+
 WAIT = 60.0
 
 

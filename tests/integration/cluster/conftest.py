@@ -2,7 +2,9 @@
 ``millrace broker`` processes, started by ``LocalCluster`` under ``tmp_path``.
 
 ``cluster`` is shared by a module whose tests leave the cluster as they found it;
-``fresh_cluster`` starts a new one for a test that kills, stops or pauses brokers.  A
+``shared_cluster`` (``FAST`` and ``TXN``) by such tests across modules -- started for the
+first test that asks, stopped after the last one, each test with topics and ids of its
+own; ``fresh_cluster`` starts a new one for a test that kills, stops or pauses brokers.  A
 cluster is stopped cleanly (controlled shutdown of each broker, then ZooKeeper) after a
 passing test and killed after a failing one, whose brokers' logs stay in ``tmp_path``.
 """
@@ -14,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_support import FAST, ClusterFactory
+from cluster_support import FAST, TXN, ClusterFactory
 from console_support import (
     Guarded,
     browser_fixture,
@@ -50,6 +52,46 @@ def _finish(c: LocalCluster, failed: bool) -> None:
         c.kill_all()
     else:
         c.stop()
+
+
+HERE = Path(__file__).parent
+_shared: list[tuple[LocalCluster, int]] = []  # the running shared cluster, failures before
+
+
+@pytest.fixture
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory,
+                   request: pytest.FixtureRequest) -> LocalCluster:
+    """One cluster (``FAST`` and ``TXN``) for the tests of several modules that leave it
+    as they found it: saves a start and a stop per module."""
+    if not _shared:
+        c = LocalCluster(tmp_path_factory.mktemp("shared-cluster"), 3,
+                         overrides={**FAST, **TXN}).start()
+        _shared.append((c, request.session.testsfailed))
+    return _shared[0][0]
+
+
+def _stop_shared(session: pytest.Session) -> None:
+    while _shared:
+        c, failed = _shared.pop()
+        _finish(c, session.testsfailed > failed)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the shared cluster once no test still to run asks for it."""
+    if not _shared:
+        return
+    items = item.session.items
+    try:
+        later = items[items.index(item) + 1:]
+    except ValueError:
+        later = [nextitem] if nextitem is not None else []
+    if not any("shared_cluster" in getattr(i, "fixturenames", ())
+               and i.path.is_relative_to(HERE) for i in later):
+        _stop_shared(item.session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    _stop_shared(session)
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ to whichever broker it picks; the controller (one of the three) assigns replicas
 Kafka's algorithm, writes the znodes and tells every broker through LeaderAndIsr and
 UpdateMetadata.  The tests check what each broker then says on its own (a client
 bootstrapped with that broker only) and what is on each broker's disk.  These tests share
-one cluster and leave it as they found it.
+one cluster with other modules (conftest's ``shared_cluster``), each with topics of its
+own, and leave it as they found it.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def produce_one(bootstrap: str, topic: str, partition: int, value: bytes) -> int
     return out[0]
 
 
-def test_created_topic_is_described_alike_by_every_broker(cluster: LocalCluster) -> None:
+def test_created_topic_is_described_alike_by_every_broker(shared_cluster: LocalCluster) -> None:
+    cluster = shared_cluster
     client = admin(cluster.bootstrap)
     view = create_topic(client, "spread", 6, 2)
 
@@ -77,7 +79,8 @@ def test_created_topic_is_described_alike_by_every_broker(cluster: LocalCluster)
             f"spread-{i}" for i, p in view.items() if b in p.replicas)
 
 
-def test_create_partitions_adds_replicated_partitions(cluster: LocalCluster) -> None:
+def test_create_partitions_adds_replicated_partitions(shared_cluster: LocalCluster) -> None:
+    cluster = shared_cluster
     client = admin(cluster.bootstrap)
     before = create_topic(client, "grow", 2, 3)
     futures = client.create_partitions([NewPartitions("grow", 5)], operation_timeout=30)
@@ -103,7 +106,8 @@ def test_create_partitions_adds_replicated_partitions(cluster: LocalCluster) -> 
         consumer.close()
 
 
-def test_deleted_topic_leaves_no_log_and_no_znode(cluster: LocalCluster) -> None:
+def test_deleted_topic_leaves_no_log_and_no_znode(shared_cluster: LocalCluster) -> None:
+    cluster = shared_cluster
     client = admin(cluster.bootstrap)
     create_topic(client, "doomed", 3, 3)
     for i in range(3):

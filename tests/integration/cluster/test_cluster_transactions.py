@@ -20,7 +20,8 @@ from millrace.launcher.local_cluster import LocalCluster
 pytestmark = [pytest.mark.integration, pytest.mark.compat]
 
 
-def test_transactions_verified_across_brokers(cluster: LocalCluster) -> None:
+def test_transactions_verified_across_brokers(shared_cluster: LocalCluster) -> None:
+    cluster = shared_cluster
     topic = "txn-verified"
     view = create_topic(admin(cluster.bootstrap), topic, 3, 3)
     assert sorted(v.leader for v in view.values()) == [1, 2, 3]

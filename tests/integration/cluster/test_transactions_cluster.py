@@ -43,13 +43,12 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cluster_support import (
-    FAST,
+    TXN,
     WAIT,
     ClusterFactory,
     admin,
@@ -73,12 +72,6 @@ with warnings.catch_warnings():  # kafka-python 3 loads its schemas with a depre
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-TXN = {
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "transaction.state.log.num.partitions": "10",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
-}
 LONG = os.environ.get("MILLRACE_TXN_LONG") == "1"
 # a copier stall that began this long after a bounced broker was back is not the client
 # bug that a broker leaving the metadata sets off (module docstring): it fails the test
@@ -411,17 +404,11 @@ def test_copier_copies_exactly_once_through_bounces(fresh_cluster: ClusterFactor
 
 
 # ---------------------------------------------------------------------- zombie, dead producer
-@pytest.fixture(scope="module")
-def txn_cluster(tmp_path_factory: pytest.TempPathFactory,
-                request: pytest.FixtureRequest) -> Iterator[LocalCluster]:
-    failed = request.session.testsfailed
-    c = LocalCluster(tmp_path_factory.mktemp("txn-cluster"), 3,
-                     overrides={**FAST, **TXN}).start()
-    yield c
-    if request.session.testsfailed > failed:
-        c.kill_all()
-    else:
-        c.stop()
+@pytest.fixture
+def txn_cluster(shared_cluster: LocalCluster) -> LocalCluster:
+    """The cluster the zombie and dead-producer tests share with other modules'
+    (conftest's ``shared_cluster``, with ``TXN``): they kill only their own producers."""
+    return shared_cluster
 
 
 class ProducerProcess:
