@@ -47,12 +47,12 @@ from __future__ import annotations
 import logging
 import math
 import re
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from millrace.common.errors import CorruptBatchError, Errors
+from millrace.common.trace_context import TRACEPARENT, now_us, parse_traceparent
 from millrace.record.batch import RecordBatch, iter_batches
 
 if TYPE_CHECKING:
@@ -63,7 +63,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TRACEPARENT = "traceparent"
 DEFAULT_TTL_MS = 60_000
 MAX_TTL_MS = 600_000
 WATCH_TTL_MS = DEFAULT_TTL_MS
@@ -72,8 +71,6 @@ MAX_RECORDS = 1000
 MAX_EVENTS = 64
 READ_COMMITTED = 1
 
-_TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
-_ZERO_TRACE, _ZERO_SPAN = "0" * 32, "0" * 16
 
 REPORT_STAGE = re.compile(r"(spark|sink|client)\.[a-z0-9_.-]{1,40}")
 MAX_REPORT_TEXT = 200   # characters of a report's lane, detail and string attributes
@@ -83,25 +80,6 @@ _RESERVED = frozenset({"t_us", "stage", "broker", "detail", "lane"})
 
 Key = tuple[str, str, str, int, int]  # trace id, span id, topic, partition, offset
 Authorize = Callable[[str, str], bool]  # (user, client host) -> may Alter the cluster
-
-
-def now_us() -> int:
-    return time.time_ns() // 1000
-
-
-def parse_traceparent(value: bytes | str | None) -> tuple[str, str] | None:
-    """(trace id, span id) of a valid version-00 ``traceparent``, else None."""
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray | memoryview):
-        try:
-            value = bytes(value).decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    m = _TRACEPARENT.fullmatch(value)
-    if m is None or m.group(1) == _ZERO_TRACE or m.group(2) == _ZERO_SPAN:
-        return None
-    return m.group(1), m.group(2)
 
 
 def _address(ctx: RequestContext | None) -> str:
@@ -332,7 +310,7 @@ def scan_traceparents(records: bytes | bytearray | memoryview, first_offset: int
                     if name == TRACEPARENT:
                         ids = parse_traceparent(value)
                         if ids is not None:
-                            out.append((record.offset + shift, *ids))
+                            out.append((record.offset + shift, ids[0], ids[1]))
                         break
     except CorruptBatchError:
         pass

@@ -44,11 +44,16 @@ Consumers read the context back with ``journey_context(record)``.
 from __future__ import annotations
 
 import random
-import re
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from millrace.common.trace_context import (
+    TRACEPARENT,
+    format_traceparent,
+    now_us,
+    parse_traceparent,
+)
 
 __all__ = [
     "STAGES",
@@ -58,8 +63,6 @@ __all__ = [
     "now_us",
     "parse_traceparent",
 ]
-
-TRACEPARENT = "traceparent"
 
 # the stages a producer records, in causal order (the tie-break of ``stages``)
 STAGES = (
@@ -75,40 +78,7 @@ STAGES = (
 )
 _RANK = {name: i for i, name in enumerate(STAGES)}
 
-_TRACEPARENT_RE = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
-_ZERO_TRACE = "0" * 32
-_ZERO_SPAN = "0" * 16
 _random = random.Random()  # ids need to be unique, not secret (as OTel's RandomIdGenerator)
-
-
-def now_us() -> int:
-    """Microseconds since the epoch: the time base of every stage."""
-    return time.time_ns() // 1000
-
-
-def parse_traceparent(value: bytes | str | None) -> tuple[str, str, int] | None:
-    """``(trace_id, span_id, flags)`` of a W3C ``traceparent`` value, or None unless it
-    is exactly version 00 in lowercase hex with non-zero ids."""
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray | memoryview):
-        try:
-            value = bytes(value).decode("ascii")
-        except UnicodeDecodeError:
-            return None
-    if not isinstance(value, str):
-        return None
-    match = _TRACEPARENT_RE.fullmatch(value)
-    if match is None:
-        return None
-    trace_id, span_id, flags = match.groups()
-    if trace_id == _ZERO_TRACE or span_id == _ZERO_SPAN:
-        return None
-    return trace_id, span_id, int(flags, 16)
-
-
-def format_traceparent(trace_id: str, span_id: str, flags: int = 1) -> str:
-    return f"00-{trace_id}-{span_id}-{flags:02x}"
 
 
 def _new_id(bits: int) -> str:

@@ -19,7 +19,6 @@ from millrace.broker.record_tracer import (
     MAX_RECORDS,
     RecordTracer,
     TooManyArmed,
-    parse_traceparent,
     scan_traceparents,
 )
 from millrace.protocol import ApiKey
@@ -87,22 +86,6 @@ def stages(record: Any) -> list[str]:
 
 def consumer(client_id: str) -> Any:
     return SimpleNamespace(client_id=client_id, client_host="10.0.0.9", client_port=4242)
-
-
-# ---------------------------------------------------------------------- traceparent
-@pytest.mark.parametrize("value", [GOOD, GOOD.decode(), f"00-{TRACE}-{SPAN}-00".encode()])
-def test_a_valid_traceparent(value: bytes | str) -> None:
-    assert parse_traceparent(value) == (TRACE, SPAN)
-
-
-@pytest.mark.parametrize("value", [
-    None, b"", b"garbage", GOOD.upper(), GOOD + b"-extra", b"01" + GOOD[2:],
-    f"00-{'0' * 32}-{SPAN}-01".encode(), f"00-{TRACE}-{'0' * 16}-01".encode(),
-    f"00-{TRACE[:-1]}-{SPAN}-01".encode(), f"00-{TRACE}-{SPAN}-1".encode(),
-    b"\xff" * 55, f"00_{TRACE}_{SPAN}_01".encode(),
-])
-def test_an_invalid_traceparent(value: bytes | None) -> None:
-    assert parse_traceparent(value) is None
 
 
 def test_scan_finds_headers_in_plain_and_compressed_batches() -> None:
