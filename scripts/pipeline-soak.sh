@@ -14,8 +14,9 @@
 #    ROUNDS driver kills in a row before the restart that finishes.
 # 3. The other pipeline tests of the long profile (marked long: CI leaves them out, see
 #    tests/conftest.py): the plaintext demo on three brokers (test_demo_cluster.py), the
-#    kill-twice pipeline test (test_pipeline_exactly_once.py) and the exactly-once topic
-#    sink's kill-twice copy (test_sink_exactly_once.py).
+#    kill-twice pipeline test (test_pipeline_exactly_once.py), the exactly-once topic
+#    sink's kill-twice copy (test_sink_exactly_once.py) and the executor kill of the
+#    pipeline into SQLite on a Spark cluster (test_cluster_faults.py).
 #
 #   scripts/pipeline-soak.sh [ROUNDS]        (default 10; CHUNK=3000 DEMO_EVENTS=20000)
 #
@@ -39,6 +40,7 @@ MILLRACE_TESTS=all MILLRACE_SOAK_ROUNDS="$rounds" PYTHONPATH="$PWD" .venv/bin/py
 echo "== the other long pipeline tests ($out/long)"
 MILLRACE_TESTS=all PYTHONPATH="$PWD" .venv/bin/python -m pytest -q -x -m long \
     -p no:cacheprovider --basetemp "$out/long" \
+    tests/integration/spark/test_cluster_faults.py \
     tests/integration/spark/test_demo_cluster.py \
     tests/integration/spark/test_pipeline_exactly_once.py \
     tests/integration/spark/test_sink_exactly_once.py

@@ -2,7 +2,11 @@
 
 Tests marked ``long`` repeat, at length, what faster tests and the long scripts cover:
 
-- the randomized fault scenarios, whose long profile is ``scripts/faults.sh``;
+- fault scenarios of the harness, whose long profile is ``scripts/faults.sh`` (every
+  scenario, over and over): the network partitions (CI keeps
+  tests/faults/test_network_partitions.py's targeted cases) and the leader kills (CI keeps
+  tests/integration/cluster's targeted leader kills, test_cluster_failover.py and the
+  clients' failover tests, and the harness's other scenarios and negative controls);
 - run by ``scripts/pipeline-soak.sh``: the demo on a Spark cluster and the driver kill's
   unguarded control (test_cluster_restarts.py); the plaintext demo on three brokers
   (test_demo_cluster.py: CI runs the SASL_SSL one, which checks the same things); the
@@ -11,7 +15,9 @@ Tests marked ``long`` repeat, at length, what faster tests and the long scripts 
   and worker kills); the exactly-once topic sink's kill-twice copy
   (test_sink_exactly_once.py: CI runs that sink through an executor kill and a replayed
   micro-batch on the Spark cluster, test_cluster_faults.py, and a task's rerun and a
-  zombie attempt without Spark).
+  zombie attempt without Spark); the executor kill of the pipeline into SQLite on the
+  Spark cluster (test_cluster_faults.py: CI runs the executor kill with the topic sink,
+  and the pipeline into SQLite there through a worker kill, with the same checks).
 
 They are deselected -- and counted in the summary line -- unless ``MILLRACE_TESTS=all``
 (``MILLRACE_TESTS=all bash scripts/test.sh`` runs everything), so the test command stays

@@ -25,7 +25,8 @@ partitions: while the pipeline runs the master lists its application holding bot
 cores, and the tasks' own log lines ("Running task") are in the executors' stderr under
 the workers' ``work/<app-id>/<executor-id>/``.
 
-Negative controls.  The database checker is shown to fail on a micro-batch's worth of
+Negative controls (in the executor test, long profile, and in the worker test).  The
+database checker is shown to fail on a micro-batch's worth of
 aggregates applied twice (added again with plain SQL, a path without the batch-id guard)
 and on a key set back to an older event (a state table re-applies a batch idempotently by
 design, so a stale row is its failure, not a doubled one).  The topic checker is shown to
@@ -252,6 +253,11 @@ def app_cores(cluster: SparkStandaloneCluster, app: str) -> int:
 
 
 # ------------------------------------------------------------------ the database
+# long profile (scripts/pipeline-soak.sh): CI runs an executor kill mid-task with the topic
+# sink below, and the pipeline into SQLite on this cluster through a worker kill (the last
+# test, which checks the same tables, cores, executors' tasks, lag and the checker's
+# negative controls)
+@pytest.mark.long
 def test_executor_killed_mid_batch_the_tables_equal_the_fold(
         cluster: SparkStandaloneCluster, broker: BrokerProcess, tmp_path: Path) -> None:
     topic = "cluster-executor"
@@ -277,18 +283,21 @@ def test_executor_killed_mid_batch_the_tables_equal_the_fold(
     assert summary["event"] == "summary" and summary["lag"] == {f"{topic}-0": 0,
                                                                 f"{topic}-1": 0}, summary
     assert_executors_ran_the_tasks(cluster, app)
-    expected = fold(produced)
-    assert_tables(database, expected)
+    assert_tables(database, fold(produced))
+    assert_the_checker_fails_on_bad_tables(tmp_path / "millrace.db", produced)
 
-    # negative control: the same checker fails on a batch applied twice ...
-    doubled = tmp_path / "doubled.db"
-    shutil.copy(tmp_path / "millrace.db", doubled)
+
+def assert_the_checker_fails_on_bad_tables(path: Path, produced: list[Event]) -> None:
+    """Negative controls: the fold checker fails on copies of the good database ``path``
+    with a batch applied twice and with a key's state set back to an older event."""
+    expected = fold(produced)
+    doubled = path.with_name("doubled.db")
+    shutil.copy(path, doubled)
     apply_again_without_guard(doubled, fold(produced[:BATCH]))
     with pytest.raises(AssertionError):
         assert_tables(f"sqlite:///{doubled}", expected)
-    # ... and on a key's state set back to an older event
-    stale = tmp_path / "stale.db"
-    shutil.copy(tmp_path / "millrace.db", stale)
+    stale = path.with_name("stale.db")
+    shutil.copy(path, stale)
     set_back_one_key(stale, produced)
     with pytest.raises(AssertionError):
         assert_tables(f"sqlite:///{stale}", expected)
@@ -438,12 +447,20 @@ def test_worker_killed_the_job_finishes_on_the_other_worker(
         app = driver.app_id()
         until(lambda: committed(database, topic) >= 1 and victim.executor_pids(),
               "the first committed batch with an executor on the first worker", driver)
+        # executors, not the driver, run the tasks: the master gave the app both cores
+        assert app_cores(cluster, app) == 2, cluster.applications()
         victim.kill()  # the worker JVM and its executor at once, a machine lost
         assert committed(database, topic) < len(produced) // BATCH
         driver.wait()
     finally:
         driver.kill()
+    summary = [json.loads(line) for line in driver.output().splitlines()
+               if line.startswith("{")][-1]
+    assert summary["event"] == "summary" and summary["lag"] == {f"{topic}-0": 0,
+                                                                f"{topic}-1": 0}, summary
+    assert_executors_ran_the_tasks(cluster, app)
     assert_tables(database, fold(produced))
+    assert_the_checker_fails_on_bad_tables(tmp_path / "millrace.db", produced)
     # the survivor's executor ran tasks, and the victim's application directory stopped
     # at the one executor it had
     assert any("Running task" in f.read_text(errors="replace")
