@@ -341,7 +341,8 @@ class JourneyTracker:
             for record in view.get("records", []):
                 if isinstance(record, dict):
                     traced = True
-                    events.extend(e for e in record.get("events", []) if isinstance(e, dict))
+                    events.extend(_in_lane(e, broker) for e in record.get("events", [])
+                                  if isinstance(e, dict))
         if not traced:
             facts.append("no broker recorded its journey: it was not traced (its topic "
                          "was not armed when it was written)")
@@ -430,9 +431,8 @@ class JourneyTracker:
                 journey.client_stages.extend(s for s in client
                                              if (s["stage"], s.get("lane")) not in seen)
             if broker is not None:
-                journey.broker_events[broker[0]] = [
-                    {**e, "lane": e.get("lane") or f"broker {e.get('broker', broker[0])}"}
-                    for e in broker[1]]
+                journey.broker_events[broker[0]] = [_in_lane(e, broker[0])
+                                                    for e in broker[1]]
             if note is not None:
                 journey.notes.append(note)
             if denied is not None:
@@ -480,6 +480,11 @@ def _stage(stage: str, t_us: int, lane: str, detail: str, *, duration_us: int = 
            **attrs: Any) -> dict[str, Any]:
     return {"stage": stage, "t_us": t_us, "duration_us": duration_us, "lane": lane,
             "detail": detail, **attrs}
+
+
+def _in_lane(event: dict[str, Any], broker: int) -> dict[str, Any]:
+    """A broker's event in its lane: the reporter's own (a pipeline's), else the broker's."""
+    return {**event, "lane": event.get("lane") or f"broker {event.get('broker', broker)}"}
 
 
 def _now_us() -> int:

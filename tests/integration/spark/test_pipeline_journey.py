@@ -22,6 +22,7 @@ import pytest
 from pipeline_events import VALUE_SCHEMA, create_topic, events, produce
 
 from millrace.client.producer import KafkaProducer, ProducerRecord
+from millrace.launcher.console_process import ConsoleProcess
 from millrace.spark.pipeline import Pipeline, PipelineConfig, SourceConfig, StateSink
 from millrace.spark.sinks import open_database
 from millrace.testing.broker_process import BrokerProcess
@@ -114,6 +115,14 @@ def test_a_traced_records_micro_batch_and_database_write(
     assert "orders (11)" in write["detail"], write
     assert (write["batch_id"], write["tables"], write["rows"]) == (0, "orders", 11)
     assert sum(e["stage"] in ("spark.batch", "sink.write") for e in found) == 2
+
+    # the console's "trace offset N of partition P" shows them in the pipeline's lanes
+    with ConsoleProcess(traced_broker.bootstrap, tmp_path / "console") as console:
+        looked = call(f"{console.url}api/journey?topic={topic}&partition=0&offset={offset}")
+    assert looked["record"]["trace_id"] == trace_id
+    lanes = {e["stage"]: e["lane"] for e in looked["stages"]}
+    assert (lanes["spark.batch"], lanes["sink.write"]) == (f"spark {topic}", "sink orders")
+    assert lanes["broker.append"] == "broker 0"
 
     db = open_database(config.database)
     try:
