@@ -12,7 +12,6 @@ listener under the ACL authorizer (401 / 403 / 200, a Describe-on-cluster grant)
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import gzip
 import json
@@ -20,9 +19,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,6 +52,14 @@ from millrace.security.acl import (
     ResourceType,
 )
 from millrace.testing.broker_process import BrokerProcess
+from tests.integration.broker_http_support import (
+    Reply,
+    admin_config,
+    basic,
+    http,
+    poll,
+    secured_broker,
+)
 
 pytestmark = [pytest.mark.integration]
 
@@ -69,30 +73,6 @@ Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 # ---------------------------------------------------------------------- helpers
-class Reply:
-    def __init__(self, status: int, headers: Any, body: bytes) -> None:
-        self.status, self.headers, self.body = status, headers, body
-
-    @property
-    def text(self) -> str:
-        return self.body.decode()
-
-
-def http(url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-         data: bytes | None = None) -> Reply:
-    request = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
-    try:
-        with urllib.request.urlopen(request, timeout=15) as r:
-            return Reply(r.status, r.headers, r.read())
-    except urllib.error.HTTPError as e:
-        return Reply(e.code, e.headers, e.read())
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
 def parse(text: str, parser: Callable[[str], Any] = text_string_to_metric_families) -> Series:
     out: Series = {}
     for family in parser(text):
@@ -106,16 +86,6 @@ def samples(series: Series, metric: str, /, **labels: str
     """The samples of ``metric`` whose labels include ``labels``."""
     return [(dict(ls), v) for (n, ls), v in series.items()
             if n == metric and set(labels.items()) <= ls]
-
-
-def poll(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def raw_http(port: int, payload: bytes) -> bytes:
@@ -400,44 +370,18 @@ def test_a_bad_authentication_method_is_a_config_error(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- BASIC auth
-PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "sam", "sam-scram-secret"
-JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        'username="admin" password="admin-secret" '
-        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    data: Path = tmp_path_factory.mktemp("broker-http-basic")
-    overrides = {
-        "http.listeners": "http://127.0.0.1:0",
-        "http.authentication.method": "BASIC",
-        "security.inter.broker.protocol": "SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin",
-        "offsets.topic.replication.factor": "1",
-    }
-    with BrokerProcess(data, listener_protocol="SASL_PLAINTEXT", overrides=overrides) as b:
+    with secured_broker(tmp_path_factory.mktemp("broker-http-basic"), "PLAIN,SCRAM-SHA-256",
+                        secrets=(SCRAM_PASSWORD, "wrong-password")) as b:
         with KafkaAdminClient(admin_config(b)) as admin:
             admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
                 SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
                 SCRAM_PASSWORD)]).all()
         yield b
-    assert b.proc is not None and b.proc.returncode == 0, b.logs()[-5000:]
-    logs = b.logs()
-    assert "Traceback" not in logs
-    for secret in (*PASSWORDS.values(), SCRAM_PASSWORD, "wrong-password"):
-        assert secret not in logs
-
-
-def admin_config(broker: BrokerProcess, user: str = "admin") -> dict[str, Any]:
-    return {"bootstrap.servers": broker.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "PLAIN", "sasl.username": user,
-            "sasl.password": PASSWORDS[user], "default.api.timeout.ms": 20_000}
 
 
 def test_basic_credentials_are_required_but_not_for_the_probes(secured: BrokerProcess) -> None:

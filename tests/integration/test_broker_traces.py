@@ -9,15 +9,11 @@ grant) and a report wants Read on its topic."""
 
 from __future__ import annotations
 
-import base64
-import json
 import time
-import urllib.error
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -34,50 +30,20 @@ from millrace.security.acl import (
     ResourceType,
 )
 from millrace.testing.broker_process import BrokerProcess
+from tests.integration.broker_http_support import (
+    Reply,
+    admin_config,
+    basic,
+    http,
+    poll,
+    post,
+    secured_broker,
+)
 
 pytestmark = [pytest.mark.integration]
 
-T = TypeVar("T")
 JOURNEY = ("broker.receive", "broker.append", "hw.advance", "broker.response",
            "consumer.fetch", "group.commit")
-
-
-class Reply:
-    def __init__(self, status: int, body: bytes) -> None:
-        self.status, self.body = status, body
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-def http(url: str, *, method: str = "GET", headers: dict[str, str] | None = None,
-         data: bytes | None = None) -> Reply:
-    request = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
-    try:
-        with urllib.request.urlopen(request, timeout=15) as r:
-            return Reply(r.status, r.read())
-    except urllib.error.HTTPError as e:
-        return Reply(e.code, e.read())
-
-
-def post(url: str, body: object, headers: dict[str, str] | None = None) -> Reply:
-    return http(url, method="POST", data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json", **(headers or {})})
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
-
-
-def poll(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def traceparent() -> tuple[str, str, bytes]:
@@ -293,33 +259,10 @@ def test_bad_requests(url: str) -> None:
 
 
 # ---------------------------------------------------------------------- BASIC + ACLs
-PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret"}
-JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
-        'username="admin" password="admin-secret" '
-        + " ".join(f'user_{u}="{p}"' for u, p in PASSWORDS.items()) + ";")
-
-
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    data: Path = tmp_path_factory.mktemp("broker-traces-basic")
-    overrides = {
-        "http.listeners": "http://127.0.0.1:0",
-        "http.authentication.method": "BASIC",
-        "security.inter.broker.protocol": "SASL_PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-        "super.users": "User:admin",
-        "offsets.topic.replication.factor": "1",
-    }
-    with BrokerProcess(data, listener_protocol="SASL_PLAINTEXT", overrides=overrides) as b:
+    with secured_broker(tmp_path_factory.mktemp("broker-traces-basic")) as b:
         yield b
-    assert b.proc is not None and b.proc.returncode == 0, b.logs()[-5000:]
-    logs = b.logs()
-    assert "Traceback" not in logs
-    for secret in PASSWORDS.values():
-        assert secret not in logs
 
 
 def test_the_posts_want_alter_on_the_cluster(secured: BrokerProcess) -> None:
@@ -327,11 +270,7 @@ def test_the_posts_want_alter_on_the_cluster(secured: BrokerProcess) -> None:
     arm = {"topic": "no-such-topic", "ttl_ms": 1000}
     assert post(url + "/v1/traces/arm", arm).status == 401
     assert http(url + "/v1/traces/" + "a" * 32).status == 401
-    admin_config = {"bootstrap.servers": secured.bootstrap,
-                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                    "sasl.username": "admin", "sasl.password": PASSWORDS["admin"],
-                    "default.api.timeout.ms": 20_000}
-    with KafkaAdminClient(admin_config) as admin:
+    with KafkaAdminClient(admin_config(secured)) as admin:
         describe = AclBinding(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster",
                                               PatternType.LITERAL),
                               AccessControlEntry("User:alice", "*", AclOperation.DESCRIBE,
@@ -355,10 +294,6 @@ def test_the_posts_want_alter_on_the_cluster(secured: BrokerProcess) -> None:
 
 def test_a_report_wants_read_on_its_topic(secured: BrokerProcess) -> None:
     (url,) = secured.http_urls
-    admin_config = {"bootstrap.servers": secured.bootstrap,
-                    "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-                    "sasl.username": "admin", "sasl.password": PASSWORDS["admin"],
-                    "default.api.timeout.ms": 20_000}
     grants = [AclBinding(ResourcePattern(ResourceType.CLUSTER, "kafka-cluster",
                                          PatternType.LITERAL),
                          AccessControlEntry("User:alice", "*", AclOperation.DESCRIBE,
@@ -367,7 +302,7 @@ def test_a_report_wants_read_on_its_topic(secured: BrokerProcess) -> None:
                                          PatternType.LITERAL),
                          AccessControlEntry("User:alice", "*", AclOperation.READ,
                                             AclPermissionType.ALLOW))]
-    with KafkaAdminClient(admin_config) as admin:
+    with KafkaAdminClient(admin_config(secured)) as admin:
         for result in admin.create_acls(grants).values():
             result.result()
     alice = basic("alice", "alice-secret")

@@ -29,6 +29,7 @@ from playwright.sync_api import Browser, Playwright
 from millrace.launcher.dev_security import DevSecurity
 from millrace.launcher.local_cluster import LocalCluster
 from millrace.launcher.zookeeper_process import ZOOKEEPER_JAR
+from tests.shared_fixtures import still_wanted
 
 if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
     # the test command installs both: their absence is a broken setup, not a skip
@@ -80,13 +81,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Stop the shared cluster once no test still to run asks for it."""
     if not _shared:
         return
-    items = item.session.items
-    try:
-        later = items[items.index(item) + 1:]
-    except ValueError:
-        later = [nextitem] if nextitem is not None else []
-    if not any("shared_cluster" in getattr(i, "fixturenames", ())
-               and i.path.is_relative_to(HERE) for i in later):
+    if not still_wanted(item, nextitem, "shared_cluster", HERE):
         _stop_shared(item.session)
 
 

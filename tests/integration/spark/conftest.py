@@ -27,6 +27,7 @@ import pytest
 
 from millrace.launcher.spark_cluster import SparkStandaloneCluster, spark_missing
 from millrace.testing.broker_process import BrokerProcess
+from tests.shared_fixtures import still_wanted
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -98,13 +99,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Stop the shared cluster once no test still to run asks for it."""
     if not _shared:
         return
-    items = item.session.items
-    try:
-        later = items[items.index(item) + 1:]
-    except ValueError:
-        later = [nextitem] if nextitem is not None else []
-    if not any("cluster" in getattr(i, "fixturenames", ()) and i.path.is_relative_to(HERE)
-               for i in later):
+    if not still_wanted(item, nextitem, "cluster", HERE):
         _stop_shared()
 
 
