@@ -39,7 +39,10 @@ from functools import cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-from millrace.client.tracing import RecordJourney
+from millrace.client.cluster import TopicPartition
+from millrace.client.consumer.consumer_record import ConsumerRecords, OffsetAndMetadata
+from millrace.client.consumer.interceptor import ConsumerInterceptor
+from millrace.client.tracing import RecordJourney, find_traceparent
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -318,3 +321,131 @@ def export_consumed(trace_id: str, span_id: str, *, topic: str, partition: int,
             attributes={**common, "messaging.operation.type": "settle",
                         "messaging.operation.name": "commit"})
         child.end(end_time=(t_us + int(commit.get("duration_us", 0) or 0)) * 1000)
+
+
+class TracingConsumerInterceptor(ConsumerInterceptor):
+    """The consumer's spans for traced records, as an interceptor: ``interceptor.classes
+    = millrace.client.otel.TracingConsumerInterceptor`` on any millrace consumer.
+
+    - ``on_consume``: for each topic among the records a poll returns that has records
+      with a valid ``traceparent``, a CLIENT span ``poll <topic>`` *linked* to each such
+      record's creation context (semconv's span model: a poll returns many traces);
+      attributes ``messaging.system``, ``messaging.destination.name``,
+      ``messaging.consumer.group.name``, ``messaging.client.id``,
+      ``messaging.operation.type=receive``, ``messaging.operation.name=poll``,
+      ``messaging.batch.message_count``.  Records without the header cost a look at
+      their headers and nothing else.
+    - ``on_commit``: a CLIENT span ``commit <topic>``, child of the poll span, for each
+      poll whose traced records a committed offset now covers.
+    - ``close``: flushes and shuts down its exporter.
+
+    Spans go over OTLP/HTTP (the ``OTEL_EXPORTER_OTLP_*`` variables say where), through
+    a provider of the interceptor's own (``service.name`` the consumer's ``client.id``);
+    at most ``MAX_PENDING`` polls wait for their commit (the oldest are dropped)."""
+
+    MAX_PENDING = 1000
+
+    def __init__(self) -> None:
+        self._provider: Any = None
+        self._group: str | None = None
+        self._client_id: str | None = None
+        # (topic, partition) -> [(highest traced offset, the poll span's context)]
+        self._pending: dict[tuple[str, int], list[tuple[int, Any]]] = {}
+        self._count = 0
+
+    def configure(self, configs: Mapping[str, Any]) -> None:
+        self._group = configs.get("group.id") or None
+        self._client_id = configs.get("client.id") or None
+        self._provider = journey_tracer_provider(
+            service_name=str(self._client_id or "millrace-consumer"))
+
+    def on_consume(self, records: ConsumerRecords[Any, Any]) -> ConsumerRecords[Any, Any]:
+        traced: dict[str, list[tuple[Any, tuple[str, str, int]]]] = {}
+        counts: dict[str, int] = {}
+        for record in records:
+            counts[record.topic] = counts.get(record.topic, 0) + 1
+            if record.headers:
+                context = find_traceparent(record.headers)
+                if context is not None:
+                    traced.setdefault(record.topic, []).append((record, context))
+        if traced and self._provider is not None:
+            self._polled(traced, counts)
+        return records
+
+    def _polled(self, traced: Mapping[str, list[tuple[Any, tuple[str, str, int]]]],
+                counts: Mapping[str, int]) -> None:
+        ot = _otel()
+        trace = ot.trace
+        from millrace import __version__
+
+        tracer = self._provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+        for topic, found in traced.items():
+            links = [trace.Link(trace.SpanContext(
+                int(trace_id, 16), int(span_id, 16), is_remote=True,
+                trace_flags=trace.TraceFlags(flags & 1))) for _, (trace_id, span_id, flags)
+                in found]
+            span = tracer.start_span(
+                f"poll {topic}", context=ot.context.Context(), kind=trace.SpanKind.CLIENT,
+                links=links, attributes=self._attributes(topic, {
+                    "messaging.operation.type": "receive",
+                    "messaging.operation.name": "poll",
+                    "messaging.batch.message_count": counts[topic]}))
+            span.end()
+            highest: dict[int, int] = {}
+            for record, _ in found:
+                highest[record.partition] = max(highest.get(record.partition, -1),
+                                                record.offset)
+            for partition, offset in highest.items():
+                self._pending.setdefault((topic, partition), []).append(
+                    (offset, span.get_span_context()))
+                self._count += 1
+        while self._count > self.MAX_PENDING:   # the oldest poll of the fullest partition
+            key = max(self._pending, key=lambda k: len(self._pending[k]))
+            self._pending[key].pop(0)
+            self._count -= 1
+            if not self._pending[key]:
+                del self._pending[key]
+
+    def on_commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        if not self._pending or self._provider is None:
+            return
+        ot = _otel()
+        trace = ot.trace
+        from millrace import __version__
+
+        tracer = self._provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+        for tp, committed in offsets.items():
+            waiting = self._pending.get((tp.topic, tp.partition))
+            if not waiting:
+                continue
+            covered = [(o, c) for o, c in waiting if o < committed.offset]
+            if not covered:
+                continue
+            self._pending[(tp.topic, tp.partition)] = [(o, c) for o, c in waiting
+                                                       if o >= committed.offset]
+            self._count -= len(covered)
+            for _, poll_context in covered:
+                parent = trace.set_span_in_context(trace.NonRecordingSpan(poll_context),
+                                                   ot.context.Context())
+                tracer.start_span(
+                    f"commit {tp.topic}", context=parent, kind=trace.SpanKind.CLIENT,
+                    attributes=self._attributes(tp.topic, {
+                        "messaging.operation.type": "settle",
+                        "messaging.operation.name": "commit",
+                        "messaging.destination.partition.id": str(tp.partition),
+                        "messaging.kafka.offset": committed.offset})).end()
+
+    def _attributes(self, topic: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"messaging.system": "kafka",
+                               "messaging.destination.name": topic, **extra}
+        if self._group:
+            out["messaging.consumer.group.name"] = self._group
+        if self._client_id:
+            out["messaging.client.id"] = self._client_id
+        return out
+
+    def close(self) -> None:
+        if self._provider is not None:
+            self._provider.force_flush(10_000)
+            self._provider.shutdown()
+            self._provider = None

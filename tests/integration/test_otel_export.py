@@ -8,6 +8,7 @@ the one the record's ``traceparent`` header names.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.trace.v1 import trace_pb2
 
+from millrace.client.consumer import KafkaConsumer
 from millrace.client.otel import export_journey, journey_tracer_provider
 from millrace.client.producer import KafkaProducer, ProducerRecord
 from millrace.client.tracing import RecordJourney
@@ -125,3 +127,47 @@ def test_a_continued_trace_exports_under_its_parent_and_failures_carry_error_typ
     assert attributes(bad)["error.type"] == "NOT_ENOUGH_REPLICAS"
     assert bad.status.code == trace_pb2.Status.STATUS_CODE_ERROR
     assert "messaging.kafka.offset" not in attributes(bad)
+
+
+def test_a_consumer_interceptor_links_its_poll_to_the_records_it_returned(
+        broker: BrokerProcess, receiver: OtlpReceiver,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """interceptor.classes=...TracingConsumerInterceptor: a poll span linked to each traced
+    record's creation context, a commit span under it once a commit covers them; a topic
+    whose records carry no traceparent gets no span (the negative control)."""
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", receiver.endpoint)
+    topic, plain = f"otel-c-{uuid.uuid4().hex[:8]}", f"otel-p-{uuid.uuid4().hex[:8]}"
+    first_meta, first = traced_send(broker, topic, 0)
+    second_meta, second = traced_send(broker, topic, 0)
+    with KafkaProducer({"bootstrap.servers": broker.bootstrap}) as producer:
+        producer.send(ProducerRecord(plain, b"untraced", partition=0)).get(30)
+    consumer: KafkaConsumer[bytes, bytes] = KafkaConsumer({
+        "bootstrap.servers": broker.bootstrap, "group.id": "otel-group",
+        "client.id": "otel-consumer", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "interceptor.classes": "millrace.client.otel.TracingConsumerInterceptor"})
+    try:
+        consumer.subscribe([topic, plain])
+        seen: dict[str, int] = {}
+        deadline = time.monotonic() + 30
+        while (seen.get(topic, 0) < 2 or not seen.get(plain)) and time.monotonic() < deadline:
+            for record in consumer.poll(500):
+                seen[record.topic] = seen.get(record.topic, 0) + 1
+        assert seen == {topic: 2, plain: 1}
+        consumer.commit_sync()
+    finally:
+        consumer.close()   # flushes the interceptor's exporter
+
+    spans = receiver.spans()
+    polls = [s for s in spans if s.name == f"poll {topic}"]
+    assert polls and all(s.kind == trace_pb2.Span.SPAN_KIND_CLIENT for s in polls)
+    links = {(link.trace_id.hex(), link.span_id.hex()) for s in polls for link in s.links}
+    assert links == {(first.trace_id, first.span_id), (second.trace_id, second.span_id)}
+    assert {attributes(s)["messaging.consumer.group.name"] for s in polls} == {"otel-group"}
+    assert {attributes(s)["messaging.operation.name"] for s in polls} == {"poll"}
+    commits = [s for s in spans if s.name == f"commit {topic}"]
+    assert {s.parent_span_id for s in commits} == {s.span_id for s in polls}
+    assert {attributes(s)["messaging.kafka.offset"] for s in commits} == \
+        {second_meta.offset + 1}
+    assert first_meta.offset < second_meta.offset
+    assert not [s for s in spans if plain in s.name]

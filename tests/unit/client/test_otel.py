@@ -49,3 +49,41 @@ def test_the_span_takes_the_journeys_ids_and_later_spans_do_not() -> None:
     assert (event.name, event.timestamp, dict(event.attributes or {})) == (
         "producer.serialize", 5000,
         {"duration_us": 2, "lane": "producer", "detail": "", "key_bytes": -1})
+
+
+def test_the_consumer_interceptor_keeps_at_most_max_pending_polls(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Polls whose traced records no commit has covered yet are bounded: the oldest go
+    first, and a commit then makes a span for each poll still kept."""
+    from millrace.client.cluster import TopicPartition
+    from millrace.client.consumer.consumer_record import (
+        ConsumerRecord,
+        ConsumerRecords,
+        OffsetAndMetadata,
+    )
+
+    monkeypatch.setattr(otel.TracingConsumerInterceptor, "MAX_PENDING", 3)
+    exporter = InMemorySpanExporter()
+    interceptor = otel.TracingConsumerInterceptor()
+    interceptor._group, interceptor._client_id = "g", "c"
+    interceptor._provider = otel.journey_tracer_provider(exporter, batch=False)
+    tp = TopicPartition("t", 0)
+    for offset in range(5):
+        header = RecordJourney.start().traceparent.encode()
+        plain = ConsumerRecord("t", 0, 100 + offset)   # no header: no link
+        records = ConsumerRecords({tp: [ConsumerRecord("t", 0, offset,
+                                                       headers=[("traceparent", header)]),
+                                        plain]})
+        assert interceptor.on_consume(records) is records
+    polls = [s for s in exporter.get_finished_spans() if s.name == "poll t"]
+    assert len(polls) == 5 and all(len(s.links) == 1 for s in polls)
+    assert polls[0].attributes is not None
+    assert polls[0].attributes["messaging.batch.message_count"] == 2
+    interceptor.on_commit({tp: OffsetAndMetadata(3)})   # covers offsets 0..2: one kept
+    interceptor.on_commit({tp: OffsetAndMetadata(99)})  # the other two
+    commits = [s for s in exporter.get_finished_spans() if s.name == "commit t"]
+    kept = {p.context.span_id for p in polls[2:]}
+    assert [s.parent.span_id for s in commits if s.parent is not None] == \
+        [p.context.span_id for p in polls[2:]]
+    assert {s.parent.span_id for s in commits if s.parent is not None} == kept
+    interceptor.close()
