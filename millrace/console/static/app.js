@@ -863,6 +863,16 @@
     </tr>`;
   }
 
+  /** A record form's topic, partition (blank: the producer chooses), key and value. */
+  function recordFields(el) {
+    const topic = el.topic.value;
+    if (!topic) throw invalid('choose a topic');
+    const partition = parseIntField(el.partition.value);
+    if (Number.isNaN(partition)) throw invalid('partition must be a non-negative integer (blank = auto)');
+    const key = el.key.value === '' ? null : el.key.value;
+    return { topic, partition, key, value: el.value.value };
+  }
+
   function buildProduce(slot) {
     slot.innerHTML = `
       <form class="card form-grid" data-testid="produce" novalidate>
@@ -878,13 +888,7 @@
       </form>`;
     const form = slot.querySelector('form');
     onSubmit(form, async () => {
-      const el = form.elements;
-      const topic = el.topic.value;
-      if (!topic) throw invalid('choose a topic');
-      const partition = parseIntField(el.partition.value);
-      if (Number.isNaN(partition)) throw invalid('partition must be a non-negative integer (blank = auto)');
-      const key = el.key.value === '' ? null : el.key.value;
-      const body = { topic, partition, key, value: el.value.value, headers: parsePairs(el.headers.value) };
+      const body = { ...recordFields(form.elements), headers: parsePairs(form.elements.headers.value) };
       const res = await api('/api/produce', { method: 'POST', body });
       return okHtml(`produced to partition ${res.partition} at offset ${res.offset}`, 'produce-result');
     });
@@ -1573,14 +1577,10 @@
         </form>`;
       const form = slot.querySelector('form');
       onSubmit(form, async () => {
-        const el = form.elements;
-        const topic = el.topic.value;
-        if (!topic) throw invalid('choose a topic');
-        const partition = parseIntField(el.partition.value);
-        if (Number.isNaN(partition)) throw invalid('partition must be a non-negative integer (blank = auto)');
-        const key = el.key.value === '' ? null : el.key.value;
+        const fields = recordFields(form.elements);
+        const { topic } = fields;
         const res = await api('/api/journey', {
-          method: 'POST', body: { topic, partition, key, value: el.value.value, acks: el.acks.value },
+          method: 'POST', body: { ...fields, acks: form.elements.acks.value },
         });
         current = res.trace_id;
         history.replaceState(null, '', `#/journey/${encodeURIComponent(current)}`);
