@@ -19,7 +19,9 @@ Routes (the page's contract; ``static/app.js`` is the one client):
   ``GET /api/journey/{trace_id}``.  ``GET /api/journey?topic=&partition=&offset=``:
   what is known of a record already in the log.
 - ``POST /api/produce``, ``POST /api/topics``, ``DELETE /api/topics/{name}``,
-  ``POST /api/topics/{name}/partitions``, ``POST /api/groups/{id}/reset``,
+  ``POST /api/topics/{name}/partitions``, ``POST /api/topics/{name}/configs`` (``{"set":
+  {name: value}, "delete": [name]}``: IncrementalAlterConfigs), ``POST
+  /api/groups/{id}/reset``,
   ``POST /api/users``, ``DELETE /api/users/{name}?mechanism=``: the writes, refused with
   403 under ``--read-only``.
 
@@ -57,6 +59,10 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from millrace.client.admin import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    ConfigResourceType,
     KafkaAdminClient,
     NewPartitions,
     NewTopic,
@@ -151,6 +157,7 @@ class ConsoleServer:
             web.post("/api/topics", self._write(self._create_topic)),
             web.delete("/api/topics/{name}", self._write(self._delete_topic)),
             web.post("/api/topics/{name}/partitions", self._write(self._add_partitions)),
+            web.post("/api/topics/{name}/configs", self._write(self._alter_configs)),
             web.post("/api/groups/{group}/reset", self._write(self._reset_offsets)),
             web.get("/api/security", self._security),
             web.post("/api/users", self._write(self._create_user)),
@@ -427,6 +434,16 @@ class ConsoleServer:
         return await self._admin_call(lambda: self.admin.create_partitions(
             {name: NewPartitions(count)})[name].result())
 
+    async def _alter_configs(self, request: web.Request) -> web.StreamResponse:
+        name = request.match_info["name"]
+        try:
+            ops = _config_ops(await _json_body(request))
+        except BadRequest as e:
+            return _error(400, str(e))
+        resource = ConfigResource(ConfigResourceType.TOPIC, name)
+        return await self._admin_call(lambda: self.admin.incremental_alter_configs(
+            {resource: ops})[resource].result())
+
     async def _reset_offsets(self, request: web.Request) -> web.StreamResponse:
         group = request.match_info["group"]
         try:
@@ -544,10 +561,32 @@ def _query_int(params: Mapping[str, str], name: str) -> int:
     return value
 
 
-def _string_map(raw: Any) -> dict[str, str]:
+MAX_CONFIG_CHANGES = 100
+
+
+def _config_ops(body: Mapping[str, Any]) -> list[AlterConfigOp]:
+    """``{"set": {name: value}, "delete": [name]}`` as incremental changes (a delete puts
+    the config back to its default)."""
+    to_set = _string_map(body.get("set") or {}, "set")
+    to_delete = body.get("delete") or []
+    if not isinstance(to_delete, list) or not all(isinstance(n, str) and n
+                                                  for n in to_delete):
+        raise BadRequest("delete must be a list of config names")
+    both = set(to_set) & set(to_delete)
+    if both:
+        raise BadRequest(f"a config both set and deleted: {', '.join(sorted(both))}")
+    if not to_set and not to_delete:
+        raise BadRequest("nothing to change: give set and/or delete")
+    if len(to_set) + len(to_delete) > MAX_CONFIG_CHANGES:
+        raise BadRequest(f"at most {MAX_CONFIG_CHANGES} config changes at once")
+    return [*(AlterConfigOp(n, v) for n, v in to_set.items()),
+            *(AlterConfigOp(n, None, AlterConfigOpType.DELETE) for n in to_delete)]
+
+
+def _string_map(raw: Any, what: str = "configs") -> dict[str, str]:
     if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                             for k, v in raw.items()):
-        raise BadRequest("configs must be an object of strings")
+        raise BadRequest(f"{what} must be an object of strings")
     return raw
 
 

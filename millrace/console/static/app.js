@@ -692,6 +692,15 @@
           <button type="submit">Add partitions</button>
           <div class="form-msg" data-ref="msg"></div>
         </form>
+        <form class="card form-grid" data-testid="edit-configs" novalidate>
+          <h2>Edit configs</h2>
+          <label class="wide">Set (name=value per line)
+            <textarea name="set" rows="3" spellcheck="false" placeholder="retention.ms=86400000"></textarea></label>
+          <label class="wide">Reset to the default (names, comma-separated)
+            <input name="delete" spellcheck="false" placeholder="cleanup.policy"></label>
+          <button type="submit">Apply</button>
+          <div class="form-msg" data-ref="msg"></div>
+        </form>
         <div class="card form-grid" data-ref="delete-card">
           <h2>Delete topic</h2>
           <button type="button" class="danger" data-testid="delete-topic">Delete topic</button>
@@ -705,6 +714,17 @@
       await api(`/api/topics/${encodeURIComponent(name)}/partitions`, { method: 'POST', body: { count } });
       refresh();
       return okHtml(`topic now has ${count} partitions`, 'form-ok');
+    });
+    const configs = slot.querySelector('[data-testid="edit-configs"]');
+    onSubmit(configs, async () => {
+      const set = Object.fromEntries(parsePairs(configs.elements.set.value));
+      const reset = configs.elements.delete.value.split(',').map((n) => n.trim()).filter(Boolean);
+      if (!Object.keys(set).length && !reset.length) throw invalid('nothing to change');
+      await api(`/api/topics/${encodeURIComponent(name)}/configs`, {
+        method: 'POST', body: { set, delete: reset },
+      });
+      refresh();
+      return okHtml(`configs changed: ${[...Object.keys(set), ...reset].join(', ')}`, 'configs-ok');
     });
     const card = slot.querySelector('[data-ref="delete-card"]');
     card.querySelector('button').addEventListener('click', () => {

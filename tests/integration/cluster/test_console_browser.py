@@ -87,6 +87,27 @@ def test_topics_list_and_detail_show_partitions_leaders_and_isr(
     expect(timeline.first).to_be_visible(timeout=EXPECT_MS)
     page.screenshot(path=str(shots / "topic.png"), full_page=True)
 
+    # edit a config, see the topic's own value, put the default back
+    retention = page.locator('[data-testid="configs"] tr[data-config="retention.ms"]')
+    expect(retention).to_contain_text("604800000", timeout=EXPECT_MS)
+    edit = page.get_by_test_id("edit-configs")
+    edit.locator('[name="set"]').fill("retention.ms=3600000")
+    edit.locator('button[type="submit"]').click()
+    expect(edit.get_by_test_id("configs-ok")).to_be_visible(timeout=EXPECT_MS)
+    expect(retention).to_contain_text("3600000", timeout=EXPECT_MS)
+    expect(retention).to_contain_text("DYNAMIC_TOPIC_CONFIG")
+    edit.locator('[name="set"]').fill("")
+    edit.locator('[name="delete"]').fill("retention.ms")
+    edit.locator('button[type="submit"]').click()
+    expect(retention).to_contain_text("604800000", timeout=EXPECT_MS)
+    expect(retention).not_to_contain_text("DYNAMIC_TOPIC_CONFIG")
+    # a config the broker does not know: its error, in the form
+    edit.locator('[name="delete"]').fill("")
+    edit.locator('[name="set"]').fill("retention.nonsense=1")
+    edit.locator('button[type="submit"]').click()
+    expect(edit.get_by_test_id("form-error")).to_contain_text("INVALID_CONFIG",
+                                                              timeout=EXPECT_MS)
+
 
 def test_a_record_produced_in_the_form_appears_in_the_browser(
         cluster: LocalCluster, console: ConsoleProcess, guarded: Guarded,
@@ -475,7 +496,9 @@ def test_read_only_console_offers_no_writes_and_refuses_them(
                   ("api/topics/console-orders", None, "DELETE"),
                   ("api/topics/console-orders/partitions", {"count": 9}, "POST"),
                   ("api/groups/billing/reset", {"to": "earliest"}, "POST"),
-                  ("api/journey", {"topic": "console-orders", "value": "x"}, "POST")]
+                  ("api/journey", {"topic": "console-orders", "value": "x"}, "POST"),
+                  ("api/topics/console-orders/configs", {"set": {"retention.ms": "1"}},
+                   "POST")]
         for path, body, method in writes:
             status, answer = api(console, path, body, method=method)
             assert status == 403 and "read-only" in answer["error"], (path, status, answer)
@@ -539,6 +562,16 @@ def test_bad_requests_get_an_error_naming_the_problem(console: ConsoleProcess) -
         ("api/journey?topic=console-orders&partition=7&offset=0", None, "GET", 400,
          "has no partition 7"),
         ("api/journey/" + "0" * 32, None, "GET", 404, "no journey"),
+        ("api/topics/console-orders/configs", {}, "POST", 400, "nothing to change"),
+        ("api/topics/console-orders/configs", {"set": {"retention.ms": 1}}, "POST", 400,
+         "set must be an object of strings"),
+        ("api/topics/console-orders/configs", {"delete": "retention.ms"}, "POST", 400,
+         "delete must be a list"),
+        ("api/topics/console-orders/configs",
+         {"set": {"retention.ms": "1"}, "delete": ["retention.ms"]}, "POST", 400,
+         "both set and deleted: retention.ms"),
+        ("api/topics/no-such-topic/configs", {"set": {"retention.ms": "1"}}, "POST", 400,
+         "UNKNOWN_TOPIC_OR_PARTITION"),
     ]
     for path, body, method, code, text in cases:
         status, answer = api(console, path, body, method=method)
