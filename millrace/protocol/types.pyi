@@ -50,6 +50,8 @@ __all__ = [
     "DescribeConfigsResponse",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeLogDirsRequest",
+    "DescribeLogDirsResponse",
     "DescribeProducersRequest",
     "DescribeProducersResponse",
     "DescribeTransactionsRequest",
@@ -2514,6 +2516,74 @@ class AlterConfigsResponse(Struct):
         *,
         throttle_time_ms: int = ...,
         responses: list[AlterConfigsResourceResponse] = ...,
+    ) -> None: ...
+
+
+class DescribeLogDirsRequest(Struct):
+    class DescribableLogDirTopic(Struct):
+        topic: str
+        partitions: list[int]
+        def __init__(
+            self,
+            *,
+            topic: str = ...,
+            partitions: list[int] = ...,
+        ) -> None: ...
+    topics: list[DescribableLogDirTopic] | None
+    def __init__(
+        self,
+        *,
+        topics: list[DescribableLogDirTopic] | None = ...,
+    ) -> None: ...
+
+
+class DescribeLogDirsResponse(Struct):
+    class DescribeLogDirsResult(Struct):
+        class DescribeLogDirsTopic(Struct):
+            class DescribeLogDirsPartition(Struct):
+                partition_index: int
+                partition_size: int
+                offset_lag: int
+                is_future_key: bool
+                def __init__(
+                    self,
+                    *,
+                    partition_index: int = ...,
+                    partition_size: int = ...,
+                    offset_lag: int = ...,
+                    is_future_key: bool = ...,
+                ) -> None: ...
+            name: str
+            partitions: list[DescribeLogDirsPartition]
+            def __init__(
+                self,
+                *,
+                name: str = ...,
+                partitions: list[DescribeLogDirsPartition] = ...,
+            ) -> None: ...
+        error_code: int
+        log_dir: str
+        topics: list[DescribeLogDirsTopic]
+        total_bytes: int
+        usable_bytes: int
+        def __init__(
+            self,
+            *,
+            error_code: int = ...,
+            log_dir: str = ...,
+            topics: list[DescribeLogDirsTopic] = ...,
+            total_bytes: int = ...,
+            usable_bytes: int = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    results: list[DescribeLogDirsResult]
+    def __init__(
+        self,
+        *,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        results: list[DescribeLogDirsResult] = ...,
     ) -> None: ...
 
 

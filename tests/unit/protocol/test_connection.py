@@ -280,7 +280,7 @@ def _request_frame(key: int, version: int, cid: int, body: bytes = b"") -> bytes
     return struct.pack(">i", len(payload)) + payload
 
 
-@pytest.mark.parametrize("key", [34, 35, 68, 1000, -1])  # 34, 35: log dir APIs, not declared
+@pytest.mark.parametrize("key", [34, 38, 68, 1000, -1])  # 34: AlterReplicaLogDirs, not declared
 def test_unknown_api_key_is_refused_with_its_header(key: int) -> None:
     with pytest.raises(UnsupportedRequestError, match=f"unknown api key {key}") as info:
         server_event(ServerConnection(), _request_frame(key, 0, 42))

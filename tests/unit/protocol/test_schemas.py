@@ -47,6 +47,8 @@ EXPECTED_APIS = {
     "DescribeAcls", "CreateAcls", "DeleteAcls",
     # quotas: the client quota admin APIs (KIP-546)
     "DescribeClientQuotas", "AlterClientQuotas",
+    # storage: the size of each partition on disk, per log dir (KIP-113)
+    "DescribeLogDirs",
 }
 
 # The cluster's APIs (issue 13): inter-broker and controller-admin, with their version and
@@ -68,7 +70,12 @@ NO_UPSTREAM_JSON = {"LeaderAndIsr", "StopReplica", "UpdateMetadata", "Controlled
 # follow, still serves it: the installed JSON starts at 1, 3.9's at 0, with the same field
 # list (every field of a later version absent from v0).  The comparison starts at the
 # version given here, against the installed JSON's fields.
-SERVED_BELOW_JSON = {"DescribeAcls": 0, "CreateAcls": 0, "DeleteAcls": 0}
+SERVED_BELOW_JSON = {"DescribeAcls": 0, "CreateAcls": 0, "DeleteAcls": 0,
+                     "DescribeLogDirs": 0}
+
+# APIs to which Kafka 4.x added a version Kafka 3.9 does not have: the comparison stops at
+# 3.9's newest (DescribeLogDirs v5 adds IsCordoned, KIP-1066).
+SERVED_UP_TO = {"DescribeLogDirs": 4}
 
 # Version ranges the reference (kafka-protocol.md section 1) says brokers accept and
 # clients send: Kafka 4.x broker ranges (later 4.x where they grew), librdkafka, Java,
@@ -86,7 +93,7 @@ REQUIRED_VERSIONS = {
     "SaslHandshake": (0, 1), "SaslAuthenticate": (0, 2), "DescribeProducers": (0, 0),
     "DescribeUserScramCredentials": (0, 0), "AlterUserScramCredentials": (0, 0),
     "DescribeAcls": (0, 3), "CreateAcls": (0, 3), "DeleteAcls": (0, 3),
-    "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1),
+    "DescribeClientQuotas": (0, 1), "AlterClientQuotas": (0, 1), "DescribeLogDirs": (0, 4),
 }
 
 # The first flexible version of each API (reference section 1, "1st flexible").
@@ -101,7 +108,7 @@ FIRST_FLEXIBLE = {
     "SaslAuthenticate": 2, "DescribeProducers": 0,
     "DescribeUserScramCredentials": 0, "AlterUserScramCredentials": 0,
     "DescribeAcls": 2, "CreateAcls": 2, "DeleteAcls": 2,
-    "DescribeClientQuotas": 1, "AlterClientQuotas": 1,
+    "DescribeClientQuotas": 1, "AlterClientQuotas": 1, "DescribeLogDirs": 2,
 }
 
 
@@ -235,10 +242,12 @@ JSON = {name: load_json(name, SCHEMA_PACKAGES.get(name)) for name in CODECS}
 
 
 def _with_kafka_3_9_range(name: str, schema: dict[str, Any]) -> dict[str, Any]:
-    low = SERVED_BELOW_JSON.get(name.removesuffix("Request").removesuffix("Response"))
-    if low is None:
+    api = name.removesuffix("Request").removesuffix("Response")
+    valid = parse_versions(schema["validVersions"])
+    low = SERVED_BELOW_JSON.get(api, valid.low)
+    high = SERVED_UP_TO.get(api, valid.high)
+    if (low, high) == (valid.low, valid.high):
         return schema
-    high = parse_versions(schema["validVersions"]).high
     return {**schema, "validVersions": f"{low}-{high}"}
 
 
@@ -301,6 +310,14 @@ def test_versions_served_below_the_json_are_the_ones_kafka_4_dropped(name: str) 
         assert CODECS[f"{name}{kind}"].message.versions.low == SERVED_BELOW_JSON[name]
 
 
+@pytest.mark.parametrize("name", sorted(SERVED_UP_TO))
+def test_versions_left_out_above_kafka_3_9_are_newer_than_it(name: str) -> None:
+    # Our declaration stops at 3.9's newest; the installed JSON goes further.
+    for kind in ("Request", "Response"):
+        assert parse_versions(JSON[f"{name}{kind}"]["validVersions"]).high > SERVED_UP_TO[name]
+        assert CODECS[f"{name}{kind}"].message.versions.high == SERVED_UP_TO[name]
+
+
 @pytest.mark.parametrize("name", sorted(NO_UPSTREAM_JSON))
 def test_apis_left_out_of_the_comparison_really_have_no_json(name: str) -> None:
     # Should a later kafka-python ship one of them, it belongs in the comparison.
@@ -320,7 +337,7 @@ def test_cluster_api_ranges_match_kafka_3_8(name: str) -> None:
 def test_exactly_the_apis_of_the_issues() -> None:
     names = {api.name for api in API.values()}
     assert names == EXPECTED_APIS | set(CLUSTER_APIS)
-    assert len(API) == 33 + 10 + 2 + 3 + 2
+    assert len(API) == 33 + 10 + 2 + 3 + 2 + 1
     assert {k.name for k in ApiKey} == {
         re.sub(r"(?<!^)(?=[A-Z])", "_", n).upper() for n in names}
     assert [ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
