@@ -44,6 +44,7 @@ from millrace.protocol.types import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeGroupsRequest,
+    DescribeLogDirsRequest,
     DescribeProducersRequest,
     DescribeTransactionsRequest,
     DescribeUserScramCredentialsRequest,
@@ -534,6 +535,11 @@ def list_partition_reassignments(n: Names, v: int) -> Any:
     return ListPartitionReassignmentsRequest(timeout_ms=1000, topics=[
         ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
             name=n.topic, partition_indexes=[0])])
+
+
+def describe_log_dirs(n: Names, v: int) -> Any:
+    return DescribeLogDirsRequest(topics=[DescribeLogDirsRequest.DescribableLogDirTopic(
+        topic=n.topic, partitions=[0])])
 
 
 def describe_user_scram_credentials(n: Names, v: int) -> Any:

@@ -195,6 +195,10 @@ def _cluster_describe_bit(resp: Any, n: Names) -> bool:
     return bool(resp.cluster_authorized_operations & (1 << AclOperation.DESCRIBE))
 
 
+def _log_dirs_list_topic(resp: Any, n: Names) -> bool:
+    return n.topic in [t.name for r in resp.results for t in r.topics]
+
+
 def _group_listed(resp: Any, n: Names) -> bool:
     return n.group in [g.group_id for g in resp.groups]
 
@@ -367,6 +371,11 @@ TABLE: tuple[Row, ...] = (
         (Need((cluster(Op.DESCRIBE_CONFIGS),), CLUSTER_AUTH, ALONE),)),
     Row(K.ALTER_CLIENT_QUOTAS, "", rq.alter_client_quotas,
         (Need((cluster(Op.ALTER_CONFIGS),), CLUSTER_AUTH, listing(at("entries.error_code"))),)),
+    # denied: an empty answer, with 31 at the top from v3 (v0-2 have no field for it)
+    Row(K.DESCRIBE_LOG_DIRS, "v3+", rq.describe_log_dirs,
+        (Need((cluster(Op.DESCRIBE),), CLUSTER_AUTH, ALONE),), versions=(3, 0x7FFF)),
+    Row(K.DESCRIBE_LOG_DIRS, "v0-2", rq.describe_log_dirs, shows=(cluster(Op.DESCRIBE),),
+        listed=_log_dirs_list_topic, versions=(0, 2)),
     Row(K.DESCRIBE_CLUSTER, "", rq.describe_cluster, shows=(cluster(Op.DESCRIBE),),
         listed=_cluster_describe_bit),
     # --- none needed
