@@ -29,6 +29,7 @@ from millrace.client.admin import (
     _group_offsets,
     _groups,
     _leaders,
+    _log_dirs,
     _reassignments,
     _scram,
     _topics,
@@ -56,6 +57,7 @@ from millrace.client.admin.types import (
     FilterResult,
     GroupOffset,
     ListOffsetsResultInfo,
+    LogDirDescription,
     NewPartitions,
     NewTopic,
     OffsetAndMetadata,
@@ -204,6 +206,18 @@ class KafkaAdminClient:
         with self._lock:
             return _topics.delete_records(self._net, before_offsets,
                                           self._deadline(timeout_ms))
+
+    # ------------------------------------------------------------------ log dirs
+    def describe_log_dirs(self, brokers: Iterable[int], *, timeout_ms: int | None = None
+                          ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log dirs, by path: the dir's error (None: online), its volume's
+        total and usable bytes (None from brokers before DescribeLogDirs v4), and a
+        ``ReplicaInfo`` (size, offset lag, is future) per partition it holds
+        (DescribeLogDirs, one request per broker; Java ``describeLogDirs``).  Raises
+        ``ClusterAuthorizationFailedError`` without Describe on the Cluster and
+        ``BrokerNotAvailableError`` for an id not in the cluster."""
+        with self._lock:
+            return _log_dirs.describe_log_dirs(self._net, brokers, self._deadline(timeout_ms))
 
     # ------------------------------------------------------------------ configs
     def describe_configs(self, resources: Iterable[ConfigResource], *,

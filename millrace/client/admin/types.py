@@ -13,7 +13,7 @@ offset with the log end offset and lag), ``PartitionAssignmentState`` (one row o
 ``ScramCredentialInfo``, ``UserScramCredentialsDescription`` and the alterations
 ``UserScramCredentialUpsertion`` / ``UserScramCredentialDeletion``.  ACLs (the bindings
 and filters themselves are ``millrace.security.acl``'s): ``FilterResult``, one ACL a
-``delete_acls`` filter matched.
+``delete_acls`` filter matched.  Log dirs: ``LogDirDescription`` of ``ReplicaInfo``s.
 """
 
 from __future__ import annotations
@@ -32,9 +32,11 @@ __all__ = [
     "Config", "ConfigEntry", "ConfigResource", "ConfigResourceType", "ConfigSource",
     "ConsumerGroupDescription", "ConsumerGroupListing", "ConsumerGroupOffsets",
     "ConsumerGroupState", "ElectionType", "FilterResult", "GroupOffset", "ListOffsetsResultInfo",
-    "MemberAssignment", "MemberDescription", "NewPartitions", "NewTopic", "Node",
+    "LogDirDescription", "MemberAssignment", "MemberDescription", "NewPartitions", "NewTopic",
+    "Node",
     "OffsetAndMetadata", "OffsetSpec", "PartitionAssignmentState",
-    "PartitionProducerState", "ProducerState", "ScramCredentialInfo", "ScramMechanism",
+    "PartitionProducerState", "ProducerState", "ReplicaInfo", "ScramCredentialInfo",
+    "ScramMechanism",
     "TopicDescription", "TopicListing", "TopicPartition", "TopicPartitionInfo",
     "TransactionDescription", "TransactionListing", "TransactionState",
     "UserScramCredentialAlteration", "UserScramCredentialDeletion",
@@ -534,3 +536,27 @@ class FilterResult:
 
     binding: AclBinding
     error: KafkaError | None = None
+
+
+# ---------------------------------------------------------------------- log dirs
+@dataclass(frozen=True)
+class ReplicaInfo:
+    """Java ``ReplicaInfo``: one replica's log in a log dir -- its segments' bytes, how
+    far its log end offset is behind the high watermark (a future log: behind the
+    current log's end), and whether it is a future log (AlterReplicaLogDirs)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    """Java ``LogDirDescription``: one log dir of a broker.  ``error`` is the dir's
+    (KafkaStorageError: offline; then no replicas); ``total_bytes`` / ``usable_bytes``
+    of its volume are None when the broker did not say (DescribeLogDirs before v4)."""
+
+    error: KafkaError | None
+    replica_infos: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
