@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "millrace.cli.schemas",
     "millrace.cli.leader_election",
     "millrace.cli.reassign_partitions",
+    "millrace.cli.log_dirs",
     "millrace.cli.console",
     "millrace.cli.web_console",
     "millrace.cli.pipeline",
