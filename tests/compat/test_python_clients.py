@@ -52,6 +52,29 @@ def test_kafka_python_admin(broker: BrokerProcess) -> None:
         admin.close()
 
 
+def test_kafka_python_describe_log_dirs(broker: BrokerProcess) -> None:
+    """kafka-python's ``describe_log_dirs`` (the kafka-log-dirs of Python tools): the
+    version it picks decodes, and a topic written to shows its size on disk."""
+    kafka = pytest.importorskip("kafka")
+    topic = f"kpl-{uuid.uuid4().hex[:6]}"
+    producer = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    for _ in range(50):
+        producer.send(topic, partition=0, value=b"x" * 100)
+    producer.flush(30)
+    producer.close()
+    admin = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        (answer,) = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    (log_dir,) = answer["log_dirs"]
+    assert log_dir["error_code"] == 0 and log_dir["log_dir"].endswith("logs")
+    sizes = {(t["name"], p["partition_index"]): p["partition_size"]
+             for t in log_dir["topics"] for p in t["partitions"]}
+    assert sizes[(topic, 0)] > 50 * 100
+    assert log_dir["total_bytes"] >= log_dir["usable_bytes"] > 0  # it asks v4
+
+
 def test_aiokafka_produce_consume_group(broker: BrokerProcess) -> None:
     aiokafka = pytest.importorskip("aiokafka")
     topic = f"aio-{uuid.uuid4().hex[:6]}"
