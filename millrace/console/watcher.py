@@ -25,7 +25,9 @@ series, ``TIMELINE_ENTRIES`` per topic, ``REBALANCE_ENTRIES`` per group).
 Alerts are the standard set (reference observability.md 1.3), derived from the same
 metadata: under-replicated partitions (ISR smaller than the replicas), under-min-ISR
 partitions (ISR smaller than the topic's ``min.insync.replicas``), offline partitions (no
-leader), a replica on a broker that is not registered (down), and no controller.
+leader), a replica on a broker that is not registered (down), no controller, and offline
+log dirs (DescribeLogDirs, each broker every ``LOG_DIRS_REFRESH_S``, which also gives each
+partition's size: its leader's log, in bytes).
 
 Thread ownership: ``poll`` and ``snapshot`` run on the console's one worker thread; the
 snapshot they return is an immutable-by-convention dict the event loop hands out.
@@ -64,6 +66,7 @@ MERGE_WINDOW_MS = 10_000   # how long after a broker's record the console may ob
 COORDINATOR_REFRESH_S = 5.0   # how often an unchanged group's coordinator history is read
 POLL_TIMEOUT_MS = 5000
 GROUP_TIMEOUT_MS = 2000    # per group: a stopped coordinator must not stall the poll long
+LOG_DIRS_REFRESH_S = 5.0   # how often each broker's log dirs (sizes, offline dirs) are read
 
 
 def now_ms() -> int:
@@ -122,6 +125,9 @@ class ClusterWatcher:
         self._group_rows: dict[str, dict[str, Any]] = {}
         self._group_partitions: dict[str, list[dict[str, Any]]] = {}
         self._group_meta: dict[str, dict[str, Any]] = {}
+        self._sizes: dict[TopicPartition, int] = {}        # the leader's replica, bytes
+        self._offline_dirs: dict[int, list[str]] = {}      # broker -> "path (error)"
+        self._log_dirs_read = 0.0
 
     # ------------------------------------------------------------------ polling
     def poll(self) -> dict[str, Any]:
@@ -169,6 +175,37 @@ class ClusterWatcher:
             self._poll_groups(t)
         except MillraceError as e:
             self._warnings.append(f"consumer groups: {_error_text(e)}")
+        self._poll_log_dirs()
+
+    def _poll_log_dirs(self) -> None:
+        """Partition sizes and offline log dirs (DescribeLogDirs, each broker on its own so
+        that one down hides nothing of the rest), every ``LOG_DIRS_REFRESH_S``."""
+        now = time.monotonic()
+        if now - self._log_dirs_read < LOG_DIRS_REFRESH_S or self._cluster is None:
+            return
+        self._log_dirs_read = now
+        sizes: dict[TopicPartition, dict[int, int]] = {}
+        offline: dict[int, list[str]] = {}
+        for node in self._cluster.nodes:
+            try:
+                found = self.admin.describe_log_dirs([node.id], timeout_ms=POLL_TIMEOUT_MS)
+            except MillraceError as e:
+                self._warnings.append(f"log dirs of broker {node.id}: {_error_text(e)}")
+                continue
+            for path, described in found.get(node.id, {}).items():
+                if described.error is not None:
+                    offline.setdefault(node.id, []).append(
+                        f"{path} ({_error_text(described.error)})")
+                for tp, replica in described.replica_infos.items():
+                    if not replica.is_future:
+                        sizes.setdefault(tp, {})[node.id] = replica.size
+        self._offline_dirs = offline
+        self._sizes = {}
+        for tp, by_broker in sizes.items():
+            state = self._partitions.get(tp)
+            leader = state.leader if state is not None else None
+            self._sizes[tp] = by_broker.get(leader, max(by_broker.values())) \
+                if leader is not None else max(by_broker.values())
 
     def _observe_partitions(self, t: int, topics: Mapping[str, TopicDescription]) -> None:
         seen: set[TopicPartition] = set()
@@ -380,6 +417,7 @@ class ClusterWatcher:
                 "under_replicated": sum(len(s.isr) < len(s.replicas) for s in states),
                 "offline": sum(s.leader is None for s in states),
                 "messages": sum((s.hw or 0) - (s.start or 0) for s in states),
+                "size": self._topic_size(name, topic),
                 "rate": round(self._topic_rate.get(name, 0.0), 1),
                 "groups": sorted(groups_of.get(name, ()))})
         return {"time": t, "read_only": self.read_only, "error": None,
@@ -390,6 +428,12 @@ class ClusterWatcher:
                 "throughput": list(self._throughput),
                 "topics": topics,
                 "groups": [self._group_rows[g] for g in sorted(self._group_rows)]}
+
+    def _topic_size(self, name: str, topic: TopicDescription) -> int | None:
+        """The bytes of the topic's partitions (their leaders' logs); None when unknown."""
+        found = [self._sizes.get(TopicPartition(name, p.partition)) for p in topic.partitions]
+        known = [size for size in found if size is not None]
+        return sum(known) if known else None
 
     def _groups_by_topic(self) -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}
@@ -424,6 +468,11 @@ class ClusterWatcher:
         if down:
             alerts.append(_alert("BrokerDown", "critical",
                                  f"broker(s) {down} hold replicas but are not registered"))
+        if self._offline_dirs:
+            dirs = [f"broker {b}: {d}" for b, found in sorted(self._offline_dirs.items())
+                    for d in found]
+            alerts.append(_alert("OfflineLogDirectoryCount", "critical",
+                                 f"{len(dirs)} log dir(s) offline: {'; '.join(dirs[:5])}"))
         return alerts
 
     def topic_detail(self, name: str) -> dict[str, Any] | None:
@@ -442,7 +491,7 @@ class ClusterWatcher:
             rows.append({"partition": p.partition, "leader": state.leader,
                          "replicas": state.replicas, "isr": state.isr,
                          "start": state.start, "hw": state.hw, "end": state.hw,
-                         "lso": lso.get(tp)})
+                         "lso": lso.get(tp), "size": self._sizes.get(tp)})
         configs = []
         resource = ConfigResource(ConfigResourceType.TOPIC, name)
         try:

@@ -34,6 +34,19 @@
     return isNum(r) ? `${r.toFixed(1)}/s` : '—';
   }
 
+  /** Bytes in binary units (1 KiB = 1024 B); unknown: a dash. */
+  function fmtBytes(n) {
+    if (!isNum(n)) return '—';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let v = n;
+    let i = 0;
+    while (v >= 1024 && i < units.length - 1) {
+      v /= 1024;
+      i += 1;
+    }
+    return i === 0 ? `${v} B` : `${v.toFixed(v < 10 ? 1 : 0)} ${units[i]}`;
+  }
+
   const pad2 = (n) => String(n).padStart(2, '0');
 
   /** Local wall-clock time, HH:MM:SS. */
@@ -465,7 +478,7 @@
       const showInternal = ref('show-internal').checked;
       const topics = (last.topics || []).filter((t) => showInternal || !t.internal);
       topics.sort((a, b) => byName(a.name, b.name));
-      ref('rows').innerHTML = rowsOrEmpty(topics.map(topicRow), 7, 'No topics');
+      ref('rows').innerHTML = rowsOrEmpty(topics.map(topicRow), 8, 'No topics');
     };
     return {
       mount(root) {
@@ -480,8 +493,8 @@
               </div>
               <div class="table-wrap tall"><table data-testid="topics">
                 <thead><tr><th>Name</th><th class="num">Partitions</th><th class="num">RF</th>
-                  <th class="num">Under-replicated</th><th class="num">Messages</th><th class="num">Rate</th>
-                  <th>Consumer groups</th></tr></thead>
+                  <th class="num">Under-replicated</th><th class="num">Size</th><th class="num">Messages</th>
+                  <th class="num">Rate</th><th>Consumer groups</th></tr></thead>
                 <tbody data-ref="rows"></tbody>
               </table></div>
             </div>
@@ -506,6 +519,7 @@
       <td class="num">${fmtInt(t.partitions)}</td>
       <td class="num">${fmtInt(t.rf)}</td>
       <td class="num${ur > 0 ? ' bad' : ''}">${fmtInt(ur)}</td>
+      <td class="num" data-testid="topic-size" data-bytes="${esc(t.size ?? '')}">${fmtBytes(t.size)}</td>
       <td class="num">${fmtInt(t.messages)}</td>
       <td class="num">${fmtRate(t.rate)}</td>
       <td>${groupLinks(t.groups)}</td>
@@ -560,7 +574,7 @@
       if (!detail) return;
       const parts = [...(detail.partitions || [])].sort((a, b) => a.partition - b.partition);
       ref('internal').hidden = !detail.internal;
-      ref('partitions').innerHTML = rowsOrEmpty(parts.map(partitionRow), 8, 'No partitions');
+      ref('partitions').innerHTML = rowsOrEmpty(parts.map(partitionRow), 9, 'No partitions');
       const timeline = [...(detail.timeline || [])].sort((a, b) => b.t - a.t);
       ref('timeline').innerHTML = timeline.length
         ? timeline.map(timelineEntry).join('')
@@ -582,7 +596,7 @@
     function renderSummary() {
       const t = ((snap && snap.topics) || []).find((x) => x.name === name);
       ref('summary').innerHTML = t
-        ? `${fmtInt(t.partitions)} partitions · RF ${fmtInt(t.rf)} · ${fmtInt(t.messages)} messages · ${fmtRate(t.rate)}`
+        ? `${fmtInt(t.partitions)} partitions · RF ${fmtInt(t.rf)} · ${fmtBytes(t.size)} · ${fmtInt(t.messages)} messages · ${fmtRate(t.rate)}`
           + (t.under_replicated ? ` · <span class="bad">${fmtInt(t.under_replicated)} under-replicated</span>` : '')
         : '';
       if (!detail && t) renderGroups(t.groups);
@@ -604,8 +618,9 @@
             <div class="card"><h2>Partitions</h2>
               <div class="table-wrap"><table data-testid="partitions">
                 <thead><tr><th class="num">Partition</th><th class="num">Leader</th><th>Replicas</th><th>ISR</th>
-                  <th class="num">Start</th><th class="num">HW</th><th class="num">LSO</th><th class="num">End</th></tr></thead>
-                <tbody data-ref="partitions"><tr><td class="empty" colspan="8">loading…</td></tr></tbody>
+                  <th class="num">Start</th><th class="num">HW</th><th class="num">LSO</th><th class="num">End</th>
+                  <th class="num">Size</th></tr></thead>
+                <tbody data-ref="partitions"><tr><td class="empty" colspan="9">loading…</td></tr></tbody>
               </table></div>
             </div>
             <div class="grid-2">
@@ -653,6 +668,7 @@
       <td class="num mono">${fmtInt(p.hw)}</td>
       <td class="num mono">${fmtInt(p.lso)}</td>
       <td class="num mono">${fmtInt(p.end)}</td>
+      <td class="num mono" data-testid="partition-size" data-bytes="${esc(p.size ?? '')}">${fmtBytes(p.size)}</td>
     </tr>`;
   }
 

@@ -153,6 +153,19 @@ def test_a_record_produced_in_the_form_appears_in_the_browser(
     expect(row).to_contain_text("source")
     page.screenshot(path=str(shots / "messages.png"), full_page=True)
 
+    # its bytes on disk (DescribeLogDirs): the topic's, and partition 1's alone
+    page.goto(console.url + "#/topics")
+    size = page.locator('[data-testid="topic-row"][data-topic="console-form"] '
+                        '[data-testid="topic-size"]')
+    expect(size).to_have_attribute("data-bytes", re.compile(r"^[1-9]\d*$"), timeout=EXPECT_MS)
+    expect(size).to_contain_text(re.compile(r"\d+ B"))
+    page.goto(console.url + "#/topics/console-form")
+    sizes = {p: page.locator(f'[data-testid="partition-row"][data-partition="{p}"] '
+                             '[data-testid="partition-size"]') for p in (0, 1)}
+    expect(sizes[1]).to_have_attribute("data-bytes", re.compile(r"^[1-9]\d*$"),
+                                       timeout=EXPECT_MS)
+    expect(sizes[0]).to_have_attribute("data-bytes", "0")   # nothing was produced there
+
 
 def _choose(form: Any, name: str, value: str) -> None:
     field = form.locator(f'[name="{name}"]')

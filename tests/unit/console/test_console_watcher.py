@@ -18,16 +18,20 @@ from millrace.client.admin import (
     ConsumerGroupOffsets,
     ConsumerGroupState,
     ListOffsetsResultInfo,
+    LogDirDescription,
     MemberAssignment,
     MemberDescription,
     Node,
     PartitionAssignmentState,
+    ReplicaInfo,
     TopicDescription,
     TopicListing,
     TopicPartitionInfo,
 )
 from millrace.client.admin.broker_http import BrokerHttpUnavailable
 from millrace.client.errors import KafkaTimeoutError
+from millrace.common.errors import ClusterAuthorizationFailedError, KafkaStorageError
+from millrace.common.topic_partition import TopicPartition
 from millrace.console import watcher as watcher_module
 from millrace.console.watcher import ClusterWatcher
 
@@ -52,12 +56,28 @@ class FakeAdmin:
         self.min_isr = "2"
         self.groups: dict[str, tuple[str, list[str], dict[int, int]]] = {}
         self.unreachable = False
+        self.sizes = {(b, p): 1000 * (p + 1) + b for p in (0, 1) for b in (1, 2, 3)}
+        self.offline_dirs: dict[int, str] = {}   # broker -> its dir that fails
+        self.log_dirs_refused: set[int] = set()
 
     def describe_cluster(self, **_: Any) -> ClusterDescription:
         if self.unreachable:
             raise KafkaTimeoutError("METADATA: timed out")
         return ClusterDescription("cluster-x", NODES.get(self.controller or 0),
                                   [NODES[i] for i in sorted(self.live)])
+
+    def describe_log_dirs(self, brokers: list[int], **_: Any
+                          ) -> dict[int, dict[str, LogDirDescription]]:
+        (broker,) = brokers
+        if broker in self.log_dirs_refused:
+            raise ClusterAuthorizationFailedError("DescribeLogDirs: not authorized")
+        dirs = {"/data/a": LogDirDescription(None, {
+            TopicPartition("orders", p): ReplicaInfo(size, 0, False)
+            for (b, p), size in self.sizes.items() if b == broker})}
+        if broker in self.offline_dirs:
+            dirs[self.offline_dirs[broker]] = LogDirDescription(
+                KafkaStorageError("the dir is offline"), {})
+        return {broker: dirs}
 
     def list_topics(self, **_: Any) -> list[TopicListing]:
         return [TopicListing("orders", None, False)]
@@ -158,6 +178,34 @@ def test_an_offline_partition_and_no_controller_are_critical(clock: list[int]) -
     alerts = {a["name"]: a["severity"] for a in poll(w, clock)["alerts"]}
     assert alerts["OfflinePartitionsCount"] == "critical"
     assert alerts["ActiveControllerCount"] == "critical"
+
+
+def test_sizes_are_the_leaders_logs_and_an_offline_log_dir_is_critical(
+        clock: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watcher_module, "LOG_DIRS_REFRESH_S", 0.0)
+    admin = FakeAdmin()
+    w = ClusterWatcher(admin)   # type: ignore[arg-type]
+    snapshot = poll(w, clock)
+    # partition 0 is led by broker 1 (1001 bytes there), partition 1 by broker 2 (2002)
+    assert snapshot["topics"][0]["size"] == 1001 + 2002
+    detail = w.topic_detail("orders")
+    assert detail is not None
+    assert [r["size"] for r in detail["partitions"]] == [1001, 2002]
+    assert snapshot["alerts"] == []          # negative control: every dir online
+
+    admin.offline_dirs[3] = "/data/b"
+    admin.log_dirs_refused.add(2)            # one broker's refusal hides nothing else
+    snapshot = poll(w, clock)
+    (alert,) = snapshot["alerts"]
+    assert (alert["name"], alert["severity"]) == ("OfflineLogDirectoryCount", "critical")
+    assert "broker 3: /data/b" in alert["message"]
+    assert "KAFKA_STORAGE_ERROR" in alert["message"]
+    assert any("log dirs of broker 2" in warning for warning in snapshot["warnings"])
+    # broker 2 led partition 1 but did not answer: the largest replica that did
+    assert snapshot["topics"][0]["size"] == 1001 + 2003
+
+    admin.offline_dirs.clear()
+    assert poll(w, clock)["alerts"] == []    # cleared when the dir is back
 
 
 def test_throughput_is_the_high_watermarks_moving(clock: list[int]) -> None:
