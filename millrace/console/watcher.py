@@ -6,7 +6,9 @@ for its brokers, topics, partitions, offsets and groups, and folds each answer i
 history that no Kafka API keeps (reference observability.md 5.4):
 
 - the records produced into the cluster per second, from the sum of the high watermarks
-  of the non-internal partitions between two polls (``throughput``);
+  of the non-internal partitions between two polls, and the records consumed per second,
+  from the groups' committed offsets between two polls (``throughput``: ``in``, ``out``;
+  ``out`` is None for a poll whose groups could not be read);
 - per partition, a timeline of leader and ISR changes (``timeline``), first seen, then
   every change the console observes between two polls;
 - per group, its total lag over time (``lag_history``), Burrow's status over the commits
@@ -105,10 +107,12 @@ class ClusterWatcher:
         self.read_only = read_only
         self._partitions: dict[TopicPartition, PartitionState] = {}
         self._timeline: dict[str, deque[dict[str, Any]]] = {}
-        self._throughput: deque[dict[str, float]] = deque(maxlen=HISTORY_POINTS)
+        self._throughput: deque[dict[str, float | None]] = deque(maxlen=HISTORY_POINTS)
         self._topic_rate: dict[str, float] = {}
         self._last_total: tuple[int, int] | None = None       # (time ms, sum of HWs)
         self._last_topic_hw: dict[str, int] = {}
+        self._rate_in: tuple[int, float] | None = None        # this poll's (t, records in/s)
+        self._last_committed: tuple[int, dict[str, int]] | None = None   # (t, group -> sum)
         self._groups: dict[str, GroupHistory] = {}
         self._burrow = BurrowEvaluator()
         self._min_isr: dict[str, int] = {}
@@ -175,7 +179,25 @@ class ClusterWatcher:
             self._poll_groups(t)
         except MillraceError as e:
             self._warnings.append(f"consumer groups: {_error_text(e)}")
+            self._last_committed = None
+        else:
+            self._record_throughput(t)
+        self._rate_in = None
         self._poll_log_dirs()
+
+    def _record_throughput(self, t: int) -> None:
+        """This poll's point: records in (the HWs) and out (the groups' commits) per s."""
+        committed = {group: sum(history.committed.values())
+                     for group, history in self._groups.items()}
+        rate_out = None
+        if self._last_committed is not None and t > self._last_committed[0]:
+            before = self._last_committed[1]
+            dt = (t - self._last_committed[0]) / 1000
+            rate_out = sum(max(0, total - before[group])
+                           for group, total in committed.items() if group in before) / dt
+        self._last_committed = (t, committed)
+        if self._rate_in is not None:
+            self._throughput.append({"t": t, "in": self._rate_in[1], "out": rate_out})
 
     def _poll_log_dirs(self) -> None:
         """Partition sizes and offline log dirs (DescribeLogDirs, each broker on its own so
@@ -256,7 +278,7 @@ class ClusterWatcher:
                     total += state.hw
         if self._last_total is not None and t > self._last_total[0]:
             dt = (t - self._last_total[0]) / 1000
-            self._throughput.append({"t": t, "in": max(0, total - self._last_total[1]) / dt})
+            self._rate_in = (t, max(0, total - self._last_total[1]) / dt)
             self._topic_rate = {
                 name: max(0, hw - self._last_topic_hw.get(name, hw)) / dt
                 for name, hw in per_topic.items()}

@@ -413,6 +413,7 @@
                 <div class="stat-value" data-ref="group-count">—</div></div>
             </div>
             <div class="card" data-ref="chart"></div>
+            <div class="card" data-ref="chart-out"></div>
             <div class="grid-2">
               <div class="card"><h2>Brokers</h2>
                 <div class="table-wrap"><table data-testid="brokers">
@@ -441,6 +442,11 @@
           title: 'Throughput in (records/s)',
           testid: 'throughput-chart',
           points: (snap.throughput || []).map((p) => ({ t: p.t, v: p.in })),
+        });
+        ref('chart-out').innerHTML = lineChart({
+          title: "Throughput out (records/s consumed, from the groups' commits)",
+          testid: 'throughput-out-chart',
+          points: (snap.throughput || []).map((p) => ({ t: p.t, v: p.out })),
         });
       },
     };

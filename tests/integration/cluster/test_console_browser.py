@@ -64,6 +64,7 @@ def test_overview_shows_the_brokers_the_controller_and_no_alerts(
     expect(page.get_by_test_id("alerts")).to_contain_text("No alerts", timeout=EXPECT_MS)
     expect(page.get_by_test_id("live")).to_have_text(re.compile("live"), timeout=EXPECT_MS)
     expect(page.get_by_test_id("throughput-chart")).to_be_visible()
+    expect(page.get_by_test_id("throughput-out-chart")).to_be_visible()
     page.screenshot(path=str(shots / "overview.png"), full_page=True)
 
 
@@ -218,6 +219,14 @@ def test_groups_show_members_rebalances_with_reasons_and_lag_climbing(
                     and len(group["members"]) == 1 and group["lag"] == 0
                     and len(group["partitions"]) == 2)
         wait_until("billing stable with one member and no lag", one_member)
+        # what the member consumes now is throughput out (its commits move)
+        for partition in (0, 1):
+            _produce(cluster, "console-events", 20, partition)
+
+        def consumed() -> float | None:
+            outs = [p["out"] for p in state(console)["throughput"] if p["out"]]
+            return max(outs) if outs else None
+        wait_until("records consumed per second on the overview", consumed)
         second = _member(cluster, "billing", "console-events", "member-b", tmp_path)
         page = guarded.page
         page.goto(console.url + "#/groups/billing")

@@ -208,15 +208,25 @@ def test_sizes_are_the_leaders_logs_and_an_offline_log_dir_is_critical(
     assert poll(w, clock)["alerts"] == []    # cleared when the dir is back
 
 
-def test_throughput_is_the_high_watermarks_moving(clock: list[int]) -> None:
+def test_throughput_is_the_high_watermarks_and_the_commits_moving(clock: list[int]) -> None:
     admin = FakeAdmin()
+    admin.groups["billing"] = ("Stable", ["a"], {0: 0, 1: 0})
+    admin.groups["audit"] = ("Stable", ["b"], {0: 0})
     w = ClusterWatcher(admin)   # type: ignore[arg-type]
     poll(w, clock)
     admin.hw = {0: 300, 1: 200}
+    admin.groups["billing"] = ("Stable", ["a"], {0: 100, 1: 60})   # 160 consumed
+    admin.groups["audit"] = ("Stable", ["b"], {0: 40})             # 40 more
     snapshot = poll(w, clock, step_ms=2000)
-    assert snapshot["throughput"][-1]["in"] == pytest.approx(250.0)
+    point = snapshot["throughput"][-1]
+    assert point["in"] == pytest.approx(250.0)
+    assert point["out"] == pytest.approx(100.0)
     assert snapshot["topics"][0]["rate"] == pytest.approx(250.0)
     assert snapshot["topics"][0]["messages"] == 500
+    # a group that goes away is not consumption, nor a negative one
+    del admin.groups["audit"]
+    admin.groups["billing"] = ("Stable", ["a"], {0: 100, 1: 60})
+    assert poll(w, clock)["throughput"][-1]["out"] == 0
 
 
 def test_lag_history_and_observed_rebalances(clock: list[int]) -> None:
