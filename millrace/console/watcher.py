@@ -203,7 +203,9 @@ class ClusterWatcher:
         """Partition sizes and offline log dirs (DescribeLogDirs, each broker on its own so
         that one down hides nothing of the rest), every ``LOG_DIRS_REFRESH_S``."""
         now = time.monotonic()
-        if now - self._log_dirs_read < LOG_DIRS_REFRESH_S or self._cluster is None:
+        # sooner for a partition not sized yet (a new topic), but at most once a second
+        due = LOG_DIRS_REFRESH_S if self._partitions.keys() <= self._sizes.keys() else 1.0
+        if now - self._log_dirs_read < due or self._cluster is None:
             return
         self._log_dirs_read = now
         sizes: dict[TopicPartition, dict[int, int]] = {}
