@@ -54,7 +54,7 @@ def _listening(port: int) -> bool:
     return True
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture   # on the shared cluster, which each test gets idle: one test's server
 def connect_url(cluster: SparkStandaloneCluster,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Spark Connect server on loopback whose application runs on ``cluster``."""
